@@ -1,0 +1,19 @@
+#pragma once
+// The CPU plugin's kernel families. Each registers its kernels under `key` (the CPU key).
+#include <tessera/sdk/plugin.h>
+
+namespace tessera::cpu {
+
+void register_factory_kernels(sdk::Registrar& reg, ts_dispatch_key key);      // factories.cpp, random.cpp
+void register_copy_kernels(sdk::Registrar& reg, ts_dispatch_key key);         // copy.cpp
+void register_unary_kernels(sdk::Registrar& reg, ts_dispatch_key key);        // unary.cpp
+void register_binary_kernels(sdk::Registrar& reg, ts_dispatch_key key);       // binary.cpp, compare.cpp
+void register_reduction_kernels(sdk::Registrar& reg, ts_dispatch_key key);    // reduce.cpp, softmax.cpp
+void register_shape_kernels(sdk::Registrar& reg, ts_dispatch_key key);        // shape.cpp, join.cpp
+void register_index_kernels(sdk::Registrar& reg, ts_dispatch_key key);        // index.cpp
+void register_linalg_kernels(sdk::Registrar& reg, ts_dispatch_key key);       // linalg.cpp
+
+// The device type id of "cpu" (always 0).
+inline constexpr ts_device kCpuDevice{0, 0};
+
+}  // namespace tessera::cpu

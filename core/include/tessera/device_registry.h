@@ -1,0 +1,53 @@
+#pragma once
+// The device types known to the host: registered by device plugins through the C ABI.
+// Lookups by type id are lock-free (a fixed table of atomic pointers); names go through a map.
+#include <tessera/device.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+struct DeviceTypeEntry {
+  std::string name;
+  int32_t type = -1;
+  int32_t key = -1;  // its backend dispatch key
+  ts_device_desc desc{};
+  std::string plugin;
+};
+
+class DeviceRegistry {
+ public:
+  static constexpr int kMaxDeviceTypes = 32;
+  static DeviceRegistry& instance();
+
+  // The type id a name has or will have. "cpu" is 0, "cuda" 1, "hip" 2; others are assigned
+  // in order of first mention. Does not require the device to be registered.
+  int32_t type_id(std::string_view name);
+  // The backend dispatch key reserved for a device type name.
+  int32_t backend_key(std::string_view name);
+  // Registers the device a plugin provides. Raises PluginError if the name is taken.
+  const DeviceTypeEntry& add(const ts_device_desc& desc, const std::string& plugin);
+  void remove(std::string_view name);  // undoes add (used when a plugin is refused)
+  // nullptr when the type is not registered (yet).
+  const DeviceTypeEntry* find(int32_t type) const;
+  const DeviceTypeEntry* find(std::string_view name) const;
+  // Like find, but first asks the lazy loader to load the plugin of that device type.
+  const DeviceTypeEntry& require(int32_t type);
+  std::string name_of(int32_t type) const;
+  std::vector<std::string> names() const;
+
+  // Set by the plugin host: loads the plugin that provides device `name`; true on success.
+  void set_lazy_loader(std::function<bool(const std::string&)> loader) { lazy_loader_ = std::move(loader); }
+  bool try_lazy_load(const std::string& name) const { return lazy_loader_ && lazy_loader_(name); }
+
+ private:
+  DeviceRegistry();
+  struct Impl;
+  Impl* impl_;
+  std::function<bool(const std::string&)> lazy_loader_;
+};
+
+}  // namespace tessera

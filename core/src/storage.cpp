@@ -1,0 +1,19 @@
+#include <tessera/device_registry.h>
+#include <tessera/error.h>
+#include <tessera/storage.h>
+
+namespace tessera {
+
+StorageImpl::StorageImpl(Device device, size_t nbytes)
+    : nbytes_(nbytes), device_(device), device_type_(&DeviceRegistry::instance().require(device.type())) {
+  data_ = device_type_->desc.allocate(device_type_->desc.device_data, device.index(), nbytes);
+  if (!data_ && nbytes > 0)
+    raise<OutOfMemoryError>("out of memory: failed to allocate {} bytes on {} (plugin '{}')", nbytes,
+                            device.str(), device_type_->plugin);
+}
+
+StorageImpl::~StorageImpl() {
+  if (data_) device_type_->desc.deallocate(device_type_->desc.device_data, device_.index(), data_, nbytes_);
+}
+
+}  // namespace tessera

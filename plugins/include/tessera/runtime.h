@@ -1,0 +1,57 @@
+#pragma once
+// The host runtime: start-up, plugin loading and listing, random seeds, threads.
+#include <tessera/tensor.h>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+// What a loaded plugin is and what it registered.
+struct PluginInfo {
+  std::string name;
+  std::string version;
+  std::string path;
+  int abi_major = 0;
+  int abi_minor = 0;
+  std::vector<std::string> devices;
+  std::vector<std::string> operators_defined;
+  int kernels = 0;
+  int fallbacks = 0;
+};
+
+// Initialises the host once (defines the built-in operators, installs lazy plugin loading).
+// Every entry point calls it; calling it again does nothing.
+void init();
+
+// Loads the plugin at `path` (a no-op if that file is loaded already). Raises PluginError,
+// naming the plugin and the reason, when the plugin is refused; the host stays usable.
+const PluginInfo& load_plugin(const std::string& path);
+// Loads libtessera_<device>.so from the search path, if it is there and not loaded yet.
+bool load_plugin_for_device(const std::string& device_name);
+// Loads every plugin found on the search path; returns the refusals as messages.
+std::vector<std::string> load_all_plugins();
+std::vector<PluginInfo> loaded_plugins();
+// Folders searched for plugins: each entry of TESSERA_PLUGIN_PATH (':'-separated), then the
+// install's plugin folder, lib/tessera/plugins next to libtessera.so.
+std::vector<std::string> plugin_search_path();
+// A human-readable table of the loaded plugins.
+std::string describe_plugins();
+
+// The host API table handed to plugins (for tests and embedders that load plugins by hand).
+const ts_host_api* host_api();
+
+// Reseeds the default generator of every device type (PyTorch's torch.manual_seed).
+void manual_seed(uint64_t seed);
+uint64_t next_random_seed(Device device);
+
+// Number of threads kernels may use (default: the hardware's).
+void set_num_threads(int n);
+int get_num_threads();
+
+// A CPU tensor holding `values` converted to `dtype`, with `shape` (numel must match).
+Tensor tensor_from_values(std::span<const double> values, std::vector<int64_t> shape, ScalarType dtype = kFloat32);
+
+}  // namespace tessera

@@ -1,0 +1,251 @@
+// The host side of the C ABI: the functions of ts_host_api.
+#include "host_state.h"
+
+#include <tessera/device_registry.h>
+#include <tessera/runtime.h>
+#include <tessera/tensor_impl.h>
+
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+namespace tessera::host {
+
+ts_status status_of(const Error& e) {
+  switch (e.kind()) {
+    case Error::Kind::Type: return TS_ERROR_TYPE;
+    case Error::Kind::Value: return TS_ERROR_VALUE;
+    case Error::Kind::Index: return TS_ERROR_INDEX;
+    case Error::Kind::NotImplemented: return TS_ERROR_NOT_IMPLEMENTED;
+    case Error::Kind::OutOfMemory: return TS_ERROR_OUT_OF_MEMORY;
+    default: return TS_ERROR;
+  }
+}
+
+ts_registrar_s*& current_registrar() {
+  thread_local ts_registrar_s* reg = nullptr;
+  return reg;
+}
+
+void set_call_error(ts_call call, std::string message) {
+  if (call) {
+    reinterpret_cast<CallContext*>(call)->error = std::move(message);
+  } else if (auto* reg = current_registrar()) {
+    reg->error = std::move(message);
+  }
+}
+
+namespace {
+
+void api_set_error(ts_call call, const char* message) { set_call_error(call, message ? message : "(no message)"); }
+
+void api_warn(ts_call call, const char* message) {
+  std::string where = call ? reinterpret_cast<CallContext*>(call)->op->name() : "plugin init";
+  std::fprintf(stderr, "[tessera warning] %s: %s\n", where.c_str(), message ? message : "");
+}
+
+ts_registrar_s* checked(ts_registrar reg) {
+  if (!reg) raise<PluginError>("registration outside tessera_plugin_init: the registrar is only valid during init");
+  return reinterpret_cast<ts_registrar_s*>(reg);
+}
+
+ts_status api_def_operator(ts_registrar reg, const char* schema) {
+  return guarded(nullptr, [&] {
+    auto* r = checked(reg);
+    if (!schema) raise<PluginError>("plugin '{}' defines an operator with a null schema", r->plugin);
+    parse_schema(schema);  // reject a malformed schema now, with the parser's message
+    r->batch.push_back({Registration::Kind::Def, schema, -1, KernelEntry{nullptr, nullptr, r->plugin, false}});
+  });
+}
+
+ts_status api_register_kernel(ts_registrar reg, const char* op, ts_dispatch_key key, ts_kernel_fn fn, void* data) {
+  return guarded(nullptr, [&] {
+    auto* r = checked(reg);
+    if (!op || !fn) raise<PluginError>("plugin '{}' registers a kernel with a null operator name or function", r->plugin);
+    r->batch.push_back({Registration::Kind::Kernel, op, key, KernelEntry{fn, data, r->plugin, false}});
+  });
+}
+
+ts_status api_register_fallthrough(ts_registrar reg, const char* op, ts_dispatch_key key) {
+  return guarded(nullptr, [&] {
+    auto* r = checked(reg);
+    r->batch.push_back({Registration::Kind::Fallthrough, op ? op : "", key, KernelEntry{nullptr, nullptr, r->plugin, true}});
+  });
+}
+
+ts_status api_register_fallback(ts_registrar reg, ts_dispatch_key key, ts_kernel_fn fn, void* data) {
+  return guarded(nullptr, [&] {
+    auto* r = checked(reg);
+    if (!fn) raise<PluginError>("plugin '{}' registers a null fallback", r->plugin);
+    r->batch.push_back({Registration::Kind::Fallback, "", key, KernelEntry{fn, data, r->plugin, false}});
+  });
+}
+
+ts_status api_register_device(ts_registrar reg, const ts_device_desc* desc, ts_dispatch_key* key) {
+  return guarded(nullptr, [&] {
+    auto* r = checked(reg);
+    if (!desc || desc->struct_size < offsetof(ts_device_desc, copy_within))
+      raise<PluginError>("plugin '{}' registers a device with a missing or too small ts_device_desc ({} bytes, "
+                         "at least {} expected)", r->plugin, desc ? desc->struct_size : 0,
+                         offsetof(ts_device_desc, copy_within));
+    if (!desc->name || !*desc->name) raise<PluginError>("plugin '{}' registers a device without a name", r->plugin);
+    std::string name = desc->name;
+    if (DeviceRegistry::instance().find(name))
+      raise<PluginError>("plugin '{}' registers device '{}', which is already registered", r->plugin, name);
+    ts_device_desc copy{};
+    std::memcpy(&copy, desc, std::min(desc->struct_size, sizeof copy));
+    r->devices.push_back(copy);
+    r->device_names.push_back(name);
+    *key = DeviceRegistry::instance().backend_key(name);
+  });
+}
+
+ts_status api_find_dispatch_key(const char* name, ts_dispatch_key* key) {
+  return guarded(nullptr, [&] {
+    DispatchKey k = dispatch_key_from_name(name ? name : "");
+    if (k == DispatchKey::Undefined) raise<ValueError>("unknown dispatch key '{}'", name ? name : "");
+    *key = int32_t(k);
+  });
+}
+
+ts_operator api_find_operator(const char* name) {
+  if (!name) return nullptr;
+  init();
+  return reinterpret_cast<ts_operator>(const_cast<OperatorEntry*>(Dispatcher::instance().find(name)));
+}
+
+ts_status api_call_operator(ts_call call, ts_operator op, ts_stack* stack) {
+  return guarded(call, [&] {
+    if (!op || !stack) raise<ValueError>("call_operator: null operator or stack");
+    Dispatcher::instance().call(reinterpret_cast<OperatorHandle>(op), stack);
+  });
+}
+
+ts_status api_redispatch(ts_call call, ts_operator op, ts_keyset keys, ts_stack* stack) {
+  return guarded(call, [&] {
+    if (!op || !stack) raise<ValueError>("redispatch: null operator or stack");
+    Dispatcher::instance().call_with_keys(reinterpret_cast<OperatorHandle>(op), DispatchKeySet(keys), stack);
+  });
+}
+
+void api_tensor_retain(ts_tensor t) {
+  if (t) from_handle(t)->retain();
+}
+void api_tensor_release(ts_tensor t) {
+  if (t && from_handle(t)->release_ref()) delete from_handle(t);
+}
+
+ts_status api_tensor_get_view(ts_tensor t, ts_tensor_view* view) {
+  if (!t || !view || view->struct_size < offsetof(ts_tensor_view, numel)) return TS_ERROR_VALUE;
+  from_handle(t)->fill_view(view);
+  return TS_OK;
+}
+
+// Elements a geometry touches, from its first element: 1 + sum (size-1)*stride.
+int64_t span_elements(IntArrayRef sizes, IntArrayRef strides, std::string_view what) {
+  int64_t span = 1;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == 0) return 0;
+    if (strides[i] < 0) raise<ValueError>("{}: negative strides are not supported, got stride {} at dim {}", what, strides[i], i);
+    int64_t extent;
+    if (__builtin_mul_overflow(sizes[i] - 1, strides[i], &extent) || __builtin_add_overflow(span, extent, &span))
+      raise<ValueError>("{}: the extent of sizes [{}] with strides [{}] overflows int64", what, fmt::join(sizes, ", "),
+                        fmt::join(strides, ", "));
+  }
+  return span;
+}
+
+ts_status api_tensor_empty(ts_call call, int32_t ndim, const int64_t* shape, const int64_t* strides, int32_t dtype,
+                           ts_device device, ts_tensor* out) {
+  return guarded(call, [&] {
+    if (!sdk::dtype_valid(dtype)) raise<TypeError>("empty: invalid dtype code {}", dtype);
+    if (ndim < 0 || (ndim > 0 && !shape)) raise<ValueError>("empty: invalid shape (ndim {})", ndim);
+    IntArrayRef sizes(shape, size_t(ndim));
+    int64_t numel = checked_numel(sizes, "empty");
+    IntArrayRef stride_ref = strides ? IntArrayRef(strides, size_t(ndim)) : IntArrayRef();
+    int64_t elements = strides ? span_elements(sizes, stride_ref, "empty") : numel;
+    int64_t nbytes;
+    if (__builtin_mul_overflow(elements, sdk::dtype_itemsize(dtype), &nbytes))
+      raise<ValueError>("empty: {} elements of {} overflow the byte size", elements, sdk::dtype_name(dtype));
+    Storage storage = Storage::adopt(new StorageImpl(Device::from_abi(device), size_t(nbytes)));
+    *out = to_handle(new TensorImpl(std::move(storage), ScalarType(dtype), sizes, stride_ref, 0));
+  });
+}
+
+ts_status api_tensor_alias(ts_call call, ts_tensor base, int32_t ndim, const int64_t* shape, const int64_t* strides,
+                           int64_t offset, ts_tensor* out) {
+  return guarded(call, [&] {
+    if (!base || ndim < 0 || (ndim > 0 && (!shape || !strides))) raise<ValueError>("alias: invalid arguments");
+    auto* b = from_handle(base);
+    IntArrayRef sizes(shape, size_t(ndim)), stride_ref(strides, size_t(ndim));
+    checked_numel(sizes, "alias");
+    int64_t elements = span_elements(sizes, stride_ref, "alias");
+    int64_t isz = itemsize(b->dtype());
+    if (offset < 0 || (elements > 0 && (offset + elements) * isz > int64_t(b->storage()->nbytes())))
+      raise<IndexError>("alias: a view of sizes [{}], strides [{}] at offset {} reaches past its storage of {} bytes",
+                        fmt::join(sizes, ", "), fmt::join(stride_ref, ", "), offset, b->storage()->nbytes());
+    auto* t = new TensorImpl(b->storage(), b->dtype(), sizes, stride_ref, offset);
+    t->set_key_set(b->key_set());
+    *out = to_handle(t);
+  });
+}
+
+int64_t api_tensor_storage_offset(ts_tensor t) { return t ? from_handle(t)->storage_offset() : 0; }
+
+ts_status api_tensor_resize(ts_call call, ts_tensor t, int32_t ndim, const int64_t* shape) {
+  return guarded(call, [&] {
+    if (!t || ndim < 0 || (ndim > 0 && !shape)) raise<ValueError>("resize: invalid arguments");
+    auto* impl = from_handle(t);
+    IntArrayRef sizes(shape, size_t(ndim));
+    int64_t numel = checked_numel(sizes, "resize");
+    int64_t isz = itemsize(impl->dtype()), nbytes;
+    if (__builtin_mul_overflow(numel, isz, &nbytes)) raise<ValueError>("resize: byte size overflows int64");
+    if ((impl->storage_offset() * isz + nbytes) > int64_t(impl->storage()->nbytes())) {
+      impl->set_storage(Storage::adopt(new StorageImpl(impl->device(), size_t(nbytes))));
+      impl->set_geometry(sizes, {}, 0);
+    } else {
+      impl->set_geometry(sizes, {}, impl->storage_offset());
+    }
+  });
+}
+
+void api_tensor_bump_version(ts_tensor t) {
+  if (t) from_handle(t)->bump_version();
+}
+
+uint64_t api_next_random_seed(ts_device device) { return next_random_seed(Device::from_abi(device)); }
+int32_t api_num_threads() { return get_num_threads(); }
+
+const ts_host_api kHostApi = {
+    sizeof(ts_host_api),
+    TESSERA_ABI_MAJOR,
+    TESSERA_ABI_MINOR,
+    "0.1.0",
+    api_set_error,
+    api_warn,
+    api_def_operator,
+    api_register_kernel,
+    api_register_fallthrough,
+    api_register_fallback,
+    api_register_device,
+    api_find_dispatch_key,
+    api_find_operator,
+    api_call_operator,
+    api_redispatch,
+    api_tensor_retain,
+    api_tensor_release,
+    api_tensor_get_view,
+    api_tensor_empty,
+    api_tensor_alias,
+    api_tensor_storage_offset,
+    api_tensor_resize,
+    api_tensor_bump_version,
+    api_next_random_seed,
+    api_num_threads,
+};
+
+}  // namespace
+
+const ts_host_api* api_table() { return &kHostApi; }
+
+}  // namespace tessera::host

@@ -1,0 +1,95 @@
+// Host start-up, the built-in operators, random seeds, threads, and small tensor helpers.
+#include <tessera/boxing.h>
+#include <tessera/device_registry.h>
+#include <tessera/ops.h>
+#include <tessera/runtime.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <thread>
+
+namespace tessera {
+
+namespace detail {
+extern const char* const kBuiltinSchemas[];
+extern const size_t kNumBuiltinSchemas;
+
+OperatorHandle builtin_operator(std::string_view name) {
+  init();
+  return Dispatcher::instance().find_or_throw(name);
+}
+
+void call(OperatorHandle op, ts_stack* stack, int n_returns) {
+  Dispatcher::instance().call(op, stack);
+  if (stack->size != n_returns)
+    raise<RuntimeError>("{}: the kernel left {} values on the stack, the schema declares {} returns", op->name(),
+                        stack->size, n_returns);
+}
+}  // namespace detail
+
+void init() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    auto& dispatcher = Dispatcher::instance();
+    for (size_t i = 0; i < detail::kNumBuiltinSchemas; ++i) dispatcher.def(detail::kBuiltinSchemas[i], "core");
+    DeviceRegistry::instance().set_lazy_loader([](const std::string& name) { return load_plugin_for_device(name); });
+    // A backend key without kernels: load the plugin of that device (type id == backend key).
+    dispatcher.set_missing_kernel_hook([](int32_t key) {
+      return load_plugin_for_device(DeviceRegistry::instance().name_of(key));
+    });
+  });
+}
+
+namespace {
+struct SeedState {
+  std::mutex mutex;
+  std::mt19937_64 engine{std::random_device{}()};
+};
+SeedState& seeds() {
+  static SeedState* s = new SeedState;
+  return *s;
+}
+std::atomic<int> num_threads{0};
+}  // namespace
+
+void manual_seed(uint64_t seed) {
+  auto& s = seeds();
+  std::lock_guard lock(s.mutex);
+  s.engine.seed(seed);
+}
+
+uint64_t next_random_seed(Device) {
+  auto& s = seeds();
+  std::lock_guard lock(s.mutex);
+  return s.engine();
+}
+
+void set_num_threads(int n) {
+  if (n < 1) raise<ValueError>("set_num_threads: expected a positive number of threads, got {}", n);
+  num_threads = n;
+}
+
+int get_num_threads() {
+  int n = num_threads.load();
+  return n > 0 ? n : int(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+Tensor tensor_from_values(std::span<const double> values, std::vector<int64_t> shape, ScalarType dtype) {
+  int64_t numel = checked_numel(shape, "tensor_from_values");
+  if (numel != int64_t(values.size()))
+    raise<ValueError>("tensor_from_values: shape [{}] holds {} elements, got {} values", fmt::join(shape, ", "), numel,
+                      values.size());
+  Tensor t = empty(shape, dtype, Device(Device::kCpuType, 0));
+  char* out = static_cast<char*>(t.host_data());
+  int64_t isz = itemsize(dtype);
+  for (int64_t i = 0; i < numel; ++i) {
+    TS_DISPATCH_ALL(int32_t(dtype), raise<TypeError>("tensor_from_values: invalid dtype"),
+                    *reinterpret_cast<scalar_t*>(out + i * isz) = static_cast<scalar_t>(
+                        static_cast<sdk::opmath_t<scalar_t>>(values[size_t(i)])));
+  }
+  return t;
+}
+
+}  // namespace tessera
