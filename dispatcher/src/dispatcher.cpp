@@ -44,7 +44,7 @@ ExcludeDispatchKeyGuard::~ExcludeDispatchKeyGuard() { tls_keys.excluded = saved_
 
 OperatorEntry::OperatorEntry(FunctionSchema schema, std::string plugin)
     : schema_(std::move(schema)), defined_by_(std::move(plugin)) {
-  name_ = schema_.overload.empty() ? schema_.name : schema_.name + "." + schema_.overload;
+  name_ = schema_.qualified_name();  // "add.Tensor", "myns::op"
   for (size_t i = 0; i < schema_.arguments.size(); ++i) {
     const auto& t = schema_.arguments[i].type;
     if (t.kind == SchemaType::Kind::Device && !t.is_list) device_arguments_.push_back(int(i));
@@ -59,6 +59,7 @@ Dispatcher& Dispatcher::instance() {
 }
 
 OperatorHandle Dispatcher::def(std::string_view schema_text, const std::string& plugin) {
+  std::lock_guard registration(registration_mutex_);
   FunctionSchema schema = parse_schema(schema_text);
   std::vector<Listener> to_notify;
   OperatorEntry* entry;
@@ -70,7 +71,6 @@ OperatorHandle Dispatcher::def(std::string_view schema_text, const std::string& 
                           probe.name(), it->second->defined_by(), plugin, schema_text);
     entry = &operators_.emplace_back(std::move(schema), plugin);
     by_name_[entry->name()] = entry;
-    if (!entry->schema().ns.empty()) by_name_[entry->schema().ns + "::" + entry->name()] = entry;
     for (auto& [id, l] : listeners_) to_notify.push_back(l);
   }
   for (auto& l : to_notify) l(entry);  // outside the lock: listeners may call back in
@@ -153,6 +153,7 @@ void Dispatcher::validate(const std::vector<Registration>& batch) const {
 }
 
 void Dispatcher::commit(const std::vector<Registration>& batch) {
+  std::lock_guard registration(registration_mutex_);
   validate(batch);
   std::vector<std::pair<const Registration*, int>> defs;
   for (const auto& r : batch) {

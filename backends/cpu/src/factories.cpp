@@ -126,8 +126,10 @@ void arange_impl(Args& a, ScalarArg start, ScalarArg end, ScalarArg step, int dt
               ")");
   int64_t length;
   if (integral) {
-    int64_t span = end.i - start.i, by = step.i;  // ceil(span / by) with span and by of one sign
-    length = by > 0 ? (span + by - 1) / by : (span + by + 1) / by;
+    int64_t span = 0, by = step.i;  // length = ceil(span / by), span and by of one sign
+    if (__builtin_sub_overflow(end.i, start.i, &span) || __builtin_add_overflow(span, by > 0 ? by - 1 : by + 1, &span))
+      sdk::fail(TS_ERROR_VALUE, "arange: the range from ", start.i, " to ", end.i, " is too large");
+    length = span / by;
   } else {
     double n = std::ceil((e - s) / st);
     if (n > double(std::numeric_limits<int64_t>::max() / 2))
@@ -171,7 +173,7 @@ void linspace_kernel(Args& a) {
   TS_DISPATCH_NUMERIC(t.dtype(), sdk::fail(TS_ERROR_TYPE, "linspace: unsupported dtype ", t.dtype()), {
     scalar_t* p = t.data<scalar_t>();
     for (int64_t i = 0; i < steps; ++i) {
-      double v = i < steps / 2 ? start + step * double(i) : end - step * double(steps - 1 - i);
+      double v = i < std::max<int64_t>(steps / 2, 1) ? start + step * double(i) : end - step * double(steps - 1 - i);
       p[i] = from_double<scalar_t>(v);
     }
   });

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 #include <numbers>
+#include <utility>
 
 namespace tessera::cpu {
 namespace {
@@ -37,12 +38,6 @@ inline Bits128 philox(uint64_t seed, uint64_t block) {
   return {uint64_t(c0) | (uint64_t(c1) << 32), uint64_t(c2) | (uint64_t(c3) << 32)};
 }
 
-// 64 random bits for element i: each Philox block serves two elements.
-inline uint64_t bits64(uint64_t seed, uint64_t i) {
-  Bits128 b = philox(seed, i >> 1);
-  return (i & 1) ? b.hi : b.lo;
-}
-
 // A uniform double in [0, 1) from the top 53 bits.
 inline double unit_double(uint64_t bits) { return double(bits >> 11) * 0x1.0p-53; }
 
@@ -53,11 +48,17 @@ T cast(double v) {
   else return static_cast<T>(v);
 }
 
-// Fills element i of a contiguous buffer with gen(i), over threads.
-template <class T, class G>
-void generate(T* p, int64_t n, G gen) {
+// Fills a contiguous buffer two elements at a time: Philox block j gives elements 2j and
+// 2j + 1 through pair(bits) -> {first, second}. Blocks are split over threads.
+template <class T, class Pair>
+void generate(T* p, int64_t n, uint64_t seed, Pair pair) {
+  const int64_t blocks = (n + 1) / 2;
 #pragma omp parallel for num_threads(strided::threads_for(n / 4)) schedule(static)
-  for (int64_t i = 0; i < n; ++i) p[i] = gen(uint64_t(i));
+  for (int64_t j = 0; j < blocks; ++j) {
+    auto [first, second] = pair(philox(seed, uint64_t(j)));
+    p[2 * j] = first;
+    if (2 * j + 1 < n) p[2 * j + 1] = second;
+  }
 }
 
 ts_device check_device(const char* op, const Args& a, int index) {
@@ -91,28 +92,27 @@ void rand_kernel(Args& a) {
     constexpr int digits = std::is_same_v<scalar_t, sdk::Half>       ? 11
                            : std::is_same_v<scalar_t, sdk::BFloat16> ? 8
                                                                      : std::numeric_limits<scalar_t>::digits;
-    generate(t.data<scalar_t>(), t.numel(), [seed](uint64_t i) {
-      return cast<scalar_t>(double(bits64(seed, i) >> (64 - digits)) * std::ldexp(1.0, -digits));
+    const double scale = std::ldexp(1.0, -digits);
+    generate(t.data<scalar_t>(), t.numel(), seed, [scale](Bits128 b) {
+      return std::pair{cast<scalar_t>(double(b.lo >> (64 - digits)) * scale),
+                       cast<scalar_t>(double(b.hi >> (64 - digits)) * scale)};
     });
   });
   a.return_tensor(std::move(t));
 }
 
-// Standard normal by Box-Muller in double: block j gives the pair of elements 2j and 2j + 1.
-inline double normal(uint64_t seed, uint64_t i) {
-  Bits128 b = philox(seed, i >> 1);
-  double u1 = 1.0 - unit_double(b.lo);  // (0, 1]: log stays finite
-  double u2 = unit_double(b.hi);
-  double r = std::sqrt(-2.0 * std::log(u1)), theta = 2.0 * std::numbers::pi * u2;
-  return (i & 1) ? r * std::sin(theta) : r * std::cos(theta);
-}
-
+// Standard normals by Box-Muller in double: one block's two uniforms give two normals.
 void randn_kernel(Args& a) {
   TensorRef t = make("randn", a, a.int_list(0), 1, TS_FLOAT32);
   require_floating("randn", t.dtype());
   const uint64_t seed = sdk::host().next_random_seed(kCpuDevice);
   TS_DISPATCH_FLOAT(t.dtype(), break, {
-    generate(t.data<scalar_t>(), t.numel(), [seed](uint64_t i) { return cast<scalar_t>(normal(seed, i)); });
+    generate(t.data<scalar_t>(), t.numel(), seed, [](Bits128 b) {
+      const double u1 = 1.0 - unit_double(b.lo);  // (0, 1]: the log stays finite
+      const double u2 = unit_double(b.hi);
+      const double r = std::sqrt(-2.0 * std::log(u1)), theta = 2.0 * std::numbers::pi * u2;
+      return std::pair{cast<scalar_t>(r * std::cos(theta)), cast<scalar_t>(r * std::sin(theta))};
+    });
   });
   a.return_tensor(std::move(t));
 }
@@ -135,12 +135,13 @@ void randint_impl(Args& a, int64_t low, int64_t high, int size_arg) {
   const uint64_t range = uint64_t(high) - uint64_t(low);
   const uint64_t seed = sdk::host().next_random_seed(kCpuDevice);
   TS_DISPATCH_ALL(dtype, sdk::fail(TS_ERROR_TYPE, op, ": unsupported dtype ", dtype), {
-    generate(t.data<scalar_t>(), t.numel(), [seed, range, low](uint64_t i) {
-      uint64_t offset = uint64_t((unsigned __int128)bits64(seed, i) * range >> 64);
-      int64_t v = int64_t(uint64_t(low) + offset);
+    auto draw = [range, low](uint64_t bits) {
+      const uint64_t offset = uint64_t((unsigned __int128)bits * range >> 64);
+      const int64_t v = int64_t(uint64_t(low) + offset);
       if constexpr (std::is_integral_v<scalar_t>) return static_cast<scalar_t>(v);
       else return cast<scalar_t>(double(v));
-    });
+    };
+    generate(t.data<scalar_t>(), t.numel(), seed, [&draw](Bits128 b) { return std::pair{draw(b.lo), draw(b.hi)}; });
   });
   a.return_tensor(std::move(t));
 }

@@ -97,7 +97,7 @@ TensorRef reshape_alias_or_copy(const Args& a, const TensorRef& self, const Shap
     return alias(a, self, shape, *strides, self.storage_offset());
   static const sdk::Operator contiguous("contiguous");
   TensorRef dense = contiguous.call(a.call(), {sdk::value(self)});
-  return alias(a, dense, shape, strides::contiguous_strides(shape), dense.storage_offset());
+  return alias(a, dense, shape, strided::contiguous_strides(shape), dense.storage_offset());
 }
 
 void view_kernel(Args& a) {
@@ -123,7 +123,7 @@ void permute_kernel(Args& a) {
   if (int64_t(dims.size()) != nd)
     sdk::fail(TS_ERROR_VALUE, "permute: expected ", nd, " dims for a tensor of ", nd, " dimensions, got ", dims.size(),
               " (", str(dims), ")");
-  Shape shape(size_t(nd)), strides(size_t(nd));
+  Shape shape(static_cast<size_t>(nd)), strides(static_cast<size_t>(nd));
   std::vector<bool> seen(size_t(nd), false);
   for (int64_t i = 0; i < nd; ++i) {
     int64_t d = wrap_dim("permute", dims[size_t(i)], nd);
@@ -157,7 +157,7 @@ void expand_kernel(Args& a) {
   if (nt < nd)
     sdk::fail(TS_ERROR_VALUE, "expand: the number of sizes (", nt, ", ", str(target),
               ") must be at least the number of dimensions of the tensor (", nd, ", ", str(self.sizes()), ")");
-  Shape shape(size_t(nt)), strides(size_t(nt));
+  Shape shape(static_cast<size_t>(nt)), strides(static_cast<size_t>(nt));
   for (int64_t i = nt - 1; i >= 0; --i) {
     const int64_t d = i - (nt - nd);  // the matching dim of self, or < 0 for a new one
     int64_t want = target[size_t(i)];
@@ -187,16 +187,16 @@ void expand_kernel(Args& a) {
   a.return_tensor(alias(a, self, shape, strides, self.storage_offset()));
 }
 
-// Drops dims for which keep(d) is false.
+// An alias of self without the dims for which keep(d) is false, at `offset` (default: self's).
 template <class Keep>
-TensorRef drop_dims(const Args& a, const TensorRef& self, Keep keep) {
+TensorRef drop_dims(const Args& a, const TensorRef& self, Keep keep, std::optional<int64_t> offset = std::nullopt) {
   Shape shape, strides;
   for (int64_t d = 0; d < self.dim(); ++d) {
     if (!keep(d)) continue;
     shape.push_back(self.size(d));
     strides.push_back(self.stride(d));
   }
-  return alias(a, self, shape, strides, self.storage_offset());
+  return alias(a, self, shape, strides, offset.value_or(self.storage_offset()));
 }
 
 void squeeze_kernel(Args& a) {
@@ -254,16 +254,7 @@ void select_kernel(Args& a) {
     sdk::fail(TS_ERROR_INDEX, "select: index ", index, " is out of range for dimension ", dim, " with size ", size);
   if (index < 0) index += size;
   const int64_t offset = self.storage_offset() + index * self.stride(dim);
-  a.return_tensor(drop_dims(a, self, [dim](int64_t d) { return d != dim; }).handle()
-                      ? alias(a, self,
-                              [&] { Shape s = self.shape_vector(); s.erase(s.begin() + dim); return s; }(),
-                              [&] {
-                                Shape s(self.strides().begin(), self.strides().end());
-                                s.erase(s.begin() + dim);
-                                return s;
-                              }(),
-                              offset)
-                      : TensorRef());
+  a.return_tensor(drop_dims(a, self, [dim](int64_t d) { return d != dim; }, offset));
 }
 
 void narrow_kernel(Args& a) {

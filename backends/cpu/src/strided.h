@@ -9,6 +9,7 @@
 #include <cstring>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tessera::cpu::strided {
@@ -88,6 +89,36 @@ void for_each_offset(std::span<const int64_t> shape, const std::array<const int6
   }
 }
 
+// Copies a coalesced strided block whose dims p and the last are swapped between the two
+// layouts, in square tiles of those two dims; the other dims and the tile rows of p are
+// split over threads.
+template <class W>
+void copy_tiled(const std::vector<int64_t>& size, const std::vector<int64_t>& ds, const std::vector<int64_t>& ss,
+                int64_t p, W* dst, const W* src) {
+  constexpr int64_t kTile = 32;
+  const int64_t nd = int64_t(size.size()), q = nd - 1;
+  const int64_t outer = numel(size) / (size[size_t(p)] * size[size_t(q)]);
+  const int64_t p_tiles = (size[size_t(p)] + kTile - 1) / kTile;
+  const int64_t dp = ds[size_t(p)], sp = ss[size_t(p)], dq = ds[size_t(q)], sq = ss[size_t(q)];
+#pragma omp parallel for num_threads(threads_for(numel(size))) schedule(static)
+  for (int64_t task = 0; task < outer * p_tiles; ++task) {
+    int64_t rest = task / p_tiles, doff = 0, soff = 0;
+    for (int64_t d = nd - 1; d >= 0; --d) {  // the outer dims' offsets
+      if (d == p || d == q) continue;
+      const int64_t i = rest % size[size_t(d)];
+      rest /= size[size_t(d)];
+      doff += i * ds[size_t(d)];
+      soff += i * ss[size_t(d)];
+    }
+    const int64_t i0 = (task % p_tiles) * kTile, i1 = std::min(size[size_t(p)], i0 + kTile);
+    for (int64_t j0 = 0; j0 < size[size_t(q)]; j0 += kTile) {
+      const int64_t j1 = std::min(size[size_t(q)], j0 + kTile);
+      for (int64_t i = i0; i < i1; ++i)
+        for (int64_t j = j0; j < j1; ++j) dst[doff + i * dp + j * dq] = src[soff + i * sp + j * sq];
+    }
+  }
+}
+
 // Copies the elements of a strided `src` into a strided `dst` of the same shape and element
 // size. Dims are merged where both layouts allow, rows of contiguous elements use memcpy,
 // and large copies are split over threads by rows.
@@ -117,8 +148,18 @@ inline void copy_elements(std::span<const int64_t> shape, void* dst, std::span<c
   const bool rows_contiguous = ds.back() == 1 && ss.back() == 1;
   auto* d0 = static_cast<char*>(dst);
   auto* s0 = static_cast<const char*>(src);
+  // A transpose (one side contiguous along the last dim, the other along dim p) goes tile by
+  // tile, so that both sides stay in cache.
+  int64_t p = -1;
+  if (!rows_contiguous && (ds.back() == 1 || ss.back() == 1))
+    for (int64_t d = 0; d + 1 < nd; ++d)
+      if ((ds.back() == 1 ? ss : ds)[size_t(d)] == 1) p = d;
   with_word(itemsize, [&](auto word) {
     using W = decltype(word);
+    if (p >= 0) {
+      copy_tiled(size, ds, ss, p, reinterpret_cast<W*>(d0), reinterpret_cast<const W*>(s0));
+      return;
+    }
 #pragma omp parallel for num_threads(threads_for(total)) schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
       int64_t rest = r, doff = 0, soff = 0;
@@ -143,6 +184,35 @@ inline void copy_elements(std::span<const int64_t> shape, void* dst, std::span<c
 // The same for two tensors of equal shape and dtype.
 inline void copy_tensor(const sdk::TensorRef& dst, const sdk::TensorRef& src) {
   copy_elements(dst.sizes(), dst.data(), dst.strides(), src.data(), src.strides(), dst.itemsize());
+}
+
+// True when the memory of two tensors may overlap (a conservative test on byte ranges), for
+// refusing out= tensors that alias an input.
+inline bool overlaps(const sdk::TensorRef& x, const sdk::TensorRef& y) {
+  if (x.numel() == 0 || y.numel() == 0) return false;
+  auto range = [](const sdk::TensorRef& t) {
+    const char* lo = t.data<char>();
+    const char* hi = lo;
+    for (int64_t d = 0; d < t.dim(); ++d) {
+      const int64_t reach = (t.size(d) - 1) * t.stride(d) * t.itemsize();
+      (reach < 0 ? lo : hi) += reach;
+    }
+    return std::pair{lo, hi + t.itemsize()};
+  };
+  auto [xl, xh] = range(x);
+  auto [yl, yh] = range(y);
+  return xl < yh && yl < xh;
+}
+
+// True when (shape, strides) is row-major contiguous (strides of size-1 dims do not matter).
+inline bool is_contiguous(std::span<const int64_t> shape, std::span<const int64_t> strides) {
+  int64_t expected = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    if (shape[d] == 1) continue;
+    if (strides[d] != expected) return false;
+    expected *= shape[d];
+  }
+  return true;
 }
 
 // Contiguous strides of `shape` (a size-0 or size-1 dim counts as 1, like the host).

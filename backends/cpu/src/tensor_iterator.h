@@ -11,11 +11,14 @@
 
 #include <tessera/sdk/plugin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace tessera::cpu {
@@ -218,6 +221,50 @@ class TensorIterator {
   bool bump_ = false;           // result_ is self or out=
   LoopGeometry geom_;
 };
+
+// ---------------------------------------------------------------------------- typed rows
+// out[i] = f(in_0[i], in_1[i], ...) over one row of a TensorIterator. The all-contiguous case is
+// a plain indexed loop the compiler vectorises; anything else walks byte strides.
+template <class Out, class... In, class F, size_t... I>
+inline void map_row_impl(char** d, const int64_t* s, int64_t n, F&& f, std::index_sequence<I...>) {
+  if (s[0] == int64_t(sizeof(Out)) && ((s[I + 1] == int64_t(sizeof(In))) && ...)) {
+    Out* out = reinterpret_cast<Out*>(d[0]);
+    const std::tuple<const In*...> in{reinterpret_cast<const In*>(d[I + 1])...};
+    for (int64_t i = 0; i < n; ++i) out[i] = Out(f(std::get<I>(in)[i]...));
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      *reinterpret_cast<Out*>(d[0] + i * s[0]) = Out(f(*reinterpret_cast<const In*>(d[I + 1] + i * s[I + 1])...));
+  }
+}
+template <class Out, class... In, class F>
+inline void map_row(char** d, const int64_t* s, int64_t n, F&& f) {
+  map_row_impl<Out, In...>(d, s, n, f, std::index_sequence_for<In...>{});
+}
+// A binary row that also vectorises when one input is a broadcast scalar (stride 0).
+template <class Out, class A, class B, class F>
+inline void binary_row(char** d, const int64_t* s, int64_t n, F&& f) {
+  if (s[0] == int64_t(sizeof(Out))) {
+    Out* out = reinterpret_cast<Out*>(d[0]);
+    if (s[1] == int64_t(sizeof(A)) && s[2] == 0) {
+      const A* a = reinterpret_cast<const A*>(d[1]);
+      const B b = *reinterpret_cast<const B*>(d[2]);
+      for (int64_t i = 0; i < n; ++i) out[i] = Out(f(a[i], b));
+      return;
+    }
+    if (s[1] == 0 && s[2] == int64_t(sizeof(B))) {
+      const A a = *reinterpret_cast<const A*>(d[1]);
+      const B* b = reinterpret_cast<const B*>(d[2]);
+      for (int64_t i = 0; i < n; ++i) out[i] = Out(f(a, b[i]));
+      return;
+    }
+  }
+  map_row<Out, A, B>(d, s, n, f);
+}
+
+// Kernel names for messages: "exp", "exp_", "exp.out".
+inline std::string variant_name(const char* base, Variant v) {
+  return v == Variant::Inplace ? std::string(base) + "_" : v == Variant::Out ? std::string(base) + ".out" : base;
+}
 
 // ---------------------------------------------------------------------------- reductions
 // Dims to reduce from an `int[1]? dim` argument: none or [] = all. Wraps negatives; IndexError

@@ -132,7 +132,8 @@ class Dispatcher {
   const KernelEntry* park(KernelEntry e);
   [[noreturn]] void raise_missing(OperatorHandle op, int32_t key) const;
 
-  mutable std::mutex mutex_;
+  mutable std::mutex mutex_;                // guards the tables below
+  std::recursive_mutex registration_mutex_;  // makes validate + apply of a batch one step
   std::deque<OperatorEntry> operators_;                      // stable addresses
   std::unordered_map<std::string, OperatorEntry*> by_name_;  // "add.Tensor" and "aten::add.Tensor"
   std::deque<KernelEntry> kernel_store_;                     // never freed: call path is lock-free

@@ -1,0 +1,283 @@
+// Element-wise arithmetic: add, sub, mul, div (true, trunc, floor), floor_divide, pow, maximum,
+// minimum, with their Scalar overloads and in-place / out= variants. Operands are promoted and
+// cast by the TensorIterator, so each op has one loop per compute dtype.
+#include "kernels.h"
+#include "tensor_iterator.h"
+
+#include <atomic>
+#include <cmath>
+
+namespace tessera::cpu {
+
+void register_compare_kernels(sdk::Registrar& reg, ts_dispatch_key key);  // compare.cpp
+
+namespace {
+
+using sdk::fail;
+using sdk::opmath_t;
+
+// The second operand of a binary op: a tensor, or a Python number for the Scalar overloads.
+struct Other {
+  TensorRef tensor;
+  std::optional<ScalarArg> scalar;
+  int32_t dtype() const { return scalar ? scalar_dtype(*scalar) : tensor.dtype(); }
+};
+Other read_other(sdk::Args& a, int i, bool scalar) {
+  if (scalar) return {TensorRef(), a.scalar(i)};
+  return {a.tensor(i), std::nullopt};
+}
+
+// The iterator of `self op other` for a kernel variant; `out_index` is where out= sits.
+TensorIterator binary_iter(sdk::Args& a, const std::string& name, Variant v, const TensorRef& self, const Other& other,
+                           int out_index, bool int_to_float = false) {
+  IterConfig cfg(a.call(), name.c_str());
+  cfg.output(v, self, v == Variant::Out ? a.tensor(out_index) : TensorRef()).input(self);
+  if (other.scalar) cfg.input(*other.scalar);
+  else cfg.input(other.tensor);
+  if (int_to_float) cfg.promote_integers_to_float();
+  return cfg.build();
+}
+
+// Runs f(x, y) -> scalar_t over a binary iterator whose common dtype is scalar_t.
+template <class T, class F>
+void run_binary(TensorIterator& it, F f) {
+  it.run([&f](char** d, const int64_t* s, int64_t n) { binary_row<T, T, T>(d, s, n, f); });
+}
+
+// True when an integral tensor holds a zero (integer division by zero must raise, not trap).
+template <class T>
+bool any_zero(const TensorRef& t) {
+  LoopGeometry g(1, t.shape_vector());
+  g.set_operand(0, t.sizes(), t.strides(), t.itemsize());
+  g.coalesce();
+  std::atomic<bool> found{false};
+  char* base[1] = {static_cast<char*>(t.data())};
+  g.run(base, [&found](char** d, const int64_t* s, int64_t n) {
+    bool zero = false;
+    for (int64_t i = 0; i < n; ++i) zero |= *reinterpret_cast<const T*>(d[0] + i * s[0]) == T(0);
+    if (zero) found.store(true, std::memory_order_relaxed);
+  });
+  return found.load();
+}
+void check_no_integer_zero(const TensorIterator& it, const std::string& name) {
+  if (it.numel() == 0) return;  // no element is divided
+  bool zero = false;
+  TS_DISPATCH_ALL(it.common_dtype(), return, {
+    if constexpr (std::is_integral_v<scalar_t>) zero = any_zero<scalar_t>(it.operand(2));
+  });
+  if (zero) fail(TS_ERROR_VALUE, name, ": ZeroDivisionError (integer division by zero)");
+}
+
+// ---- add / sub: self + alpha * other (sub negates alpha).
+void add_sub(sdk::Args& a, Variant v, bool scalar, bool subtract) {
+  const std::string name = variant_name(subtract ? "sub" : "add", v);
+  TensorRef self = a.tensor(0);
+  const Other other = read_other(a, 1, scalar);
+  ScalarArg alpha = a.is_none(2) ? ScalarArg{ScalarArg::Int, 1, 0} : a.scalar(2);
+  if (subtract && (self.dtype() == TS_BOOL || other.dtype() == TS_BOOL))
+    fail(TS_ERROR_TYPE, name, ": subtraction with a bool tensor is not supported, got ",
+         sdk::dtype_name(self.dtype()), " and ", sdk::dtype_name(other.dtype()),
+         " (use logical_xor, or logical_not to invert a mask)");
+  TensorIterator it = binary_iter(a, name, v, self, other, 3);
+  if (alpha.kind == ScalarArg::Double && !sdk::is_floating(it.common_dtype()))
+    fail(TS_ERROR_TYPE, name, ": for integral input tensors, argument alpha must not be a floating point number, got ",
+         alpha.d);
+  if (subtract) {
+    alpha.i = -alpha.i;
+    alpha.d = -alpha.d;
+  }
+  TS_DISPATCH_ALL(it.common_dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"), {
+    using M = opmath_t<scalar_t>;
+    const M al = scalar_to<M>(alpha);
+    run_binary<scalar_t>(it, [al](scalar_t x, scalar_t y) { return scalar_t(M(x) + al * M(y)); });
+  });
+  a.return_argument(it.result());
+}
+
+template <class T> T mul_value(T x, T y) {
+  using M = opmath_t<T>;
+  if constexpr (std::is_same_v<T, bool>) return x && y;
+  else return T(M(x) * M(y));
+}
+
+void mul(sdk::Args& a, Variant v, bool scalar) {
+  const std::string name = variant_name("mul", v);
+  TensorIterator it = binary_iter(a, name, v, a.tensor(0), read_other(a, 1, scalar), 2);
+  TS_DISPATCH_ALL(it.common_dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"),
+                  run_binary<scalar_t>(it, [](scalar_t x, scalar_t y) { return mul_value(x, y); }));
+  a.return_argument(it.result());
+}
+
+// ---- division
+// Python's floor division of floats, exact where floor(x / y) would round wrongly.
+template <class M> M floor_div_float(M x, M y) {
+  if (y == M(0)) return x / y;
+  const M mod = std::fmod(x, y);
+  M div = (x - mod) / y;
+  if (mod != M(0) && ((y < M(0)) != (mod < M(0)))) div -= M(1);
+  if (div == M(0)) return std::copysign(M(0), x / y);
+  M floored = std::floor(div);
+  if (div - floored > M(0.5)) floored += M(1);
+  return floored;
+}
+// Integer quotient rounded toward zero or down; the divisor is known nonzero. -1 is special:
+// the most negative value divided by -1 overflows (and traps on x86).
+template <class T> T int_div(T x, T y, bool floor) {
+  if constexpr (std::is_signed_v<T>) {
+    if (y == T(-1)) return T(std::make_unsigned_t<T>(0) - std::make_unsigned_t<T>(x));
+  }
+  T q = T(x / y);
+  if constexpr (std::is_signed_v<T>)
+    if (floor && T(x % y) != T(0) && ((x < T(0)) != (y < T(0)))) q = T(q - 1);
+  return q;
+}
+
+enum class Rounding { None, Trunc, Floor };
+
+void true_divide(sdk::Args& a, Variant v, bool scalar, int out_index) {
+  const std::string name = variant_name("div", v);
+  TensorIterator it = binary_iter(a, name, v, a.tensor(0), read_other(a, 1, scalar), out_index, true);
+  TS_DISPATCH_FLOAT(it.common_dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"), {
+    using M = opmath_t<scalar_t>;
+    run_binary<scalar_t>(it, [](scalar_t x, scalar_t y) { return scalar_t(M(x) / M(y)); });
+  });
+  a.return_argument(it.result());
+}
+
+template <class T> T rounded_div(T x, T y, Rounding r) {
+  using M = opmath_t<T>;
+  if constexpr (std::is_integral_v<T>) return int_div(x, y, r == Rounding::Floor);
+  else if (r == Rounding::Trunc) return T(std::trunc(M(x) / M(y)));
+  else return T(floor_div_float(M(x), M(y)));
+}
+
+void rounding_divide(sdk::Args& a, Variant v, Rounding r, const char* base, int out_index) {
+  const std::string name = variant_name(base, v);
+  TensorRef self = a.tensor(0);
+  const Other other = read_other(a, 1, false);
+  if (self.dtype() == TS_BOOL && other.dtype() == TS_BOOL)
+    fail(TS_ERROR_TYPE, name, ": expected numeric tensors, got bool and bool");
+  TensorIterator it = binary_iter(a, name, v, self, other, out_index);
+  if (sdk::is_integral(it.common_dtype(), false)) check_no_integer_zero(it, name);
+  TS_DISPATCH_NUMERIC(it.common_dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"), {
+    if (r == Rounding::Floor)
+      run_binary<scalar_t>(it, [](scalar_t x, scalar_t y) { return rounded_div(x, y, Rounding::Floor); });
+    else
+      run_binary<scalar_t>(it, [](scalar_t x, scalar_t y) { return rounded_div(x, y, Rounding::Trunc); });
+  });
+  a.return_argument(it.result());
+}
+
+// div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode)
+void div_mode(sdk::Args& a, Variant v) {
+  const std::optional<std::string_view> mode = a.optional_str(2);
+  if (!mode) return true_divide(a, v, false, 3);
+  if (*mode == "trunc") return rounding_divide(a, v, Rounding::Trunc, "div", 3);
+  if (*mode == "floor") return rounding_divide(a, v, Rounding::Floor, "div", 3);
+  fail(TS_ERROR_VALUE, variant_name("div", v), ": expected rounding_mode to be one of None, 'trunc' or 'floor', got '",
+       *mode, "'");
+}
+
+// ---- pow
+template <class T> T pow_value(T x, T y) {
+  if constexpr (std::is_integral_v<T>) {
+    if constexpr (std::is_signed_v<T>) {
+      if (y < T(0)) return x == T(1) ? T(1) : x == T(-1) ? T((y % 2) ? -1 : 1) : T(0);
+    }
+    // Square and multiply in unsigned arithmetic: overflow wraps instead of being UB.
+    using U = std::make_unsigned_t<std::conditional_t<sizeof(T) < sizeof(int), int, T>>;
+    U result = 1, base = U(x);
+    for (auto e = std::make_unsigned_t<T>(y); e; e >>= 1) {
+      if (e & 1) result *= base;
+      base *= base;
+    }
+    return T(result);
+  } else {
+    using M = opmath_t<T>;
+    return T(std::pow(M(x), M(y)));
+  }
+}
+
+void pow_kernel(sdk::Args& a, Variant v, bool scalar) {
+  const std::string name = variant_name("pow", v);
+  TensorRef self = a.tensor(0);
+  const Other exponent = read_other(a, 1, scalar);
+  TensorIterator it = binary_iter(a, name, v, self, exponent, 2);
+  if (it.common_dtype() == TS_BOOL) fail(TS_ERROR_TYPE, name, ": expected numeric tensors, got bool");
+  if (scalar && sdk::is_integral(it.common_dtype(), false) && exponent.scalar->kind == ScalarArg::Int &&
+      exponent.scalar->i < 0)
+    fail(TS_ERROR_VALUE, name, ": integers to negative integer powers are not allowed, got exponent ",
+         exponent.scalar->i);
+  TS_DISPATCH_NUMERIC(it.common_dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"),
+                      run_binary<scalar_t>(it, [](scalar_t x, scalar_t y) { return pow_value(x, y); }));
+  a.return_argument(it.result());
+}
+
+// ---- maximum / minimum: NaN propagates.
+void extremum(sdk::Args& a, Variant v, bool is_max) {
+  const std::string name = variant_name(is_max ? "maximum" : "minimum", v);
+  TensorIterator it = binary_iter(a, name, v, a.tensor(0), read_other(a, 1, false), 2);
+  TS_DISPATCH_ALL(it.common_dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"), {
+    using M = opmath_t<scalar_t>;
+    if (is_max)
+      run_binary<scalar_t>(it, [](scalar_t x, scalar_t y) { return (M(x) > M(y) || M(x) != M(x)) ? x : y; });
+    else
+      run_binary<scalar_t>(it, [](scalar_t x, scalar_t y) { return (M(x) < M(y) || M(x) != M(x)) ? x : y; });
+  });
+  a.return_argument(it.result());
+}
+
+// Kernel entry points: one per (op, overload, variant).
+template <Variant V, bool S, bool Sub> void add_sub_k(sdk::Args& a) { add_sub(a, V, S, Sub); }
+template <Variant V, bool S> void mul_k(sdk::Args& a) { mul(a, V, S); }
+template <Variant V, bool S> void div_k(sdk::Args& a) { true_divide(a, V, S, 2); }
+template <Variant V> void div_mode_k(sdk::Args& a) { div_mode(a, V); }
+template <Variant V> void floor_divide_k(sdk::Args& a) { rounding_divide(a, V, Rounding::Floor, "floor_divide", 2); }
+template <Variant V, bool S> void pow_k(sdk::Args& a) { pow_kernel(a, V, S); }
+template <Variant V, bool Max> void extremum_k(sdk::Args& a) { extremum(a, V, Max); }
+
+constexpr Variant F = Variant::Functional, I = Variant::Inplace, O = Variant::Out;
+
+}  // namespace
+
+void register_binary_kernels(sdk::Registrar& reg, ts_dispatch_key key) {
+  reg.kernel("add.Tensor", key, add_sub_k<F, false, false>);
+  reg.kernel("add_.Tensor", key, add_sub_k<I, false, false>);
+  reg.kernel("add.out", key, add_sub_k<O, false, false>);
+  reg.kernel("add.Scalar", key, add_sub_k<F, true, false>);
+  reg.kernel("add_.Scalar", key, add_sub_k<I, true, false>);
+  reg.kernel("sub.Tensor", key, add_sub_k<F, false, true>);
+  reg.kernel("sub_.Tensor", key, add_sub_k<I, false, true>);
+  reg.kernel("sub.out", key, add_sub_k<O, false, true>);
+  reg.kernel("sub.Scalar", key, add_sub_k<F, true, true>);
+  reg.kernel("sub_.Scalar", key, add_sub_k<I, true, true>);
+  reg.kernel("mul.Tensor", key, mul_k<F, false>);
+  reg.kernel("mul_.Tensor", key, mul_k<I, false>);
+  reg.kernel("mul.out", key, mul_k<O, false>);
+  reg.kernel("mul.Scalar", key, mul_k<F, true>);
+  reg.kernel("mul_.Scalar", key, mul_k<I, true>);
+  reg.kernel("div.Tensor", key, div_k<F, false>);
+  reg.kernel("div_.Tensor", key, div_k<I, false>);
+  reg.kernel("div.out", key, div_k<O, false>);
+  reg.kernel("div.Scalar", key, div_k<F, true>);
+  reg.kernel("div_.Scalar", key, div_k<I, true>);
+  reg.kernel("div.Tensor_mode", key, div_mode_k<F>);
+  reg.kernel("div_.Tensor_mode", key, div_mode_k<I>);
+  reg.kernel("div.Tensor_mode_out", key, div_mode_k<O>);
+  reg.kernel("floor_divide", key, floor_divide_k<F>);
+  reg.kernel("floor_divide_", key, floor_divide_k<I>);
+  reg.kernel("floor_divide.out", key, floor_divide_k<O>);
+  reg.kernel("pow.Tensor_Tensor", key, pow_k<F, false>);
+  reg.kernel("pow_.Tensor_Tensor", key, pow_k<I, false>);
+  reg.kernel("pow.Tensor_Tensor_out", key, pow_k<O, false>);
+  reg.kernel("pow.Tensor_Scalar", key, pow_k<F, true>);
+  reg.kernel("pow_.Tensor_Scalar", key, pow_k<I, true>);
+  reg.kernel("pow.Tensor_Scalar_out", key, pow_k<O, true>);
+  reg.kernel("maximum", key, extremum_k<F, true>);
+  reg.kernel("maximum.out", key, extremum_k<O, true>);
+  reg.kernel("minimum", key, extremum_k<F, false>);
+  reg.kernel("minimum.out", key, extremum_k<O, false>);
+  register_compare_kernels(reg, key);
+}
+
+}  // namespace tessera::cpu
