@@ -72,8 +72,10 @@ void set_num_threads(int n) {
 }
 
 int get_num_threads() {
-  int n = num_threads.load();
-  return n > 0 ? n : int(std::max(1u, std::thread::hardware_concurrency()));
+  // hardware_concurrency reads /sys on every call: ask once.
+  static const int hardware = int(std::max(1u, std::thread::hardware_concurrency()));
+  int n = num_threads.load(std::memory_order_relaxed);
+  return n > 0 ? n : hardware;
 }
 
 Tensor tensor_from_values(std::span<const double> values, std::vector<int64_t> shape, ScalarType dtype) {

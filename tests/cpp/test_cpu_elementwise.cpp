@@ -563,6 +563,14 @@ TEST(CpuBinary, Errors) {
   Tensor io = empty({2, 3}, kInt32), bo = empty({2, 3}, kBool);
   expect_error<TypeError>([&] { add_out(io, f, f); }, {"add", "float32", "int32"});
   expect_error<TypeError>([&] { mul_out(bo, i, i); }, {"mul", "int64", "bool"});
+  // An out= that is also an input cannot be resized under it.
+  Tensor shared = make({3}, kFloat32);
+  expect_error<ValueError>([&] { add_out(shared, shared, f); }, {"add", "out=", "[3]", "[2, 3]"});
+  // ...but may be written in place when its shape already fits.
+  Tensor fits = make({2, 3}, kFloat32, 4);
+  const Ref f0 = ref_of(fits);
+  add_out(fits, fits, row);
+  expect_matches(fits, ref_binary(f0, ref_of(row), std::plus<>()), kFloat32, "add.out onto an input");
 }
 
 TEST(CpuBinary, EmptyTensors) {

@@ -180,6 +180,8 @@ TEST(CpuFactories, ArangeErrors) {
   expect_error<ValueError>([] { arange(-1); }, {"arange"});
   expect_error<TypeError>([] { arange(3, kBool); }, {"arange", "bool"});
   expect_error<ValueError>([] { arange(Scalar(0.0), Scalar(INFINITY)); }, {"arange", "finite"});
+  expect_error<ValueError>([] { arange(Scalar(std::numeric_limits<int64_t>::min()), Scalar(int64_t(1))); },
+                           {"arange", "too large"});
 }
 
 // ---- linspace, eye

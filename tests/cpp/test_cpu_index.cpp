@@ -165,6 +165,9 @@ TEST(CpuIndex, IndexSelectOut) {
   EXPECT_EQ(values(t), ref_index_select(x, 1, index));
   Tensor wrong = zeros({3, 2}, kFloat64);
   expect_error<TypeError>([&] { index_select_out(wrong, x, 1, index); }, {"index_select", "float32", "float64"});
+  Tensor square = seq({3, 3});
+  expect_error<ValueError>([&] { index_select_out(square, square, 1, idx({2, 1, 0}, {3})); },
+                           {"index_select", "overlap"});
 }
 
 TEST(CpuIndex, IndexSelectErrors) {
@@ -209,6 +212,8 @@ TEST(CpuIndex, GatherEveryDtypeAndOut) {
   Tensor out = empty({0});
   EXPECT_EQ(gather_out(out, x, 0, index).impl(), out.impl());
   EXPECT_EQ(values(out), ref_gather(x, 0, index));
+  expect_error<ValueError>([&] { gather_out(x, x, 0, idx({0, 0, 0, 0}, {1, 4})); }, {"gather", "overlap"});
+  EXPECT_EQ(x.shape(), (Shape{3, 4}));  // refused before any resize
 }
 
 TEST(CpuIndex, GatherErrors) {

@@ -204,6 +204,10 @@ TEST(CpuLinalg, Bmm) {
   // Many small products (run in parallel over the batch), other dtypes.
   Tensor sa = data({64, 4, 4}, kFloat32, 5), sb = data({64, 4, 4}, kFloat32, 6);
   expect_close(bmm(sa, sb), ref_matmul(sa, sb));
+  Tensor ma = data({300, 16, 16}, kFloat32, 5), mb = transpose(data({300, 16, 16}, kFloat32, 6), 1, 2);
+  expect_close(bmm(ma, mb), ref_matmul(ma, mb));
+  Tensor da = data({300, 16, 16}, kFloat64, 5), db = data({300, 16, 16}, kFloat64, 6);
+  expect_close(bmm(da, db), ref_matmul(da, db), 1e-12);
   for (ScalarType dt : {kFloat64, kInt64, kFloat16}) {
     Tensor x = data({2, 3, 4}, dt, 7), y = data({2, 4, 3}, dt, 8);
     expect_close(bmm(x, y), ref_matmul(x, y), dt == kFloat16 ? 1e-3 : 0);

@@ -315,6 +315,22 @@ TEST(CpuShape, Flatten) {
   expect_error<IndexError>([&] { flatten(x, 0, 3); }, {"flatten", "3"});
 }
 
+TEST(CpuShape, ViewsOfEmptyTensors) {
+  Tensor e = zeros({2, 0, 3});
+  EXPECT_EQ(transpose(e, 0, 2).shape(), (Shape{3, 0, 2}));
+  EXPECT_EQ(permute(e, {1, 2, 0}).shape(), (Shape{0, 3, 2}));
+  EXPECT_EQ(flatten(e).shape(), (Shape{0}));
+  EXPECT_EQ(flatten(e, 1).shape(), (Shape{2, 0}));
+  EXPECT_EQ(reshape(transpose(e, 0, 2), {0, 6}).shape(), (Shape{0, 6}));
+  EXPECT_EQ(unsqueeze(e, 1).shape(), (Shape{2, 1, 0, 3}));
+  EXPECT_EQ(squeeze(unsqueeze(e, 0)).shape(), (Shape{2, 0, 3}));
+  EXPECT_EQ(select(e, 2, 1).shape(), (Shape{2, 0}));
+  EXPECT_EQ(narrow(e, 0, 1, 1).shape(), (Shape{1, 0, 3}));
+  EXPECT_EQ(slice(e, 2, 1).shape(), (Shape{2, 0, 2}));
+  EXPECT_EQ(expand(zeros({0, 1}), {0, 4}).shape(), (Shape{0, 4}));
+  expect_error<IndexError>([&] { select(e, 1, 0); }, {"select", "index 0", "size 0"});
+}
+
 TEST(CpuShape, ViewsWorkForEveryDtype) {
   for (ScalarType dt : {kBool, kUInt8, kInt8, kInt16, kInt32, kInt64, kFloat16, kBFloat16, kFloat32, kFloat64}) {
     SCOPED_TRACE(std::string(name(dt)));
@@ -361,20 +377,21 @@ TEST(CpuJoin, CatNonContiguousAndMixedDtypes) {
 }
 
 TEST(CpuJoin, CatOfLargePermutedInputsMatchesReference) {
-  // Sizes that are not multiples of the copy's tiles, with an outer dim on both sides.
-  Tensor a = permute(seq({3, 45, 70}), {0, 2, 1});             // [3, 70, 45], transposed planes
-  Tensor b = permute(seq({45, 3, 33}, kFloat32, 1e4), {1, 2, 0});  // [3, 33, 45]
+  // Sizes that are not multiples of the copy's tiles, an outer dim on both sides, and enough
+  // elements for the copy to be split over threads.
+  Tensor a = permute(seq({3, 145, 170}), {0, 2, 1});             // [3, 170, 145], transposed planes
+  Tensor b = permute(seq({145, 3, 33}, kFloat32, 1e5), {1, 2, 0});  // [3, 33, 145]
   Tensor r = cat({a, b}, 1);
-  ASSERT_EQ(r.shape(), (Shape{3, 103, 45}));
+  ASSERT_EQ(r.shape(), (Shape{3, 203, 145}));
   auto av = values(a), bv = values(b), rv = values(r);
   for (int64_t i = 0; i < 3; ++i)
-    for (int64_t j = 0; j < 103; ++j)
-      for (int64_t k = 0; k < 45; ++k) {
-        const double want = j < 70 ? av[size_t((i * 70 + j) * 45 + k)] : bv[size_t((i * 33 + j - 70) * 45 + k)];
-        ASSERT_EQ(rv[size_t((i * 103 + j) * 45 + k)], want) << i << " " << j << " " << k;
+    for (int64_t j = 0; j < 203; ++j)
+      for (int64_t k = 0; k < 145; ++k) {
+        const double want = j < 170 ? av[size_t((i * 170 + j) * 145 + k)] : bv[size_t((i * 33 + j - 170) * 145 + k)];
+        ASSERT_EQ(rv[size_t((i * 203 + j) * 145 + k)], want) << i << " " << j << " " << k;
       }
   // And into a transposed out (the other side of the transpose).
-  Tensor out = transpose(zeros({45, 103, 3}), 0, 2);
+  Tensor out = transpose(zeros({145, 203, 3}), 0, 2);
   cat_out(out, {a, b}, 1);
   EXPECT_EQ(values(out), rv);
 }

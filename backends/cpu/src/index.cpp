@@ -52,13 +52,23 @@ void check_same_device(const char* op, const TensorRef& self, const TensorRef& o
               "), got device type ", other.device().type);
 }
 
-// The out= argument at `index`: dtype checked against self, resized to `shape` when it differs.
-TensorRef prepare_out(const char* op, const Args& a, int index, const TensorRef& self, const Shape& shape) {
-  TensorRef out = a.tensor(index);
+// The out= argument at `out_arg`: dtype checked against self, not overlapping self or the
+// index, resized to `shape` when it differs.
+TensorRef prepare_out(const char* op, const Args& a, int out_arg, const TensorRef& self, const TensorRef& index,
+                      const Shape& shape) {
+  TensorRef out = a.tensor(out_arg);
   if (out.dtype() != self.dtype())
     sdk::fail(TS_ERROR_TYPE, op, ": expected out of dtype ", sdk::dtype_name(self.dtype()), " (like self), got ",
               sdk::dtype_name(out.dtype()));
-  if (out.shape_vector() != shape) sdk::resize(a.call(), out, shape);
+  auto check = [&] {
+    if (strided::overlaps(out, self) || strided::overlaps(out, index))
+      sdk::fail(TS_ERROR_VALUE, op, ": out must not overlap self or index");
+  };
+  check();  // before resizing, so that a refused out is left as it was
+  if (out.shape_vector() != shape) {
+    sdk::resize(a.call(), out, shape);
+    check();
+  }
   return out;
 }
 
@@ -99,8 +109,9 @@ void index_select_loop(const IndexSelect& p, const TensorRef& out) {
   // Slices of the other dims: rows big enough for memcpy-like copies go slice by slice.
   Shape slice = self.sizes, src_strides = self.strides, dst_strides = out_strides;
   const int64_t src_step = src_strides[size_t(dim)], dst_step = dst_strides[size_t(dim)];
-  slice.erase(slice.begin() + dim), src_strides.erase(src_strides.begin() + dim),
-      dst_strides.erase(dst_strides.begin() + dim);
+  slice.erase(slice.begin() + dim);
+  src_strides.erase(src_strides.begin() + dim);
+  dst_strides.erase(dst_strides.begin() + dim);
   const int64_t n = p.index.numel(), slice_numel = strided::numel(slice);
   if (slice_numel >= 64 && strided::is_contiguous(slice, src_strides) && strided::is_contiguous(slice, dst_strides)) {
     // Dense rows (an embedding lookup, say): one memcpy per index, over threads.
@@ -141,7 +152,7 @@ void index_select_kernel(Args& a) {
 
 void index_select_out_kernel(Args& a) {
   IndexSelect p = plan_index_select(a);
-  TensorRef out = prepare_out("index_select", a, 3, p.self, p.out_shape);
+  TensorRef out = prepare_out("index_select", a, 3, p.self, p.index, p.out_shape);
   run_index_select(p, out);
   out.bump_version();
   a.return_argument(out);
@@ -216,7 +227,7 @@ void gather_kernel(Args& a) {
 
 void gather_out_kernel(Args& a) {
   Gather p = plan_gather(a);
-  TensorRef out = prepare_out("gather", a, 3, p.self, p.index.shape_vector());
+  TensorRef out = prepare_out("gather", a, 3, p.self, p.index, p.index.shape_vector());
   run_gather(p, out);
   out.bump_version();
   a.return_argument(out);

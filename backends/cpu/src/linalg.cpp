@@ -54,12 +54,11 @@ void check_dnnl(const char* op, dnnl_status_t status) {
   if (status != dnnl_success) sdk::fail(TS_ERROR, op, ": oneDNN sgemm failed with status ", int(status));
 }
 
-// A contiguous float copy of m.
-template <class T>
-std::vector<float> to_float(const Mat& m) {
+// A row-major copy of a float matrix.
+std::vector<float> dense_copy(const Mat& m) {
   std::vector<float> out(size_t(m.rows * m.cols));
   for (int64_t i = 0; i < m.rows; ++i)
-    for (int64_t j = 0; j < m.cols; ++j) out[size_t(i * m.cols + j)] = float(at<T>(m, i, j));
+    for (int64_t j = 0; j < m.cols; ++j) out[size_t(i * m.cols + j)] = at<float>(m, i, j);
   return out;
 }
 
@@ -70,8 +69,8 @@ void sgemm(const char* op, const Mat& A, const Mat& B, const Mat& C, float alpha
   auto la = blas_layout(A), lb = blas_layout(B);
   const float* a = reinterpret_cast<const float*>(A.data);
   const float* b = reinterpret_cast<const float*>(B.data);
-  if (!la) a_copy = to_float<float>(A), a = a_copy.data(), la = BlasLayout{'N', K};
-  if (!lb) b_copy = to_float<float>(B), b = b_copy.data(), lb = BlasLayout{'N', N};
+  if (!la) a_copy = dense_copy(A), a = a_copy.data(), la = BlasLayout{'N', K};
+  if (!lb) b_copy = dense_copy(B), b = b_copy.data(), lb = BlasLayout{'N', N};
   auto lc = blas_layout(C);
   float* c = reinterpret_cast<float*>(C.data);
   if (lc && lc->trans == 'N') {
@@ -81,7 +80,7 @@ void sgemm(const char* op, const Mat& A, const Mat& B, const Mat& C, float alpha
     check_dnnl(op, dnnl_sgemm(flip(lb->trans), flip(la->trans), N, M, K, alpha, b, lb->ld, a, la->ld, beta, c,
                               lc->ld));
   } else {  // C of a layout sgemm cannot write: through a contiguous buffer
-    std::vector<float> tmp = beta != 0 ? to_float<float>(C) : std::vector<float>(size_t(M * N));
+    std::vector<float> tmp = beta != 0 ? dense_copy(C) : std::vector<float>(size_t(M * N));
     check_dnnl(op, dnnl_sgemm(la->trans, lb->trans, M, N, K, alpha, a, la->ld, b, lb->ld, beta, tmp.data(), N));
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) at<float>(C, i, j) = tmp[size_t(i * N + j)];

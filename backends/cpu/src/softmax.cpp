@@ -4,6 +4,7 @@
 #include "tensor_iterator.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
 namespace tessera::cpu {
@@ -33,6 +34,51 @@ void softmax_rows(const TensorRef& out, const TensorRef& in, int64_t dim) {
   if (len == 0 || rows.numel() == 0) return;
 
   char* base[2] = {static_cast<char*>(out.data()), static_cast<char*>(in.data())};
+  const int rd = rows.ndim();
+  if (rd > 0 && std::abs(rows.stride(1, rd - 1)) < std::abs(in_step)) {
+    // `dim` is not the innermost: rows adjacent along the innermost other dim are done a block
+    // at a time, so every pass reads memory sequentially. softmax keeps exp(x - max) in the
+    // output between passes (one extra rounding for 16-bit outputs).
+    constexpr int64_t kBlock = 64;
+    const int64_t width = rows.sizes()[size_t(rd - 1)], blocks = (width + kBlock - 1) / kBlock;
+    const int64_t xs = rows.stride(1, rd - 1), ys = rows.stride(0, rd - 1);
+    const LoopGeometry outer = rows.slice_dims(0, rd - 1);
+    const int64_t grain = std::max<int64_t>(1, kGrainSize / (kBlock * len));
+    parallel_for(outer.numel() * blocks, grain, [&](int64_t tb, int64_t te) {
+      M mx[kBlock], sum[kBlock];
+      for (int64_t task = tb; task < te; ++task) {
+        const int64_t o = task / blocks, j0 = task % blocks * kBlock, nb = std::min(kBlock, width - j0);
+        const char* x = base[1] + outer.offset_of(1, o) + j0 * xs;
+        char* y = base[0] + outer.offset_of(0, o) + j0 * ys;
+        auto at = [&](int64_t i, int64_t j) { return M(*reinterpret_cast<const T*>(x + i * in_step + j * xs)); };
+        auto out_at = [&](int64_t i, int64_t j) -> T& { return *reinterpret_cast<T*>(y + i * out_step + j * ys); };
+        for (int64_t j = 0; j < nb; ++j) {
+          mx[j] = -std::numeric_limits<M>::infinity();
+          sum[j] = 0;
+        }
+        for (int64_t i = 0; i < len; ++i)
+          for (int64_t j = 0; j < nb; ++j) mx[j] = std::max(mx[j], at(i, j));
+        if constexpr (Log) {
+          for (int64_t i = 0; i < len; ++i)
+            for (int64_t j = 0; j < nb; ++j) sum[j] += std::exp(at(i, j) - mx[j]);
+          for (int64_t j = 0; j < nb; ++j) mx[j] += std::log(sum[j]);
+          for (int64_t i = 0; i < len; ++i)
+            for (int64_t j = 0; j < nb; ++j) out_at(i, j) = T(at(i, j) - mx[j]);
+        } else {
+          for (int64_t i = 0; i < len; ++i)
+            for (int64_t j = 0; j < nb; ++j) {
+              const M e = std::exp(at(i, j) - mx[j]);
+              sum[j] += e;
+              out_at(i, j) = T(e);
+            }
+          for (int64_t j = 0; j < nb; ++j) sum[j] = M(1) / sum[j];
+          for (int64_t i = 0; i < len; ++i)
+            for (int64_t j = 0; j < nb; ++j) out_at(i, j) = T(M(out_at(i, j)) * sum[j]);
+        }
+      }
+    });
+    return;
+  }
   rows.run(
       base,
       [&](char** d, const int64_t* s, int64_t n) {

@@ -485,6 +485,12 @@ TensorIterator IterConfig::build() const {
   if (out_given_) {
     target = out_;
     if (out_resizable_) {
+      // Resizing may reallocate: an out= that is also an input would be read after it moved.
+      if (target.shape_vector() != it.shape_)
+        for (size_t k = 1; k < it.ops_.size(); ++k)
+          if (overlaps(target, it.ops_[k]))
+            fail(TS_ERROR_VALUE, op_, ": the out= tensor shares memory with an input and would need resizing from ",
+                 shape_str(target.sizes()), " to ", shape_str(it.shape_));
       prepare_out(call_, op_, target, it.shape_, it.out_dtype_);
     } else {
       if (target.shape_vector() != it.shape_)
@@ -570,33 +576,28 @@ std::vector<int64_t> reduced_shape(std::span<const int64_t> in_shape, const std:
 ReduceGeometry::ReduceGeometry(const TensorRef& out, const TensorRef& in, const std::vector<bool>& mask) {
   const int64_t nd = in.dim();
   const bool keepdim = out.dim() == nd;
-  // Kept dims first (outer), reduced dims after, each group in its original order.
-  std::vector<int64_t> sizes;
-  std::vector<int64_t> out_strides, in_strides;
-  int64_t j = 0;  // the output dim of input dim d
-  for (int pass = 0; pass < 2; ++pass) {
-    j = 0;
-    for (int64_t d = 0; d < nd; ++d) {
-      const bool reduced = mask[size_t(d)];
-      if (reduced == (pass == 1)) {
-        sizes.push_back(in.size(d));
-        in_strides.push_back(in.stride(d) * in.itemsize());
-        out_strides.push_back(reduced ? 0 : out.stride(j) * out.itemsize());
-      }
-      if (!reduced || keepdim) ++j;
-    }
+  // Input dims reordered: kept dims first (outer), reduced dims after, each in its own order.
+  // Operand 0 is the output (stride 0 along reduced dims), operand 1 the input.
+  std::vector<int64_t> order, out_dim(size_t(nd), -1);
+  for (int64_t d = 0, j = 0; d < nd; ++d) {
+    if (!mask[size_t(d)]) order.push_back(d);
+    if (!mask[size_t(d)] || keepdim) out_dim[size_t(d)] = j++;
   }
-  int n_kept = 0;
-  for (int64_t d = 0; d < nd; ++d) n_kept += mask[size_t(d)] ? 0 : 1;
+  const int n_kept = int(order.size());
+  for (int64_t d = 0; d < nd; ++d)
+    if (mask[size_t(d)]) order.push_back(d);
+  std::vector<int64_t> sizes;
+  for (int64_t d : order) sizes.push_back(in.size(d));
   LoopGeometry all(2, sizes);
-  for (size_t d = 0; d < sizes.size(); ++d) {
-    all.stride(0, int(d)) = out_strides[d];
-    all.stride(1, int(d)) = in_strides[d];
+  for (size_t i = 0; i < order.size(); ++i) {
+    const int64_t d = order[i];
+    all.stride(0, int(i)) = mask[size_t(d)] ? 0 : out.stride(out_dim[size_t(d)]) * out.itemsize();
+    all.stride(1, int(i)) = in.stride(d) * in.itemsize();
   }
   kept = all.slice_dims(0, n_kept);
-  LoopGeometry red2 = all.slice_dims(n_kept, int(sizes.size()));
-  reduced = LoopGeometry(1, red2.sizes());
-  for (int d = 0; d < red2.ndim(); ++d) reduced.stride(0, d) = red2.stride(1, d);
+  const LoopGeometry folded = all.slice_dims(n_kept, int(sizes.size()));
+  reduced = LoopGeometry(1, folded.sizes());
+  for (int d = 0; d < folded.ndim(); ++d) reduced.stride(0, d) = folded.stride(1, d);
   kept.coalesce();
   reduced.coalesce();
   n_out = kept.numel();

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
 #include <span>
 #include <string>
@@ -289,7 +290,10 @@ struct ReduceGeometry {
 //   using acc_t; acc_t identity() const;
 //   void row(acc_t&, const char* p, int64_t byte_stride, int64_t n, int64_t first_index) const;
 //   acc_t combine(acc_t earlier, acc_t later) const;  void write(char* out, const acc_t&) const;
-// Parallel over outputs, or over the reduced range of each output when outputs are few.
+// Three strategies, all parallel: few outputs with long reductions split each reduction and
+// combine partials in order; outputs adjacent in memory (reducing outer dims) are folded a
+// block at a time so input rows are read once, sequentially; otherwise each output folds its
+// own (contiguous or strided) rows.
 template <class Op>
 void run_reduction(const ReduceGeometry& g, const Op& op) {
   using acc_t = typename Op::acc_t;
@@ -312,7 +316,6 @@ void run_reduction(const ReduceGeometry& g, const Op& op) {
   };
   const int threads = max_threads();
   if (g.n_out < threads && g.n_reduce >= 2 * kGrainSize && threads > 1) {
-    // Few outputs, long reductions: split each reduction, combine partials in order.
     for (int64_t o = 0; o < g.n_out; ++o) {
       const char* in = g.in_base + g.kept.offset_of(1, o);
       int64_t chunks = std::min<int64_t>(threads, g.n_reduce / kGrainSize);
@@ -325,6 +328,30 @@ void run_reduction(const ReduceGeometry& g, const Op& op) {
       for (int64_t c = 1; c < chunks; ++c) acc = op.combine(acc, partial[size_t(c)]);
       op.write(g.out_base + g.kept.offset_of(0, o), acc);
     }
+    return;
+  }
+  const int kd = g.kept.ndim(), rd = g.reduced.ndim();
+  if (kd > 0 && rd > 0 && std::abs(g.kept.stride(1, kd - 1)) < std::abs(g.reduced.stride(0, rd - 1))) {
+    constexpr int64_t kBlock = 64;
+    const int64_t width = g.kept.sizes()[size_t(kd - 1)], blocks = (width + kBlock - 1) / kBlock;
+    const int64_t in_step = g.kept.stride(1, kd - 1), out_step = g.kept.stride(0, kd - 1);
+    const LoopGeometry outer = g.kept.slice_dims(0, kd - 1);
+    const int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, kBlock * g.n_reduce));
+    parallel_for(outer.numel() * blocks, grain, [&](int64_t tb, int64_t te) {
+      acc_t acc[kBlock];
+      for (int64_t task = tb; task < te; ++task) {
+        const int64_t o = task / blocks, j0 = task % blocks * kBlock, nb = std::min(kBlock, width - j0);
+        char* base[1] = {g.in_base + outer.offset_of(1, o) + j0 * in_step};
+        for (int64_t j = 0; j < nb; ++j) acc[j] = op.identity();
+        int64_t index = 0;
+        g.reduced.run_range(base, 0, g.n_reduce, [&](char** d, const int64_t* s, int64_t n) {
+          for (int64_t i = 0; i < n; ++i, ++index)
+            for (int64_t j = 0; j < nb; ++j) op.row(acc[j], d[0] + i * s[0] + j * in_step, in_step, 1, index);
+        });
+        char* out = g.out_base + outer.offset_of(0, o) + j0 * out_step;
+        for (int64_t j = 0; j < nb; ++j) op.write(out + j * out_step, acc[j]);
+      }
+    });
     return;
   }
   const int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, g.n_reduce));

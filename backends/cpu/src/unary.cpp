@@ -48,6 +48,7 @@ struct Abs {
   static constexpr bool allow_bool = true;
   template <class M> static M f(M x) {
     if constexpr (std::is_same_v<M, bool> || std::is_unsigned_v<M>) return x;
+    else if constexpr (std::is_floating_point_v<M>) return std::abs(x);  // abs(-0.0) is +0.0
     else return x < M(0) ? wrapping_neg(x) : x;
   }
 };
