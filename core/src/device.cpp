@@ -2,6 +2,8 @@
 #include <tessera/device_registry.h>
 #include <tessera/error.h>
 
+#include <tessera/runtime.h>
+
 #include <charconv>
 
 namespace tessera {
@@ -18,6 +20,7 @@ Device::Device(std::string_view spec) {
                         spec, digits);
   }
   if (name.empty()) raise<ValueError>("device '{}': expected a device type name such as 'cpu'", spec);
+  init();  // installs lazy loading of device plugins
   auto& registry = DeviceRegistry::instance();
   if (!registry.find(name) && !registry.try_lazy_load(std::string(name))) {
     auto known = registry.names();

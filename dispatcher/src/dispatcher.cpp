@@ -248,8 +248,11 @@ void Dispatcher::call_with_keys(OperatorHandle op, DispatchKeySet key_set, ts_st
     ts_status status = kernel->fn(kernel->data, reinterpret_cast<ts_call>(&ctx), keys, stack);
     if (status != TS_OK) {
       if (ctx.error.empty()) ctx.error = fmt::format("kernel failed with status {} and no message", status);
-      raise_status(status, fmt::format("{}: {} [plugin '{}', key {}, device {}]", op->name(), ctx.error,
-                                       kernel->plugin, dispatch_key_name(key), first_device(stack)));
+      // Kernels usually name their operator first ("view: shape [3, 5] is invalid..."); add it if not.
+      bool named = ctx.error.starts_with(op->schema().name);
+      raise_status(status, fmt::format("{}{}{} [plugin '{}', key {}, device {}]", named ? "" : op->name(),
+                                       named ? "" : ": ", ctx.error, kernel->plugin, dispatch_key_name(key),
+                                       first_device(stack)));
     }
     return;
   }

@@ -182,6 +182,7 @@ TEST(Dispatcher, KernelErrorIsRaisedWithOperatorPluginAndDevice) {
 }
 
 TEST(Dispatcher, ListenersFireOnDefNotOnImpl) {
+  init();  // the built-in operators
   auto& d = Dispatcher::instance();
   std::vector<std::string> seen;
   int id = d.add_listener([&](OperatorHandle op) { seen.push_back(op->name()); });

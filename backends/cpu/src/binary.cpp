@@ -44,6 +44,36 @@ void run_binary(TensorIterator& it, F f) {
   it.run([&f](char** d, const int64_t* s, int64_t n) { binary_row<T, T, T>(d, s, n, f); });
 }
 
+// Small-tensor fast path for functional ops on two contiguous tensors of one shape and dtype:
+// below the parallel grain the iterator's set-up costs more than the arithmetic, so this
+// skips it. `f(x, y)` is called in opmath; false (and nothing allocated) when it does not apply.
+template <class F>
+bool try_small_same_layout(sdk::Args& a, Variant v, const TensorRef& x, const Other& y_other, F f) {
+  if (v != Variant::Functional || y_other.scalar) return false;
+  const TensorRef& y = y_other.tensor;
+  if (x.dtype() != y.dtype() || x.dim() != y.dim() || x.numel() > kGrainSize) return false;
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (x.size(d) != y.size(d)) return false;
+  if (!x.is_contiguous() || !y.is_contiguous()) return false;
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    TensorRef out = sdk::empty(a.call(), x.sizes(), x.dtype(), x.device());
+    const T* px = x.data<T>();
+    const T* py = y.data<T>();
+    T* po = out.data<T>();
+    for (int64_t i = 0, n = x.numel(); i < n; ++i) po[i] = T(f(px[i], py[i]));
+    a.return_tensor(std::move(out));
+    return true;
+  };
+  switch (x.dtype()) {
+    case TS_FLOAT32: return run(float{});
+    case TS_FLOAT64: return run(double{});
+    case TS_INT64: return run(int64_t{});
+    case TS_INT32: return run(int32_t{});
+    default: return false;
+  }
+}
+
 // True when an integral tensor holds a zero (integer division by zero must raise, not trap).
 template <class T>
 bool any_zero(const TensorRef& t) {
@@ -78,6 +108,9 @@ void add_sub(sdk::Args& a, Variant v, bool scalar, bool subtract) {
     fail(TS_ERROR_TYPE, name, ": subtraction with a bool tensor is not supported, got ",
          sdk::dtype_name(self.dtype()), " and ", sdk::dtype_name(other.dtype()),
          " (use logical_xor, or logical_not to invert a mask)");
+  if (alpha.kind != ScalarArg::Double && alpha.i == 1 &&
+      try_small_same_layout(a, v, self, other, [subtract](auto x, auto y) { return subtract ? x - y : x + y; }))
+    return;
   TensorIterator it = binary_iter(a, name, v, self, other, 3);
   if (alpha.kind == ScalarArg::Double && !sdk::is_floating(it.common_dtype()))
     fail(TS_ERROR_TYPE, name, ": for integral input tensors, argument alpha must not be a floating point number, got ",
@@ -102,7 +135,9 @@ template <class T> T mul_value(T x, T y) {
 
 void mul(sdk::Args& a, Variant v, bool scalar) {
   const std::string name = variant_name("mul", v);
-  TensorIterator it = binary_iter(a, name, v, a.tensor(0), read_other(a, 1, scalar), 2);
+  const Other other = read_other(a, 1, scalar);
+  if (try_small_same_layout(a, v, a.tensor(0), other, [](auto x, auto y) { return x * y; })) return;
+  TensorIterator it = binary_iter(a, name, v, a.tensor(0), other, 2);
   TS_DISPATCH_ALL(it.common_dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"),
                   run_binary<scalar_t>(it, [](scalar_t x, scalar_t y) { return mul_value(x, y); }));
   a.return_argument(it.result());
