@@ -11,7 +11,7 @@ namespace ts = tessera;
 int main() try {
   ts::manual_seed(0);
   ts::Tensor x = ts::reshape(ts::arange(ts::Scalar(6), ts::kFloat32), {2, 3});  // [[0,1,2],[3,4,5]]
-  ts::Tensor w = ts::full({3, 2}, 0.5);
+  ts::Tensor w = ts::reshape(ts::mul(ts::arange(ts::Scalar(6)), 0.25), {3, 2});  // int64 * float -> float32
   ts::Tensor y = ts::add(ts::matmul(x, w), ts::ones({2}));  // broadcast add
   ts::Tensor p = ts::softmax(y, -1);
 
