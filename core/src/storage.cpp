@@ -12,7 +12,18 @@ StorageImpl::StorageImpl(Device device, size_t nbytes)
                             device.str(), device_type_->plugin);
 }
 
+StorageImpl::StorageImpl(Device device, void* data, size_t nbytes, std::function<void()> release)
+    : data_(data),
+      nbytes_(nbytes),
+      device_(device),
+      device_type_(&DeviceRegistry::instance().require(device.type())),
+      external_release_(release ? std::move(release) : [] {}) {}
+
 StorageImpl::~StorageImpl() {
+  if (external_release_) {
+    external_release_();
+    return;
+  }
   if (data_) device_type_->desc.deallocate(device_type_->desc.device_data, device_.index(), data_, nbytes_);
 }
 

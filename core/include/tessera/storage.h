@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <functional>
 
 namespace tessera {
 
@@ -15,6 +16,9 @@ class StorageImpl : public RefCounted {
  public:
   // Allocates nbytes on `device` with its plugin's allocator; raises OutOfMemoryError.
   StorageImpl(Device device, size_t nbytes);
+  // Wraps memory owned by someone else (a NumPy array, a DLPack producer): `release` is called
+  // instead of the device's deallocate when the last tensor lets go.
+  StorageImpl(Device device, void* data, size_t nbytes, std::function<void()> release);
   ~StorageImpl();
 
   void* data() const { return data_; }
@@ -28,6 +32,7 @@ class StorageImpl : public RefCounted {
   size_t nbytes_ = 0;
   Device device_;
   const DeviceTypeEntry* device_type_;
+  std::function<void()> external_release_;
   std::atomic<uint64_t> version_{0};
 };
 using Storage = IntrusivePtr<StorageImpl>;

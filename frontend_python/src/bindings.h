@@ -1,0 +1,13 @@
+#pragma once
+// The pieces of tessera._C, each in its own file, each adding itself to the module.
+#include <pybind11/pybind11.h>
+
+namespace tessera::python {
+
+void bind_types(pybind11::module_& m);     // dtype, device, errors, default dtype, manual_seed (types.cpp)
+void bind_tensor(pybind11::module_& m);    // Tensor class: metadata, item, tolist, tensor()    (tensor.cpp)
+void bind_ops(pybind11::module_& m);       // call_op + schema-driven argument parsing         (ops.cpp)
+void bind_plugins(pybind11::module_& m);   // plugins_load / plugins_list / plugins_describe    (plugins.cpp)
+void bind_interop(pybind11::module_& m);   // numpy(), from_numpy, __dlpack__, from_dlpack     (interop.cpp)
+
+}  // namespace tessera::python

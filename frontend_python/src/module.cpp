@@ -1,0 +1,12 @@
+// tessera._C: the C++ half of the Python package. Importing it does not load any plugin:
+// plugins load on first use of their device.
+#include "bindings.h"
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "Tessera's C++ extension: tensors, operator calls through the dispatcher, plugins";
+  tessera::python::bind_types(m);
+  tessera::python::bind_tensor(m);
+  tessera::python::bind_ops(m);
+  tessera::python::bind_plugins(m);
+  tessera::python::bind_interop(m);
+}
