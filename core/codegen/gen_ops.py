@@ -28,6 +28,9 @@ class Arg:
         plain = plain.rstrip("?")
         self.is_list = plain.endswith("]")
         self.base = re.sub(r"\[\d*\]$", "", plain)
+        # "Tensor?[]": a list whose elements may be None (an undefined Tensor in C++).
+        self.element_optional = self.is_list and self.base.endswith("?")
+        self.base = self.base.rstrip("?")
         self.writes = "!" in type_text
 
 
@@ -113,7 +116,7 @@ CPP_TYPES = {
 def cpp_type(arg):
     if arg.is_list:
         if arg.base == "Tensor":
-            return "const std::vector<Tensor>&"
+            return "const std::vector<Tensor>&"  # Tensor?[]: undefined entries are None
         if arg.base in ("int", "SymInt"):
             return "std::optional<std::vector<int64_t>>" if arg.optional else "const std::vector<int64_t>&"
         if arg.base == "float":
@@ -192,8 +195,8 @@ def signature(schema, fname, with_defaults):
 
 def unbox(ret_type, index):
     if ret_type == "Tensor":
-        return f"detail::unbox_tensor(values[{index}])"
-    return f"detail::unbox<{ret_type}>(values[{index}])"
+        return f"detail::unbox_tensor(slots_[{index}])"
+    return f"detail::unbox<{ret_type}>(slots_[{index}])"
 
 
 def definition(schema, fname):
@@ -201,10 +204,11 @@ def definition(schema, fname):
     cap = max(n_args, n_ret, 1)
     lines = [signature(schema, fname, False) + " {",
              f'  static const OperatorHandle op = detail::builtin_operator("{schema.full_name}");',
-             f"  ts_value values[{cap}];"]
+             # The stack's slots: named so that no schema argument (e.g. `values`) can shadow them.
+             f"  ts_value slots_[{cap}];"]
     for i, a in enumerate(schema.args):
-        lines.append(f"  detail::box(values[{i}], {a.name});")
-    lines.append(f"  ts_stack stack{{sizeof(ts_stack), values, {n_args}, {cap}}};")
+        lines.append(f"  detail::box(slots_[{i}], {a.name});")
+    lines.append(f"  ts_stack stack{{sizeof(ts_stack), slots_, {n_args}, {cap}}};")
     lines.append(f"  detail::call(op, &stack, {n_ret});")
     rt = cpp_return(schema)
     if rt == "void":

@@ -5,6 +5,8 @@
 // and out= variants, and the errors.
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <tessera/runtime.h>
 #include <tessera/tessera.h>
 
@@ -16,6 +18,8 @@
 
 namespace {
 
+using tessera::testing::expect_error;
+
 using namespace tessera;
 using Shape = std::vector<int64_t>;
 
@@ -23,11 +27,7 @@ const std::vector<ScalarType> kAllDtypes = {kBool,    kUInt8,     kInt8,    kInt
                                             kInt64,   kFloat16,   kBFloat16, kFloat32, kFloat64};
 const std::vector<ScalarType> kFloatDtypes = {kFloat16, kBFloat16, kFloat32, kFloat64};
 
-int64_t numel_of(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t v : s) n *= v;
-  return n;
-}
+using tessera::testing::numel_of;
 
 // Deterministic values every dtype holds exactly: bool 0/1, uint8 0..9, signed -5..5, floats
 // multiples of 1/4 in [-3, 3]. `nonzero` avoids zeros (divisors), `positive` keeps them > 0.
@@ -133,28 +133,7 @@ void expect_matches(const Tensor& got, const Ref& want, ScalarType dtype, const 
   }
 }
 
-// Runs f and checks it raises E with every fragment in the message.
-template <class E, class F>
-void expect_error(F&& f, std::initializer_list<std::string> fragments) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an exception";
-  } catch (const E& e) {
-    for (const auto& fragment : fragments)
-      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << "'" << fragment << "' not in: " << e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "unexpected exception type: " << e.what();
-  }
-}
 
-// The shape kernels come from another part of the plugin: skip view tests until they exist.
-#define VIEW_OR_SKIP(var, expr)                                                         \
-  Tensor var;                                                                           \
-  try {                                                                                 \
-    var = (expr);                                                                       \
-  } catch (const NotImplementedError& e) {                                              \
-    GTEST_SKIP() << "view kernel not available: " << e.what();                          \
-  }
 
 const std::vector<std::pair<Shape, Shape>> kBroadcastShapes = {
     {{3, 1}, {1, 4}}, {{2, 3, 4}, {4}}, {{}, {5}}, {{5}, {}}, {{0, 3}, {3}}, {{2, 3}, {2, 3}}};

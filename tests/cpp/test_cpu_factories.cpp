@@ -3,6 +3,8 @@
 // reproducibility after manual_seed, simple statistics and the errors.
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <tessera/runtime.h>
 #include <tessera/tessera.h>
 
@@ -15,25 +17,14 @@
 
 namespace {
 
+using tessera::testing::expect_error;
+
 using namespace tessera;
 
 const std::vector<ScalarType> kAllDtypes = {kBool,    kUInt8,    kInt8,    kInt16,  kInt32,
                                             kInt64,   kFloat16,  kBFloat16, kFloat32, kFloat64};
 const std::vector<ScalarType> kFloatDtypes = {kFloat16, kBFloat16, kFloat32, kFloat64};
 
-// Runs f, expecting an error of type E whose message contains every fragment.
-template <class E, class F>
-void expect_error(F&& f, std::initializer_list<std::string> fragments) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an exception";
-  } catch (const E& e) {
-    for (const auto& fragment : fragments)
-      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << "'" << fragment << "' not in: " << e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "unexpected exception type: " << e.what();
-  }
-}
 
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
   std::vector<int64_t> s(shape.size());

@@ -4,6 +4,8 @@
 // index names the value and the size, and leaves the target untouched).
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <tessera/runtime.h>
 #include <tessera/tessera.h>
 
@@ -13,33 +15,15 @@
 
 namespace {
 
+using tessera::testing::expect_error;
+
 using namespace tessera;
 using Shape = std::vector<int64_t>;
 
-template <class E, class F>
-void expect_error(F&& f, std::initializer_list<std::string> fragments) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an exception";
-  } catch (const E& e) {
-    for (const auto& fragment : fragments)
-      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << "'" << fragment << "' not in: " << e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "unexpected exception type: " << e.what();
-  }
-}
 
-int64_t numel(const Shape& shape) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  return n;
-}
+inline int64_t numel(const Shape& shape) { return tessera::testing::numel_of(shape); }
 
-Tensor seq(const Shape& shape, ScalarType dtype = kFloat32, double start = 0) {
-  std::vector<double> v(size_t(numel(shape)));
-  std::iota(v.begin(), v.end(), start);
-  return tensor_from_values(v, shape, dtype);
-}
+using tessera::testing::seq;
 
 Tensor idx(const std::vector<double>& v, const Shape& shape, ScalarType dtype = kInt64) {
   return tensor_from_values(v, shape, dtype);

@@ -4,6 +4,8 @@
 // tensors of several layouts, and the errors.
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <tessera/runtime.h>
 #include <tessera/tessera.h>
 
@@ -15,27 +17,13 @@
 
 namespace {
 
+using tessera::testing::expect_error;
+
 using namespace tessera;
 using Shape = std::vector<int64_t>;
 
-template <class E, class F>
-void expect_error(F&& f, std::initializer_list<std::string> fragments) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an exception";
-  } catch (const E& e) {
-    for (const auto& fragment : fragments)
-      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << "'" << fragment << "' not in: " << e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "unexpected exception type: " << e.what();
-  }
-}
 
-int64_t numel(const Shape& shape) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  return n;
-}
+inline int64_t numel(const Shape& shape) { return tessera::testing::numel_of(shape); }
 
 // Deterministic small values, exact in every dtype: quarters in [-1, 1] for floating dtypes,
 // [-3, 3] for signed integers, [0, 3] for uint8 (so that no product of our sizes overflows).

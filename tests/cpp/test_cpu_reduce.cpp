@@ -4,6 +4,8 @@
 // inputs, reductions large enough to run in parallel, out= variants and the errors.
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <tessera/runtime.h>
 #include <tessera/tessera.h>
 
@@ -17,6 +19,8 @@
 
 namespace {
 
+using tessera::testing::expect_error;
+
 using namespace tessera;
 using Shape = std::vector<int64_t>;
 using Dims = std::optional<std::vector<int64_t>>;
@@ -26,11 +30,7 @@ const std::vector<ScalarType> kAllDtypes = {kBool,    kUInt8,     kInt8,    kInt
                                             kInt64,   kFloat16,   kBFloat16, kFloat32, kFloat64};
 const std::vector<ScalarType> kFloatDtypes = {kFloat16, kBFloat16, kFloat32, kFloat64};
 
-int64_t numel_of(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t v : s) n *= v;
-  return n;
-}
+using tessera::testing::numel_of;
 
 // Deterministic values every dtype holds exactly (see test_cpu_elementwise.cpp).
 Tensor make(const Shape& shape, ScalarType dtype, int seed = 0) {
@@ -166,26 +166,7 @@ void expect_matches(const Tensor& got, const Ref& want, ScalarType dtype, const 
   }
 }
 
-template <class E, class F>
-void expect_error(F&& f, std::initializer_list<std::string> fragments) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an exception";
-  } catch (const E& e) {
-    for (const auto& fragment : fragments)
-      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << "'" << fragment << "' not in: " << e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "unexpected exception type: " << e.what();
-  }
-}
 
-#define VIEW_OR_SKIP(var, expr)                                \
-  Tensor var;                                                  \
-  try {                                                        \
-    var = (expr);                                              \
-  } catch (const NotImplementedError& e) {                     \
-    GTEST_SKIP() << "view kernel not available: " << e.what(); \
-  }
 
 // Dim sets over a 3-d input: None, [], one dim, a negative dim, several (in any order), all.
 const std::vector<Dims> kDimSets = {std::nullopt, std::vector<int64_t>{}, std::vector<int64_t>{0},

@@ -4,6 +4,8 @@
 // dtypes, empty tensors and errors.
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <tessera/runtime.h>
 #include <tessera/tessera.h>
 
@@ -13,30 +15,14 @@
 
 namespace {
 
+using tessera::testing::expect_error;
+
 using namespace tessera;
 using Shape = std::vector<int64_t>;
 
-template <class E, class F>
-void expect_error(F&& f, std::initializer_list<std::string> fragments) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an exception";
-  } catch (const E& e) {
-    for (const auto& fragment : fragments)
-      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << "'" << fragment << "' not in: " << e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "unexpected exception type: " << e.what();
-  }
-}
 
 // 0, 1, 2, ... in `shape`.
-Tensor seq(const Shape& shape, ScalarType dtype = kFloat32, double start = 0) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  std::vector<double> v(static_cast<size_t>(n));
-  std::iota(v.begin(), v.end(), start);
-  return tensor_from_values(v, shape, dtype);
-}
+using tessera::testing::seq;
 
 Shape strides_of(const Tensor& t) {
   auto s = t.strides();

@@ -175,6 +175,16 @@ class Args {
     }
     return out;
   }
+  // A Tensor?[] argument: None entries (null handles on the stack) are undefined TensorRefs.
+  std::vector<TensorRef> optional_tensor_list(int i) const {
+    const ts_value& v = value(i);
+    TS_SDK_CHECK(v.tag == TS_VALUE_TENSOR_LIST, TS_ERROR_TYPE, "argument ", i, ": expected a list of optional tensors");
+    std::vector<TensorRef> out;
+    out.reserve(size_t(v.u.tensors.size));
+    for (int64_t j = 0; j < v.u.tensors.size; ++j)
+      out.push_back(v.u.tensors.data[j] ? TensorRef::borrow(v.u.tensors.data[j]) : TensorRef());
+    return out;
+  }
   int64_t to_int(int i) const {
     const ts_value& v = value(i);
     if (v.tag == TS_VALUE_INT) return v.u.i;

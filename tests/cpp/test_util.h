@@ -1,0 +1,47 @@
+#pragma once
+// Helpers shared by the C++ test suites.
+#include <tessera/tessera.h>
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <string>
+#include <vector>
+
+namespace tessera::testing {
+
+// Runs f and expects an error of type E whose message contains every fragment.
+template <class E, class F>
+void expect_error(F&& f, std::initializer_list<std::string> fragments) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an exception";
+  } catch (const E& e) {
+    for (const auto& fragment : fragments)
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << "'" << fragment << "' not in: " << e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "unexpected exception type: " << e.what();
+  }
+}
+
+inline int64_t numel_of(const std::vector<int64_t>& shape) {
+  return std::accumulate(shape.begin(), shape.end(), int64_t(1), std::multiplies<>());
+}
+
+// A tensor of `shape` holding start, start+1, ... converted to dtype.
+inline Tensor seq(const std::vector<int64_t>& shape, ScalarType dtype = kFloat32, double start = 0) {
+  std::vector<double> v(size_t(numel_of(shape)));
+  std::iota(v.begin(), v.end(), start);
+  return tensor_from_values(v, shape, dtype);
+}
+
+}  // namespace tessera::testing
+
+// A view op that may not be registered by a given backend: skip instead of failing.
+#define VIEW_OR_SKIP(var, expr)                                \
+  ::tessera::Tensor var;                                       \
+  try {                                                        \
+    var = (expr);                                              \
+  } catch (const ::tessera::NotImplementedError& e) {          \
+    GTEST_SKIP() << "view kernel not available: " << e.what(); \
+  }
