@@ -11,6 +11,7 @@ void register_binary_kernels(sdk::Registrar& reg, ts_dispatch_key key);       //
 void register_reduction_kernels(sdk::Registrar& reg, ts_dispatch_key key);    // reduce.cpp, softmax.cpp
 void register_shape_kernels(sdk::Registrar& reg, ts_dispatch_key key);        // shape.cpp, join.cpp
 void register_index_kernels(sdk::Registrar& reg, ts_dispatch_key key);        // index.cpp
+void register_advanced_index_kernels(sdk::Registrar& reg, ts_dispatch_key key);  // advanced_index.cpp
 void register_linalg_kernels(sdk::Registrar& reg, ts_dispatch_key key);       // linalg.cpp
 
 // The device type id of "cpu" (always 0).

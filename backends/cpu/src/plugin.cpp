@@ -34,6 +34,7 @@ void register_cpu(sdk::Registrar& reg) {
   register_reduction_kernels(reg, key);
   register_shape_kernels(reg, key);
   register_index_kernels(reg, key);
+  register_advanced_index_kernels(reg, key);
   register_linalg_kernels(reg, key);
 }
 
