@@ -26,7 +26,7 @@ import yaml  # noqa: E402
 # Written by hand in the package (varargs sizes, default dtype, PyTorch-only signatures).
 HANDWRITTEN = {
     "empty", "zeros", "ones", "full", "arange", "linspace", "eye", "rand", "randn", "randint",
-    "to",
+    "to", "where", "nonzero", "var", "std",
 }
 # Reachable through tessera.ops.aten.<name> only (no PyTorch function or method of that name).
 HIDDEN = {"slice", "index"}

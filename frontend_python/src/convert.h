@@ -27,7 +27,9 @@ struct TensorObject {
   PyObject* weakreflist;  // __weakref__
 };
 
-PyTypeObject* tensor_type();  // _C.Tensor (valid once bind_tensor ran)
+// _C.Tensor (set once by bind_tensor, never freed).
+inline PyTypeObject* g_tensor_type = nullptr;
+inline PyTypeObject* tensor_type() { return g_tensor_type; }
 
 inline bool is_tensor(PyObject* o) {
   PyTypeObject* t = tensor_type();

@@ -137,7 +137,10 @@ const PluginInfo& load_plugin(const std::string& path_text) {
   }
   Dispatcher::instance().commit(registrar.batch);
   for (auto& r : registrar.batch) {
-    if (r.kind == Registration::Kind::Def) loaded.info.operators_defined.push_back(parse_schema(r.op_name).name);
+    if (r.kind == Registration::Kind::Def) {
+      FunctionSchema schema = parse_schema(r.op_name);
+      loaded.info.operators_defined.push_back(schema.ns.empty() ? schema.name : schema.ns + "::" + schema.name);
+    }
     if (r.kind == Registration::Kind::Kernel) ++loaded.info.kernels;
     if (r.kind == Registration::Kind::Fallback) ++loaded.info.fallbacks;
   }

@@ -1,0 +1,93 @@
+// _C.plugins_load / plugins_list / plugins_describe: the plugin host seen from Python.
+#include "bindings.h"
+#include "convert.h"
+
+#include <tessera/dispatcher.h>
+#include <tessera/runtime.h>
+
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace tessera::python {
+
+std::vector<OperatorHandle> overloads_of(const std::string& name);  // ops.cpp
+
+namespace {
+
+py::dict info_dict(const PluginInfo& p) {
+  py::dict d;
+  d["name"] = p.name;
+  d["version"] = p.version;
+  d["abi"] = std::to_string(p.abi_major) + "." + std::to_string(p.abi_minor);
+  d["path"] = p.path;
+  d["devices"] = p.devices;
+  d["kernels"] = p.kernels;
+  d["fallbacks"] = p.fallbacks;
+  // The host records bare schema names ("double_it"); report the names call_op takes
+  // ("test::double_it"), found as the operators this plugin defined.
+  std::vector<std::string> defined;
+  for (OperatorHandle op : Dispatcher::instance().operators()) {
+    if (op->defined_by() != p.name) continue;
+    const FunctionSchema& s = op->schema();
+    std::string base = s.ns.empty() ? s.name : s.ns + "::" + s.name;
+    if (std::find(defined.begin(), defined.end(), base) == defined.end()) defined.push_back(base);
+  }
+  d["operators_defined"] = defined.empty() ? p.operators_defined : defined;
+  return d;
+}
+
+}  // namespace
+
+void bind_plugins(py::module_& m) {
+  m.def(
+      "plugins_load",
+      [](const std::string& path) {
+        PluginInfo info;
+        {
+          py::gil_scoped_release unlocked;
+          info = load_plugin(path);  // a no-op when that file is loaded already
+        }
+        return info_dict(info);
+      },
+      py::arg("path"),
+      "Loads the plugin at `path` and returns what it registered (name, version, abi, path, devices, kernels, "
+      "fallbacks, operators_defined). Raises PluginError naming the reason when the plugin is refused.");
+  m.def(
+      "plugins_list",
+      [] {
+        py::list out;
+        for (const PluginInfo& p : loaded_plugins()) out.append(info_dict(p));
+        return out;
+      },
+      "The loaded plugins, in load order, as dicts (see plugins_load).");
+  m.def(
+      "plugins_describe",
+      [](const std::string& name) {
+        auto& dispatcher = Dispatcher::instance();
+        std::vector<OperatorHandle> ops = overloads_of(name);
+        if (ops.empty()) return dispatcher.describe_text(name);  // raises: unknown operator
+        std::string text;
+        for (OperatorHandle op : ops) text += dispatcher.describe_text(op->name());
+        return text;
+      },
+      py::arg("name"),
+      "Which kernel each dispatch key has, and from which plugin, for every overload of a base name ('add') "
+      "or for one full name ('add.Tensor').");
+  m.def("plugins_search_path", &plugin_search_path,
+        "Folders searched for plugins: TESSERA_PLUGIN_PATH entries, then lib/tessera/plugins next to libtessera.so.");
+  m.def(
+      "plugins_load_all",
+      [] {
+        py::gil_scoped_release unlocked;
+        return load_all_plugins();
+      },
+      "Loads every plugin on the search path; returns the refusals as messages.");
+  m.def("plugins_table", &describe_plugins, "A human-readable table of the loaded plugins.");
+}
+
+}  // namespace tessera::python

@@ -1,0 +1,45 @@
+"""Tessera: a PyTorch-shaped tensor framework whose backends are plugins loaded at run time.
+
+    >>> import tessera as ts
+    >>> x = ts.randn(3, 4)
+    >>> y = ts.softmax(x @ x.T, dim=-1)
+
+Importing loads no plugin and not NumPy: the CPU plugin loads on first use of its device.
+Operators are reachable as functions (ts.add), Tensor methods (x.add) and, for every
+registered operator including those a plugin defines later, ts.ops.<namespace>.<name>.
+"""
+from tessera import _C
+
+__version__ = "0.1.0"
+
+Tensor = _C.Tensor
+dtype = _C.dtype
+device = _C.device
+PluginError = _C.PluginError
+get_default_dtype = _C.get_default_dtype
+set_default_dtype = _C.set_default_dtype
+manual_seed = _C.manual_seed
+
+from tessera._dtypes import (  # noqa: E402
+    bfloat16, bool, double, float, float16, float32, float64, half, int, int8, int16, int32, int64, long,
+    short, uint8,
+)
+from tessera import _generated_ops  # noqa: E402
+
+# Generated op functions (tessera.add, tessera.sum, ...), then the hand-written ones over them.
+globals().update({_n: getattr(_generated_ops, _n) for _n in _generated_ops.FUNCTIONS})
+
+from tessera import _tensor  # noqa: E402,F401  (adds the methods and operators to Tensor)
+from tessera._factories import (  # noqa: E402
+    arange, as_tensor, empty, empty_like, eye, from_dlpack, from_numpy, full, full_like, linspace, ones,
+    ones_like, rand, rand_like, randint, randn, randn_like, tensor, zeros, zeros_like,
+)
+from tessera._functions import (  # noqa: E402
+    all, allclose, any, chunk, clamp_max, clamp_min, equal, index_put, is_floating_point, is_tensor, isclose,
+    isfinite, isinf, isnan, max, min, nonzero, numel, promote_types, result_type, split, square, std, t, unbind,
+    var, where,
+)
+from tessera._ops import ops  # noqa: E402
+from tessera._printing import get_printoptions, set_printoptions  # noqa: E402
+from tessera import plugins  # noqa: E402
+

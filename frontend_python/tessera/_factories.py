@@ -1,0 +1,217 @@
+"""Tensor factories under PyTorch's signatures: varargs or tuple sizes, the default dtype for
+floating results, `*_like` variants, and `tensor()` from Python data, NumPy arrays or tensors."""
+import builtins
+
+from tessera import _C
+
+_call = _C.call_op
+_E = {}
+_Tensor = _C.Tensor
+_FLOAT32 = _C.dtypes["float32"]
+_INT64 = _C.dtypes["int64"]
+_get_default_dtype = _C.get_default_dtype
+
+
+def _size(fname, args, size):
+    """The size from `zeros(2, 3)`, `zeros((2, 3))`, `zeros([2, 3])` or `zeros(size=(2, 3))`."""
+    if size is not None:
+        if args:
+            raise TypeError(f"{fname}() got multiple values for argument 'size'")
+        args = (size,)
+    if len(args) == 1 and not isinstance(args[0], builtins.int):
+        s = args[0]
+        if isinstance(s, (tuple, builtins.list)):
+            return s
+        raise TypeError(f"{fname}(): argument 'size' must be a tuple of ints, got {type(s).__name__}")
+    if not args:
+        raise TypeError(f"{fname}() missing 1 required positional argument: 'size'")
+    return args
+
+
+def _float_dtype(dtype):
+    # The kernels default floating results to float32; pass the default dtype when it differs.
+    if dtype is None:
+        d = _get_default_dtype()
+        return None if d == _FLOAT32 else d
+    return dtype
+
+
+def _no_grad(fname, requires_grad):
+    if requires_grad:
+        raise NotImplementedError(f"{fname}(requires_grad=True): autograd is not loaded (issue 4)")
+
+
+def _kw(dtype, device):
+    if dtype is None and device is None:
+        return _E
+    kw = {}
+    if dtype is not None:
+        kw["dtype"] = dtype
+    if device is not None:
+        kw["device"] = device
+    return kw
+
+
+def empty(*args, size=None, dtype=None, device=None, requires_grad=False):
+    _no_grad("empty", requires_grad)
+    return _call("empty", (_size("empty", args, size),), _kw(_float_dtype(dtype), device))
+
+
+def zeros(*args, size=None, dtype=None, device=None, requires_grad=False):
+    _no_grad("zeros", requires_grad)
+    return _call("zeros", (_size("zeros", args, size),), _kw(_float_dtype(dtype), device))
+
+
+def ones(*args, size=None, dtype=None, device=None, requires_grad=False):
+    _no_grad("ones", requires_grad)
+    return _call("ones", (_size("ones", args, size),), _kw(_float_dtype(dtype), device))
+
+
+def rand(*args, size=None, dtype=None, device=None, requires_grad=False, generator=None):
+    _no_grad("rand", requires_grad)
+    return _call("rand", (_size("rand", args, size),), _kw(_float_dtype(dtype), device))
+
+
+def randn(*args, size=None, dtype=None, device=None, requires_grad=False, generator=None):
+    _no_grad("randn", requires_grad)
+    return _call("randn", (_size("randn", args, size),), _kw(_float_dtype(dtype), device))
+
+
+def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
+    """Like torch.full: without a dtype, a bool fill gives bool, an int int64, a float the default dtype."""
+    _no_grad("full", requires_grad)
+    if dtype is None and isinstance(fill_value, builtins.float):
+        dtype = _float_dtype(None)
+    if isinstance(size, builtins.int):
+        size = (size,)
+    return _call("full", (size, fill_value), _kw(dtype, device))
+
+
+def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
+    """arange(end) or arange(start, end, step=1): int64 for integer arguments, else the default dtype."""
+    _no_grad("arange", requires_grad)
+    if dtype is None and (isinstance(start, builtins.float) or isinstance(end, builtins.float)
+                          or isinstance(step, builtins.float)):
+        dtype = _float_dtype(None)
+    if end is None:
+        if step != 1:
+            return _call("arange", (0, start, step), _kw(dtype, device))
+        return _call("arange", (start,), _kw(dtype, device))
+    return _call("arange", (start, end, step), _kw(dtype, device))
+
+
+def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
+    _no_grad("linspace", requires_grad)
+    return _call("linspace", (start, end, steps), _kw(_float_dtype(dtype), device))
+
+
+def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
+    _no_grad("eye", requires_grad)
+    return _call("eye", (n, m), _kw(_float_dtype(dtype), device))
+
+
+def randint(*args, size=None, dtype=None, device=None, requires_grad=False, generator=None):
+    """randint(high, size) or randint(low, high, size) (size may also be a keyword), int64 by default."""
+    _no_grad("randint", requires_grad)
+    if size is None:
+        if len(args) < 2:
+            raise TypeError("randint() expected (high, size) or (low, high, size)")
+        *bounds, size = args
+    else:
+        bounds = builtins.list(args)
+    if isinstance(size, builtins.int):
+        size = (size,)
+    if len(bounds) == 1:
+        return _call("randint", (bounds[0], size), _kw(dtype, device))
+    if len(bounds) == 2:
+        return _call("randint", (bounds[0], bounds[1], size), _kw(dtype, device))
+    raise TypeError(f"randint() expected (high, size) or (low, high, size), got {len(args)} positional arguments")
+
+
+# ---- *_like: the input's shape, dtype and device unless given
+def _like(fname, input, dtype, device):
+    if not isinstance(input, _Tensor):
+        raise TypeError(f"{fname}(): argument 'input' must be Tensor, not {type(input).__name__}")
+    return input.shape, (input.dtype if dtype is None else dtype), (input.device if device is None else device)
+
+
+def empty_like(input, *, dtype=None, device=None, requires_grad=False):
+    shape, dtype, device = _like("empty_like", input, dtype, device)
+    return _call("empty", (shape,), {"dtype": dtype, "device": device})
+
+
+def zeros_like(input, *, dtype=None, device=None, requires_grad=False):
+    shape, dtype, device = _like("zeros_like", input, dtype, device)
+    return _call("zeros", (shape,), {"dtype": dtype, "device": device})
+
+
+def ones_like(input, *, dtype=None, device=None, requires_grad=False):
+    shape, dtype, device = _like("ones_like", input, dtype, device)
+    return _call("ones", (shape,), {"dtype": dtype, "device": device})
+
+
+def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False):
+    shape, dtype, device = _like("full_like", input, dtype, device)
+    return _call("full", (shape, fill_value), {"dtype": dtype, "device": device})
+
+
+def rand_like(input, *, dtype=None, device=None, requires_grad=False):
+    shape, dtype, device = _like("rand_like", input, dtype, device)
+    return _call("rand", (shape,), {"dtype": dtype, "device": device})
+
+
+def randn_like(input, *, dtype=None, device=None, requires_grad=False):
+    shape, dtype, device = _like("randn_like", input, dtype, device)
+    return _call("randn", (shape,), {"dtype": dtype, "device": device})
+
+
+# ---- from data
+def _from_array_like(data, dtype, device):
+    import numpy as np  # only when given an array: `import tessera` stays NumPy-free
+
+    arr = np.array(data, copy=True, order="C")  # a private, contiguous copy
+    t = _C.from_numpy(arr)
+    if dtype is not None and dtype != t.dtype:
+        t = _call("to", (t, dtype), _E)
+    if device is not None:
+        t = t.to(device)
+    return t
+
+
+def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
+    """A new tensor holding a copy of `data`: a Python number, nested lists/tuples, a tensor or an
+    array (NumPy or anything with __array__). Inference as PyTorch: bools -> bool, ints -> int64,
+    any float -> the default dtype; an array keeps its dtype."""
+    _no_grad("tensor", requires_grad)
+    t = type(data)
+    if t is builtins.list or t is builtins.tuple or t is builtins.float or t is builtins.int or t is builtins.bool:
+        return _C.tensor(data, dtype=dtype, device=device)
+    if isinstance(data, _Tensor):
+        t = data.to(dtype if dtype is not None else data.dtype, copy=True)
+        return t if device is None else t.to(device)
+    if hasattr(data, "__array__"):  # NumPy arrays and scalars keep their dtype, as in PyTorch
+        return _from_array_like(data, dtype, device)
+    if isinstance(data, builtins.range):
+        data = builtins.list(data)
+    return _C.tensor(data, dtype=dtype, device=device)
+
+
+def as_tensor(data, dtype=None, device=None):
+    """Like tensor() but without a copy when `data` is already a tensor of that dtype and device,
+    and sharing memory with a NumPy array when no conversion is asked for."""
+    if isinstance(data, _Tensor):
+        return data.to(dtype=dtype, device=device)
+    if type(data).__module__ == "numpy" and type(data).__name__ == "ndarray":
+        t = _C.from_numpy(data)
+        return t.to(dtype=dtype, device=device)
+    return tensor(data, dtype=dtype, device=device)
+
+
+def from_numpy(ndarray):
+    """A tensor sharing memory with `ndarray` (which it keeps alive)."""
+    return _C.from_numpy(ndarray)
+
+
+def from_dlpack(ext_tensor):
+    """A tensor sharing memory with a DLPack producer (an object with __dlpack__, or a capsule)."""
+    return _C.from_dlpack(ext_tensor)
