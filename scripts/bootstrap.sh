@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs what Tessera builds against, from Debian's packages (and PyYAML from PyPI when the
-# python3 on PATH lacks it). Idempotent: does nothing when everything is present.
+# Installs what Tessera builds against, from Debian's packages, and the Python build and test
+# tools from PyPI. Idempotent: does nothing when everything is present.
 set -euo pipefail
 PACKAGES=(cmake ninja-build g++ ccache binutils python3 python3-yaml libfmt-dev libboost-dev
           libdnnl-dev libgtest-dev libgmock-dev libbenchmark-dev)
@@ -14,4 +14,7 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-python3 -c "import yaml" 2>/dev/null || python3 -m pip install -q pyyaml
+# The python3 on PATH builds the Python package and runs its tests.
+PY_PACKAGES=(pyyaml scikit-build-core pybind11 numpy pytest hypothesis)
+python3 -c "import yaml, scikit_build_core, pybind11, numpy, pytest, hypothesis" 2>/dev/null ||
+  python3 -m pip install -q --disable-pip-version-check "${PY_PACKAGES[@]}"

@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# Builds Tessera (release preset) and runs every test suite with ctest.
+# Builds Tessera (release preset), runs the C++ suites with ctest, then installs the Python
+# package with pip and runs the Python suite against the installed package.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ROOT=$PWD
 bash scripts/bootstrap.sh
 cmake --preset release >/dev/null
 cmake --build --preset release
 ctest --preset release --timeout 600 "$@"
+python3 -m pip install -q --disable-pip-version-check --no-build-isolation "$ROOT"
+# From outside the source tree, so `import tessera` is the installed package.
+cd /tmp && TESSERA_TEST_INSTALLED=1 python3 -m pytest -q -p no:cacheprovider "$ROOT/tests/python"

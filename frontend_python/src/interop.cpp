@@ -349,6 +349,12 @@ py::capsule make_capsule(Tensor t, bool copied) {
   return py::reinterpret_steal<py::capsule>(capsule);
 }
 
+py::sequence sequence_arg(py::handle h, const char* what) {
+  if (!PySequence_Check(h.ptr()))
+    raise<TypeError>("__dlpack__: {} must be a tuple, got {}", what, type_name(h));
+  return py::reinterpret_borrow<py::sequence>(h);
+}
+
 py::object tensor_dlpack(const Tensor& t, py::handle stream, py::handle max_version, py::handle dl_device,
                          py::handle copy) {
   const auto [dev_type, dev_index] = dl_device_of(t);
@@ -358,14 +364,14 @@ py::object tensor_dlpack(const Tensor& t, py::handle stream, py::handle max_vers
   if (!stream.is_none() && !(py::isinstance<py::int_>(stream) && stream.cast<int64_t>() == -1))
     raise<ValueError>("__dlpack__: stream must be None for a CPU tensor, got {}", std::string(py::repr(stream)));
   if (!dl_device.is_none()) {
-    auto dev = py::reinterpret_borrow<py::tuple>(dl_device);
+    auto dev = sequence_arg(dl_device, "dl_device");
     if (dev.size() != 2 || dev[0].cast<int32_t>() != kDLCPU)
       throw py::buffer_error(fmt::format("__dlpack__: can't export a CPU tensor to DLPack device {}",
                                          std::string(py::repr(dl_device))));
   }
   bool versioned = false;
   if (!max_version.is_none()) {
-    auto v = py::reinterpret_borrow<py::tuple>(max_version);
+    auto v = sequence_arg(max_version, "max_version");
     if (v.size() < 1) raise<ValueError>("__dlpack__: max_version must be a (major, minor) tuple");
     versioned = v[0].cast<int64_t>() >= 1;
   }
@@ -470,7 +476,11 @@ Tensor tensor_from_dlpack(py::handle obj) {
     raise<TypeError>("from_dlpack: expected an object with __dlpack__ (a NumPy array, a tensor of another "
                      "library) or a DLPack capsule, got {}", type_name(obj));
   if (py::hasattr(obj, "__dlpack_device__")) {
-    auto dev = obj.attr("__dlpack_device__")().cast<py::tuple>();
+    py::object dev_obj = obj.attr("__dlpack_device__")();
+    if (!PySequence_Check(dev_obj.ptr()) || PySequence_Size(dev_obj.ptr()) != 2)
+      raise<TypeError>("from_dlpack: {}.__dlpack_device__() must return a (device_type, device_id) tuple, got {}",
+                       type_name(obj), std::string(py::repr(dev_obj)));
+    auto dev = py::reinterpret_borrow<py::sequence>(dev_obj);
     const int32_t type = dev[0].cast<int32_t>();
     if (type != kDLCPU)
       throw py::buffer_error(fmt::format("from_dlpack: only CPU (kDLCPU) memory can be imported, got a {} on "

@@ -35,7 +35,7 @@ from tessera._factories import (  # noqa: E402
     ones_like, rand, rand_like, randint, randn, randn_like, tensor, zeros, zeros_like,
 )
 from tessera._functions import (  # noqa: E402
-    all, allclose, any, chunk, clamp_max, clamp_min, equal, index_put, is_floating_point, is_tensor, isclose,
+    all, allclose, any, chunk, clamp_max, clamp_min, equal, is_floating_point, is_tensor, isclose,
     isfinite, isinf, isnan, max, min, nonzero, numel, promote_types, result_type, split, square, std, t, unbind,
     var, where,
 )

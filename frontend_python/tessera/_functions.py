@@ -245,11 +245,6 @@ def clamp_max(input, max):
     return _call("clamp", (input, None, max), _E)
 
 
-def index_put(input, indices, values, accumulate=False):
-    out = _call("clone", (input,), _E)
-    return _call("index_put_", (out, list(indices), values, accumulate), _E)
-
-
 def t(input):
     """The transpose of a tensor of at most 2 dims."""
     if input.ndim < 2:

@@ -3,8 +3,7 @@
 Basic indexing (ints, slices with positive steps, Ellipsis, None, Python bools) is a chain of
 view operators (select, slice, unsqueeze), so the result shares memory with the tensor.
 Advanced indexing (integer tensors or lists, boolean masks) goes through the `index` operator
-(and `index_put_` for assignment); a boolean mask becomes one integer index per masked
-dimension through `nonzero`, as PyTorch's expandTensors does, and the common cases take a
+(and `index_put_` for assignment), which take masks as they are; the common cases take a
 shortcut (`masked_select` for x[mask], `masked_fill_` for x[mask] = scalar).
 """
 import operator
@@ -156,19 +155,15 @@ def _alias(t):
     return _call("permute", (t, list(range(t.ndim))), _E)
 
 
-def _index_list(view, advanced):
+def _index_list(advanced):
     """The Tensor?[] argument of index / index_put_: one entry per dim up to the last indexed
-    one, None for dims taken whole; masks expanded to integer indices."""
+    one, None for dims taken whole. A k-dim mask is one entry covering k dims (the operators
+    expand it through nonzero, as PyTorch's expandTensors does)."""
     indices = []
     for d, ix in advanced:
         while len(indices) < d:
             indices.append(None)
-        if ix.dtype == _BOOL:
-            nz = _call("nonzero", (ix,), _E)
-            for j in range(ix.ndim):
-                indices.append(_call("select", (nz, 1, j), _E))
-        else:
-            indices.append(ix)
+        indices.append(ix)
     return indices
 
 
@@ -190,7 +185,7 @@ def getitem(self, idx):
         d, ix = advanced[0]
         if d == 0 and ix.dtype == _BOOL and ix.ndim == view.ndim:
             return _call("masked_select", (view, ix), _E)
-    return _call("index", (view, _index_list(view, advanced)), _E)
+    return _call("index", (view, _index_list(advanced)), _E)
 
 
 def _is_number(v):
@@ -227,4 +222,4 @@ def setitem(self, idx, value):
             value = _call("to", (value, view.dtype), _E)
     else:
         value = _C.tensor(value, dtype=view.dtype, device=view.device)
-    _call("index_put_", (view, _index_list(view, advanced), value), _E)
+    _call("index_put_", (view, _index_list(advanced), value), _E)

@@ -317,6 +317,20 @@ def _same_device(a, b):
     return a.type == b.type and (a.index is None or b.index is None or a.index == b.index)
 
 
+def _to_device(self, device, dtype):
+    """A copy on another device: copy_ into a new tensor there, or, when no plugin has a copy_
+    kernel between the two devices, through host memory (the devices' copy_to_host /
+    copy_from_host, which tolist() and tensor(device=) use)."""
+    result = _call("empty", (self.shape,), {"dtype": dtype, "device": device})
+    try:
+        _call("copy_", (result, self), _E)
+    except NotImplementedError:
+        result = _C.tensor(self.tolist(), dtype=dtype, device=device)
+        if result.shape != self.shape:
+            result = _call("reshape", (result, self.shape), _E)
+    return result
+
+
 def to(self, *args, **kwargs):
     """to(dtype), to(device), to(device, dtype), to(other), with keywords dtype=, device=,
     copy=False, non_blocking=False. Returns self when nothing changes and copy is False."""
@@ -347,10 +361,7 @@ def to(self, *args, **kwargs):
         if not isinstance(device, _C.device):
             device = _C.device(device)
         if not _same_device(device, self.device):
-            target = self.dtype if dtype is None else dtype
-            result = _call("empty", (self.shape,), {"dtype": target, "device": device})
-            _call("copy_", (result, self), _E)
-            return result
+            return _to_device(self, device, self.dtype if dtype is None else dtype)
     if dtype is not None and dtype != result.dtype:
         return _call("to", (result, dtype), _E)
     if copy:
@@ -503,9 +514,10 @@ def _install():
     T.__format__ = _printing.tensor_format
 
     for f in (view, reshape, permute, expand, view_as, reshape_as, expand_as, flatten, ravel, squeeze, detach,
-              detach_, to, type_as, cpu, cuda, new_empty, new_zeros, new_ones, new_full, new_tensor, zero_,
-              is_floating_point, is_signed, is_complex, nelement, ndimension):
+              detach_, to, type_as, cpu, cuda, new_empty, new_zeros, new_ones, new_full, new_tensor, zero_):
         put(f.__name__, f)
+    for f in (is_floating_point, is_signed, is_complex, nelement, ndimension):  # C++ versions win
+        put(f.__name__, f, override=False)
     put("type", type_)
     for name in ("float", "double", "half", "bfloat16", "long", "int", "short", "char", "byte", "bool"):
         dt = {"float": "float32", "double": "float64", "half": "float16", "bfloat16": "bfloat16", "long": "int64",
@@ -516,7 +528,7 @@ def _install():
     put("t", _functions.t)
     put("where", _functions._where_method)
     for name in ("max", "min", "var", "std", "all", "any", "isnan", "isinf", "isfinite", "isclose", "allclose",
-                 "equal", "nonzero", "unbind", "split", "chunk", "square", "clamp_min", "clamp_max", "index_put"):
+                 "equal", "nonzero", "unbind", "split", "chunk", "square", "clamp_min", "clamp_max"):
         put(name, getattr(_functions, name))
     if "itemsize" not in own:
         T.itemsize = property(lambda self: self.dtype.itemsize)

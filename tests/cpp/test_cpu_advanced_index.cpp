@@ -246,6 +246,15 @@ TEST(CpuAdvancedIndex, Masks) {
   expect_index(y, {idx({1}, {1}), m});
   expect_index(y, {idx({1, 0, 1, 1, 0}, {5}), m});  // broadcasts with the mask's 5 hits
   expect_index(y, {idx({1}, {1}), none(), none(), mask({0, 1}, {2})});
+  expect_index(y, {mask({1, 0}, {2}), idx({2, 0, 1}, {3})});  // a mask first, then an index tensor
+  // Masks of self's whole shape (the direct selection path): none, all, uint8, and large.
+  EXPECT_EQ(index(x, {mask(Values(12, 0.0), {3, 4})}).shape(), (Shape{0}));
+  EXPECT_EQ(values(index(x, {mask(Values(12, 1.0), {3, 4}, kUInt8)})), values(seq({12})));
+  Tensor big = seq({40, 50});
+  Values bits(2000);
+  for (size_t i = 0; i < bits.size(); ++i) bits[i] = (i * 7919) % 3 == 0;
+  expect_index(big, {mask(bits, {40, 50})});
+  expect_index(transpose(big, 0, 1), {transpose(mask(bits, {40, 50}), 0, 1)});
   // 0-d masks add a dim of size 1 or 0 (as NumPy's x[True]).
   expect_index(x, {mask({1}, {})});
   EXPECT_EQ(index(x, {mask({1}, {})}).shape(), (Shape{1, 3, 4}));

@@ -23,6 +23,8 @@ def _candidate_paths():
 
 
 def _setup_path():
+    if os.environ.get("TESSERA_TEST_INSTALLED"):  # CI: test the pip-installed package
+        return None
     for p in _candidate_paths():
         if os.path.isdir(os.path.join(p, "tessera")):
             if p not in sys.path:
@@ -32,6 +34,10 @@ def _setup_path():
 
 
 BUILD_PYTHON = _setup_path()
+# The C++ build's fixture plugins (tests/fixtures): named by TESSERA_TEST_FIXTURE_DIR, else next
+# to the build tree's python/ folder, else build/release's.
+FIXTURE_DIR = os.environ.get("TESSERA_TEST_FIXTURE_DIR") or os.path.join(
+    os.path.dirname(BUILD_PYTHON) if BUILD_PYTHON else os.path.join(ROOT, "build", "release"), "tests", "fixtures")
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 
 

@@ -12,7 +12,7 @@ import pytest
 import tessera._C as C
 
 F32, F64, I64, BOOL = C.dtypes["float32"], C.dtypes["float64"], C.dtypes["int64"], C.dtypes["bool"]
-FIXTURES = os.path.normpath(os.path.join(os.path.dirname(C.__file__), "..", "..", "tests", "fixtures"))
+from conftest import FIXTURE_DIR as FIXTURES
 
 
 def fixture(name):

@@ -276,3 +276,17 @@ def test_getitem_on_every_dtype():
         x[0, 1] = 1
         a[0, 1] = 1
         assert_close(x, a, dtype)
+
+
+def test_index_put_functions():
+    x = ts.zeros(5)
+    idx = ts.tensor([0, 2, 2])
+    r = ts.index_put(x, (idx,), ts.tensor(1.0), accumulate=True)
+    assert r.tolist() == [1.0, 0.0, 2.0, 0.0, 0.0] and x.tolist() == [0.0] * 5
+    x.index_put_([ts.tensor([4])], ts.tensor([3.0]))
+    assert x.tolist() == [0.0, 0.0, 0.0, 0.0, 3.0]
+    assert x.index_put((ts.tensor([1]),), ts.tensor(9.0)).tolist() == [0.0, 9.0, 0.0, 0.0, 3.0]
+    assert ts.nonzero(x).tolist() == [[4]]
+    assert [t.tolist() for t in ts.nonzero(ts.eye(2), as_tuple=True)] == [[0, 1], [0, 1]]
+    assert [t.tolist() for t in ts.where(ts.tensor([[0, 1], [1, 0]]) > 0)] == [[0, 1], [1, 0]]
+    assert ts.masked_select(ts.arange(4), ts.tensor([True, False, True, True])).tolist() == [0, 2, 3]

@@ -353,6 +353,9 @@ def test_dlpack_capsule_names():
     assert capsule_name(t.__dlpack__(max_version=(1, 0))) == "dltensor_versioned"
     assert capsule_name(t.__dlpack__(max_version=(1, 3))) == "dltensor_versioned"
     assert capsule_name(t.__dlpack__(max_version=(2, 0))) == "dltensor_versioned"
+    assert capsule_name(t.__dlpack__(max_version=[1, 0])) == "dltensor_versioned"
+    with pytest.raises(TypeError, match="max_version"):
+        t.__dlpack__(max_version=1)
 
 
 DL_DTYPES = {"bool": (6, 8), "uint8": (1, 8), "int8": (0, 8), "int16": (0, 16), "int32": (0, 32),

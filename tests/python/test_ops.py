@@ -70,7 +70,9 @@ def test_unary_float_of_integers_is_float32(name, dtype):
     x, a = make((2, 3), dtype, low=1, high=5)
     r = getattr(ts, name)(x)
     assert r.dtype == ts.float32
-    assert_close(r, UNARY_FLOAT[name](a.astype(np.float64)), ts.float32)
+    with np.errstate(divide="ignore"):  # log(0) and rsqrt(0) of False are -inf / inf
+        expected = UNARY_FLOAT[name](a.astype(np.float64))
+    assert_close(r, expected, ts.float32)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS, ids=[x[0] for x in LAYOUTS])

@@ -10,7 +10,7 @@ from hypothesis.extra import numpy as hnp
 import tessera as ts
 from conftest import ALL_DTYPES, assert_close, from_np, np_dtype, round_bf16, to_np, torch_promote
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 DTYPES = st.sampled_from(ALL_DTYPES)
 
 

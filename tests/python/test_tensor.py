@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tessera as ts
-from conftest import BUILD_PYTHON, HAVE_TORCH
+from conftest import BUILD_PYTHON, FIXTURE_DIR, HAVE_TORCH
 
 
 # ---------------------------------------------------------------------------- construction
@@ -354,9 +354,7 @@ def test_plugins_list_and_describe():
 
 def _fixture_plugin(name):
     """A test fixture plugin from the C++ test build (tests/fixtures), or None when not built."""
-    if not BUILD_PYTHON:
-        return None
-    path = os.path.join(os.path.dirname(BUILD_PYTHON), "tests", "fixtures", f"libtessera_{name}.so")
+    path = os.path.join(FIXTURE_DIR, f"libtessera_{name}.so")
     return path if os.path.exists(path) else None
 
 
@@ -400,6 +398,18 @@ def test_plugin_device_tensors(good_plugin):
     e = ts.empty(0, device="testdev")
     assert repr(e) == f"tensor([], device='{e.device}')"
     assert ts.ops.test.double_it(t).device == t.device
+    with pytest.raises(NotImplementedError, match="zeros"):
+        ts.zeros(2, device="testdev")  # the plugin registers no zeros kernel for its device
+    with pytest.raises(NotImplementedError, match="add"):
+        t + 1
+    x = ts.tensor([[1.5, -2.0], [3.0, 4.0]])
+    d = x.to("testdev")
+    assert d.device.type == "testdev" and d.shape == (2, 2)
+    assert repr(d) == "tensor([[ 1.5000, -2.0000],\n        [ 3.0000,  4.0000]], device='testdev:0')"
+    back = d.cpu()
+    assert back.device == ts.device("cpu") and back.tolist() == x.tolist()
+    assert ts.ops.test.double_it(d).to("cpu").tolist() == [[3.0, -4.0], [6.0, 8.0]]
+    assert ts.tensor([1, 2], device="testdev").to("cpu", ts.float64).tolist() == [1.0, 2.0]
 
 
 # ---------------------------------------------------------------------------- import

@@ -13,8 +13,10 @@
 #include "kernels.h"
 #include "strided.h"
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
+#include <memory>
 
 namespace tessera::cpu {
 namespace {
@@ -24,13 +26,26 @@ using sdk::TensorRef;
 using strided::str;
 using Shape = std::vector<int64_t>;
 
-// One index tensor after masks are expanded: its elements index self's dim `self_dim`
-// (-1: the new dim of a 0-d mask, of size 1).
+// A vector that leaves its elements uninitialised: offset buffers can be as large as the
+// tensor, and zeroing them first would only add page faults and memory traffic.
+template <class T>
+struct DefaultInit : std::allocator<T> {
+  template <class U> struct rebind { using other = DefaultInit<U>; };
+  using std::allocator<T>::allocator;
+  template <class U> void construct(U* p) noexcept { ::new (static_cast<void*>(p)) U; }
+  template <class U, class... A> void construct(U* p, A&&... a) { ::new (static_cast<void*>(p)) U(std::forward<A>(a)...); }
+};
+using Offsets = std::vector<int64_t, DefaultInit<int64_t>>;
+
+// One index operand: an index tensor whose elements index the target's dim `self_dim`, or
+// a mask turned into the element offsets of its selected elements (`offsets`: no range
+// check, no wrapping; a 0-d mask has self_dim -1, a new dim).
 struct IndexOperand {
   const void* data = nullptr;
   int32_t dtype = TS_INT64;
   Shape sizes, strides;
   int64_t self_dim = -1, self_size = 1, self_stride = 0;
+  bool offsets = false;
 };
 
 // The geometry of an advanced indexing of `target`: the result shape and, per result dim, the
@@ -38,9 +53,8 @@ struct IndexOperand {
 struct Plan {
   Shape out_sizes, src_strides, pos_strides;
   Shape b_shape;
-  int64_t b_first = 0;           // first result dim of B
-  std::vector<int64_t> offsets;  // per position of B (row-major): element offset into target
-  bool has_advanced = false;
+  int64_t b_first = 0;  // first result dim of B
+  Offsets offsets;      // per position of B (row-major): element offset into target
 };
 
 // Right-aligned broadcast of `shape` into `acc`; false when they do not fit.
@@ -72,19 +86,24 @@ void check_same_device(const char* op, const TensorRef& self, const TensorRef& o
 
 bool is_mask_dtype(int32_t dtype) { return dtype == TS_BOOL || dtype == TS_UINT8; }
 
-// Row-major flat positions of the nonzero elements of `t` (any dtype).
-std::vector<int64_t> nonzero_positions(const char* op, const TensorRef& t) {
-  std::vector<int64_t> found;
-  int64_t flat = 0;
-  TS_DISPATCH_ALL(t.dtype(), sdk::fail(TS_ERROR_TYPE, op, ": unsupported dtype ", t.dtype()), {
-    using opmath = sdk::opmath_t<scalar_t>;
-    const scalar_t* p = t.data<scalar_t>();
-    strided::for_each_offset<1>(t.sizes(), {t.strides().data()}, [&](const std::array<int64_t, 1>& off) {
-      if (static_cast<opmath>(p[off[0]]) != opmath(0)) found.push_back(flat);
-      ++flat;
-    });
+// The offsets (under `strides`) of the elements whose mask byte is nonzero, in row-major
+// order over `shape`; the mask (bool or uint8: one byte) is read under `mask_strides`.
+// Two branch-free passes: count, then write every offset and advance only on a hit.
+Offsets selected_offsets(std::span<const int64_t> shape, const uint8_t* mask, const int64_t* mask_strides,
+                         const int64_t* strides) {
+  int64_t count = 0;
+  strided::for_each_offset<1>(shape, {mask_strides}, [&](const std::array<int64_t, 1>& off) {
+    count += mask[off[0]] != 0;
   });
-  return found;
+  Offsets out(size_t(count) + 1);  // + 1: the slot a miss writes after the last hit
+  int64_t* dst = out.data();
+  int64_t k = 0;
+  strided::for_each_offset<2>(shape, {mask_strides, strides}, [&](const std::array<int64_t, 2>& off) {
+    dst[k] = off[1];
+    k += mask[off[0]] != 0;
+  });
+  out.pop_back();
+  return out;
 }
 
 // Reads element `off` of an index operand as int64.
@@ -93,9 +112,9 @@ inline int64_t read_index(const IndexOperand& o, int64_t off) {
 }
 
 // Expands masks, checks and broadcasts the indices, and computes the offsets into `target`.
-// `masks` keeps the coordinates of expanded masks alive while the plan is used.
+// `masks` keeps the offsets of expanded masks alive while the plan is used.
 Plan make_plan(const char* op, const TensorRef& target, const std::vector<TensorRef>& indices,
-               std::deque<std::vector<int64_t>>& masks) {
+               std::deque<Offsets>& masks) {
   const int64_t ndim = target.dim();
   struct Slot {
     bool advanced;
@@ -123,35 +142,19 @@ Plan make_plan(const char* op, const TensorRef& target, const std::vector<Tensor
         if (idx.size(k) != target.size(d + k))
           sdk::fail(TS_ERROR_INDEX, op, ": the shape of the mask ", str(idx.sizes()), " at index ", j,
                     " does not match the shape of the indexed tensor ", str(target.sizes()), " at index ", d + k);
-      std::vector<int64_t> flat = nonzero_positions(op, idx);
-      const int64_t n = int64_t(flat.size());
-      std::vector<int64_t>& coords = masks.emplace_back(size_t(n * std::max<int64_t>(m, 1)), 0);
-      if (m == 0) {  // a 0-d mask: a new dim of size 1 (true) or 0 (false), indexed by 0
-        IndexOperand o;
-        o.data = coords.data();
-        o.sizes = {n};
-        o.strides = {1};
-        operands.push_back(std::move(o));
-        slots.push_back({true, -1});
-        continue;
-      }
-      const Shape mask_shape = idx.shape_vector();
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t k = m - 1, rest = flat[size_t(i)]; k >= 0; --k) {
-          coords[size_t(i * m + k)] = rest % mask_shape[size_t(k)];
-          rest /= mask_shape[size_t(k)];
-        }
-      for (int64_t k = 0; k < m; ++k) {
-        IndexOperand o;
-        o.data = coords.data() + k;
-        o.sizes = {n};
-        o.strides = {m};
-        o.self_dim = d + k;
-        o.self_size = target.size(d + k);
-        o.self_stride = target.stride(d + k);
-        operands.push_back(std::move(o));
-        slots.push_back({true, d + k});
-      }
+      // One operand over the m dims: the offset of every selected element (0-d: a new dim).
+      const Shape target_strides(target.strides().begin() + d, target.strides().begin() + d + m);
+      Offsets& offsets =
+          masks.emplace_back(selected_offsets(idx.sizes(), idx.data<uint8_t>(), idx.strides().data(),
+                                              target_strides.data()));
+      IndexOperand o;
+      o.data = offsets.data();
+      o.sizes = {int64_t(offsets.size())};
+      o.strides = {1};
+      o.offsets = true;
+      operands.push_back(std::move(o));
+      if (m == 0) slots.push_back({true, -1});
+      for (int64_t k = 0; k < m; ++k) slots.push_back({true, d + k});
       d += m;
       continue;
     }
@@ -173,7 +176,6 @@ Plan make_plan(const char* op, const TensorRef& target, const std::vector<Tensor
   for (; d < ndim; ++d) slots.push_back({false, d});
 
   Plan p;
-  p.has_advanced = !operands.empty();
   for (const IndexOperand& o : operands)
     if (!broadcast_into(p.b_shape, o.sizes)) {
       std::string shapes;
@@ -217,17 +219,31 @@ Plan make_plan(const char* op, const TensorRef& target, const std::vector<Tensor
   if (!b_added) add_b();
 
   // One offset per position of B; every index is range-checked here, before any write.
-  p.offsets.assign(size_t(strided::numel(p.b_shape)), 0);
-  for (const IndexOperand& o : operands) {
+  if (operands.size() == 1 && operands[0].offsets) {  // a lone mask: its offsets are the plan's
+    p.offsets = std::move(masks.back());
+    return p;
+  }
+  p.offsets.resize(size_t(strided::numel(p.b_shape)));
+  if (operands.empty()) p.offsets[0] = 0;
+  for (size_t k = 0; k < operands.size(); ++k) {
+    const IndexOperand& o = operands[k];
     const Shape os = broadcast_strides(o.sizes, o.strides, p.b_shape);
     int64_t* offsets = p.offsets.data();
+    const bool first = k == 0;  // the first operand writes, the others add
+    if (o.offsets) {
+      const int64_t* src = static_cast<const int64_t*>(o.data);
+      strided::for_each_offset<2>(p.b_shape, {b_pos.data(), os.data()}, [&](const std::array<int64_t, 2>& off) {
+        offsets[off[0]] = (first ? 0 : offsets[off[0]]) + src[off[1]];
+      });
+      continue;
+    }
     strided::for_each_offset<2>(p.b_shape, {b_pos.data(), os.data()}, [&](const std::array<int64_t, 2>& off) {
       int64_t v = read_index(o, off[1]);
       if (v < -o.self_size || v >= o.self_size)
         sdk::fail(TS_ERROR_INDEX, op, ": index ", v, " is out of bounds for dimension ", o.self_dim, " with size ",
                   o.self_size);
       if (v < 0) v += o.self_size;
-      offsets[off[0]] += v * o.self_stride;
+      offsets[off[0]] = (first ? 0 : offsets[off[0]]) + v * o.self_stride;
     });
   }
   return p;
@@ -244,13 +260,48 @@ int64_t dense_block(const Plan& p) {
   return strided::numel(sizes);
 }
 
+// The elements of `src` (under src_strides, over `shape`) where the mask byte (under
+// mask_strides) is nonzero, in row-major order, as a new 1-D tensor. One pass counts, one
+// copies without branches: every element is written, and the position advances on a hit
+// (the buffer has one spare element for the writes after the last hit).
+TensorRef select_by_mask(ts_call call, const TensorRef& src, std::span<const int64_t> shape,
+                         const int64_t* src_strides, const uint8_t* mask, const int64_t* mask_strides) {
+  int64_t count = 0;
+  strided::for_each_offset<1>(shape, {mask_strides}, [&](const std::array<int64_t, 1>& off) {
+    count += mask[off[0]] != 0;
+  });
+  const Shape buffer_shape{count + 1}, shape_1d{count}, stride_1d{1};
+  TensorRef buffer = sdk::empty(call, buffer_shape, src.dtype(), src.device());
+  strided::with_word(src.itemsize(), [&](auto word) {
+    using W = decltype(word);
+    const W* s = src.data<W>();
+    W* d = buffer.data<W>();
+    int64_t k = 0;
+    strided::for_each_offset<2>(shape, {mask_strides, src_strides}, [&](const std::array<int64_t, 2>& off) {
+      d[k] = s[off[1]];
+      k += mask[off[0]] != 0;
+    });
+  });
+  return sdk::alias(call, buffer, shape_1d, stride_1d, 0);
+}
+
 // ---- index.Tensor: out[...] = self[offsets[b] + ...]
 
 void index_kernel(Args& a) {
   const char* op = "index";
   TensorRef self = a.tensor(0);
-  std::deque<std::vector<int64_t>> masks;
-  Plan p = make_plan(op, self, a.optional_tensor_list(1), masks);
+  std::vector<TensorRef> indices = a.optional_tensor_list(1);
+  // x[mask] with a mask of self's shape (x[x > 0]): a direct selection, no offset buffer.
+  if (indices.size() == 1 && indices[0].defined() && is_mask_dtype(indices[0].dtype()) &&
+      indices[0].device().type == self.device().type && indices[0].device().index == self.device().index &&
+      std::ranges::equal(indices[0].sizes(), self.sizes())) {
+    const TensorRef& mask = indices[0];
+    a.return_tensor(select_by_mask(a.call(), self, self.sizes(), self.strides().data(), mask.data<uint8_t>(),
+                                   mask.strides().data()));
+    return;
+  }
+  std::deque<Offsets> masks;
+  Plan p = make_plan(op, self, indices, masks);
   TensorRef out = sdk::empty(a.call(), p.out_sizes, self.dtype(), self.device());
   if (out.numel() > 0) {
     strided::with_word(self.itemsize(), [&](auto word) {
@@ -282,7 +333,7 @@ void put_into(const char* op, const TensorRef& target, const std::vector<TensorR
   if (values.dtype() != target.dtype())
     sdk::fail(TS_ERROR_TYPE, op, ": expected values of dtype ", sdk::dtype_name(target.dtype()),
               " (like self), got ", sdk::dtype_name(values.dtype()));
-  std::deque<std::vector<int64_t>> masks;
+  std::deque<Offsets> masks;
   Plan p = make_plan(op, target, indices, masks);
   Shape fit = p.out_sizes;
   if (values.dim() > int64_t(fit.size()) || !broadcast_into(fit, values.sizes()) || fit != p.out_sizes)
@@ -339,18 +390,42 @@ void index_put_kernel(Args& a) {
 
 void nonzero_kernel(Args& a) {
   TensorRef self = a.tensor(0);
-  const std::vector<int64_t> flat = nonzero_positions("nonzero", self);
-  const int64_t n = int64_t(flat.size()), nd = self.dim();
-  const Shape shape{n, nd};
-  TensorRef out = sdk::empty(a.call(), shape, TS_INT64, self.device());
-  int64_t* dst = out.data<int64_t>();
+  const int64_t nd = self.dim();
   const Shape sizes = self.shape_vector();
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t k = nd - 1, rest = flat[size_t(i)]; k >= 0; --k) {
-      dst[i * nd + k] = rest % sizes[size_t(k)];
-      rest /= sizes[size_t(k)];
+  const Shape strides(self.strides().begin(), self.strides().end());
+  TS_DISPATCH_ALL(self.dtype(), sdk::fail(TS_ERROR_TYPE, "nonzero: unsupported dtype ", self.dtype()), {
+    using opmath = sdk::opmath_t<scalar_t>;
+    const scalar_t* p = self.data<scalar_t>();
+    auto is_nonzero = [](scalar_t v) { return static_cast<opmath>(v) != opmath(0); };
+    int64_t n = 0;  // first pass: count
+    strided::for_each_offset<1>(sizes, {strides.data()},
+                                [&](const std::array<int64_t, 1>& off) { n += is_nonzero(p[off[0]]); });
+    const Shape shape{n, nd};
+    TensorRef out = sdk::empty(a.call(), shape, TS_INT64, self.device());
+    // Second pass: a row-major walk that keeps the multi-index, so coordinates need no division.
+    if (n > 0 && nd > 0) {
+      int64_t* dst = out.data<int64_t>();
+      Shape index(size_t(nd), 0);
+      const int64_t inner = sizes[size_t(nd - 1)], inner_stride = strides[size_t(nd - 1)];
+      int64_t base = 0;
+      for (;;) {
+        for (int64_t i = 0; i < inner; ++i)
+          if (is_nonzero(p[base + i * inner_stride])) {
+            for (int64_t k = 0; k + 1 < nd; ++k) *dst++ = index[size_t(k)];
+            *dst++ = i;
+          }
+        int64_t d = nd - 2;
+        for (; d >= 0; --d) {
+          base += strides[size_t(d)];
+          if (++index[size_t(d)] < sizes[size_t(d)]) break;
+          base -= strides[size_t(d)] * sizes[size_t(d)];
+          index[size_t(d)] = 0;
+        }
+        if (d < 0) break;
+      }
     }
-  a.return_tensor(std::move(out));
+    a.return_tensor(std::move(out));
+  });
 }
 
 // ---- masked_select: the elements of self where mask (broadcast together) is true, 1-D
@@ -367,20 +442,7 @@ void masked_select_kernel(Args& a) {
               " cannot be broadcast with the shape of self ", str(self.sizes()));
   const Shape ss = broadcast_strides(self.sizes(), self.strides(), shape);
   const Shape ms = broadcast_strides(mask.sizes(), mask.strides(), shape);
-  std::vector<int64_t> picked;
-  const uint8_t* m = mask.data<uint8_t>();
-  strided::for_each_offset<2>(shape, {ss.data(), ms.data()}, [&](const std::array<int64_t, 2>& off) {
-    if (m[off[1]]) picked.push_back(off[0]);
-  });
-  const Shape out_shape{int64_t(picked.size())};
-  TensorRef out = sdk::empty(a.call(), out_shape, self.dtype(), self.device());
-  strided::with_word(self.itemsize(), [&](auto word) {
-    using W = decltype(word);
-    const W* src = self.data<W>();
-    W* dst = out.data<W>();
-    for (size_t i = 0; i < picked.size(); ++i) dst[i] = src[picked[i]];
-  });
-  a.return_tensor(std::move(out));
+  a.return_tensor(select_by_mask(a.call(), self, shape, ss.data(), mask.data<uint8_t>(), ms.data()));
 }
 
 }  // namespace
