@@ -44,6 +44,8 @@ py::dict info_dict(const PluginInfo& p) {
 }  // namespace
 
 void bind_plugins(py::module_& m) {
+  // The C ABI this host speaks, "major.minor": plugins built against it report the same.
+  m.attr("ABI_VERSION") = std::to_string(TESSERA_ABI_MAJOR) + "." + std::to_string(TESSERA_ABI_MINOR);
   m.def(
       "plugins_load",
       [](const std::string& path) {

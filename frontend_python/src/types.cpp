@@ -26,7 +26,6 @@ struct PyDType {
 };
 
 std::array<PyObject*, TS_NUM_DTYPES> g_dtypes{};  // the singletons, never freed
-std::atomic<ScalarType> g_default_dtype{kFloat32};
 PyObject* g_plugin_error = nullptr;
 
 bool is_signed(ScalarType t) { return t != kBool && t != kUInt8; }
@@ -156,7 +155,7 @@ py::object tensor_device_object(Device d) {
   return py::reinterpret_borrow<py::object>(it->second);
 }
 
-ScalarType default_dtype() { return g_default_dtype.load(std::memory_order_relaxed); }
+ScalarType default_dtype() { return tessera::get_default_dtype(); }
 
 PyObject* plugin_error_type() { return g_plugin_error; }
 
@@ -264,11 +263,7 @@ void bind_types(py::module_& m) {
   m.def("get_default_dtype", [] { return dtype_object(default_dtype()); },
         "The dtype of floating tensors created without an explicit dtype (float32 at start).");
   m.def("set_default_dtype", [](py::handle d) {
-    ScalarType t = to_scalar_type(d);
-    if (!is_floating_point(t))
-      throw py::type_error("set_default_dtype: only floating-point types are supported as the default type, got " +
-                           std::string(name(t)));
-    g_default_dtype.store(t, std::memory_order_relaxed);
+    tessera::set_default_dtype(to_scalar_type(d));  // TypeError for a non-floating dtype
   }, py::arg("dtype"));
   m.def("manual_seed", [](py::int_ seed) {
     // Negative seeds wrap as in PyTorch (seed mod 2**64).

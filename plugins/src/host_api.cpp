@@ -215,6 +215,7 @@ void api_tensor_bump_version(ts_tensor t) {
 
 uint64_t api_next_random_seed(ts_device device) { return next_random_seed(Device::from_abi(device)); }
 int32_t api_num_threads() { return get_num_threads(); }
+int32_t api_default_float_dtype() { return int32_t(get_default_dtype()); }
 
 const ts_host_api kHostApi = {
     sizeof(ts_host_api),
@@ -242,6 +243,7 @@ const ts_host_api kHostApi = {
     api_tensor_bump_version,
     api_next_random_seed,
     api_num_threads,
+    api_default_float_dtype,
 };
 
 }  // namespace

@@ -52,7 +52,17 @@ SeedState& seeds() {
   return *s;
 }
 std::atomic<int> num_threads{0};
+std::atomic<ScalarType> default_dtype{kFloat32};
 }  // namespace
+
+void set_default_dtype(ScalarType dtype) {
+  if (!is_floating_point(dtype))
+    raise<TypeError>("set_default_dtype: only floating-point types are supported as the default type, got {}",
+                     name(dtype));
+  default_dtype.store(dtype, std::memory_order_relaxed);
+}
+
+ScalarType get_default_dtype() { return default_dtype.load(std::memory_order_relaxed); }
 
 void manual_seed(uint64_t seed) {
   auto& s = seeds();

@@ -86,19 +86,19 @@ void zero(TensorRef& t) {
 
 void empty_kernel(Args& a) {
   auto size = check_size("empty", a, 0);
-  a.return_tensor(make("empty", a, size, 1, TS_FLOAT32));
+  a.return_tensor(make("empty", a, size, 1, sdk::default_float_dtype()));
 }
 
 void zeros_kernel(Args& a) {
   auto size = check_size("zeros", a, 0);
-  TensorRef t = make("zeros", a, size, 1, TS_FLOAT32);
+  TensorRef t = make("zeros", a, size, 1, sdk::default_float_dtype());
   zero(t);
   a.return_tensor(std::move(t));
 }
 
 void ones_kernel(Args& a) {
   auto size = check_size("ones", a, 0);
-  TensorRef t = make("ones", a, size, 1, TS_FLOAT32);
+  TensorRef t = make("ones", a, size, 1, sdk::default_float_dtype());
   fill("ones", t, ScalarArg{ScalarArg::Int, 1, 0});
   a.return_tensor(std::move(t));
 }
@@ -106,7 +106,7 @@ void ones_kernel(Args& a) {
 void full_kernel(Args& a) {
   auto size = check_size("full", a, 0);
   ScalarArg value = a.scalar(1);
-  int32_t inferred = value.kind == ScalarArg::Bool ? TS_BOOL : value.kind == ScalarArg::Int ? TS_INT64 : TS_FLOAT32;
+  int32_t inferred = value.kind == ScalarArg::Bool ? TS_BOOL : value.kind == ScalarArg::Int ? TS_INT64 : sdk::default_float_dtype();
   TensorRef t = make("full", a, size, 2, inferred);
   fill("full", t, value);
   a.return_tensor(std::move(t));
@@ -136,7 +136,7 @@ void arange_impl(Args& a, ScalarArg start, ScalarArg end, ScalarArg step, int dt
       sdk::fail(TS_ERROR_VALUE, "arange: the result of ", n, " elements is too large");
     length = int64_t(n);
   }
-  int32_t dtype = a.optional_dtype(dtype_arg).value_or(integral ? TS_INT64 : TS_FLOAT32);
+  int32_t dtype = a.optional_dtype(dtype_arg).value_or(integral ? TS_INT64 : sdk::default_float_dtype());
   if (dtype == TS_BOOL) sdk::fail(TS_ERROR_TYPE, "arange: dtype bool is not supported, expected a numeric dtype");
   const int64_t shape[1] = {length};
   TensorRef t = sdk::empty(a.call(), shape, dtype, check_device("arange", a, dtype_arg + 1));
@@ -167,7 +167,7 @@ void linspace_kernel(Args& a) {
   const int64_t steps = a.to_int(2);
   if (steps < 0) sdk::fail(TS_ERROR_VALUE, "linspace: expected a non-negative number of steps, got ", steps);
   const int64_t shape[1] = {steps};
-  TensorRef t = make("linspace", a, shape, 3, TS_FLOAT32);
+  TensorRef t = make("linspace", a, shape, 3, sdk::default_float_dtype());
   if (t.dtype() == TS_BOOL) sdk::fail(TS_ERROR_TYPE, "linspace: dtype bool is not supported, expected a numeric dtype");
   const double step = steps > 1 ? (end - start) / double(steps - 1) : 0.0;
   TS_DISPATCH_NUMERIC(t.dtype(), sdk::fail(TS_ERROR_TYPE, "linspace: unsupported dtype ", t.dtype()), {
@@ -185,7 +185,7 @@ void eye_kernel(Args& a) {
   const int64_t m = a.optional_int(1).value_or(n);
   if (n < 0 || m < 0) sdk::fail(TS_ERROR_VALUE, "eye: expected non-negative n and m, got n = ", n, ", m = ", m);
   const int64_t shape[2] = {n, m};
-  TensorRef t = make("eye", a, shape, 2, TS_FLOAT32);
+  TensorRef t = make("eye", a, shape, 2, sdk::default_float_dtype());
   zero(t);
   TS_DISPATCH_ALL(t.dtype(), sdk::fail(TS_ERROR_TYPE, "eye: unsupported dtype ", t.dtype()), {
     scalar_t* p = t.data<scalar_t>();

@@ -85,7 +85,7 @@ void require_floating(const char* op, int32_t dtype) {
 // Uniform in [0, 1) with as many random bits as T has mantissa digits, so that rounding to T
 // never yields 1.
 void rand_kernel(Args& a) {
-  TensorRef t = make("rand", a, a.int_list(0), 1, TS_FLOAT32);
+  TensorRef t = make("rand", a, a.int_list(0), 1, sdk::default_float_dtype());
   require_floating("rand", t.dtype());
   const uint64_t seed = sdk::host().next_random_seed(kCpuDevice);
   TS_DISPATCH_FLOAT(t.dtype(), break, {
@@ -103,7 +103,7 @@ void rand_kernel(Args& a) {
 
 // Standard normals by Box-Muller in double: one block's two uniforms give two normals.
 void randn_kernel(Args& a) {
-  TensorRef t = make("randn", a, a.int_list(0), 1, TS_FLOAT32);
+  TensorRef t = make("randn", a, a.int_list(0), 1, sdk::default_float_dtype());
   require_floating("randn", t.dtype());
   const uint64_t seed = sdk::host().next_random_seed(kCpuDevice);
   TS_DISPATCH_FLOAT(t.dtype(), break, {

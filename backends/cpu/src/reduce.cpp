@@ -301,7 +301,7 @@ void moments(sdk::Args& a) {
 void logsumexp(sdk::Args& a) {
   const TensorRef self = checked_self("logsumexp", a);
   const std::vector<bool> mask = reduction_mask("logsumexp", a.int_list(1), self.dim());
-  const TensorRef in = sdk::is_floating(self.dtype()) ? self : convert(a.call(), self, TS_FLOAT32, "logsumexp");
+  const TensorRef in = sdk::is_floating(self.dtype()) ? self : convert(a.call(), self, sdk::default_float_dtype(), "logsumexp");
   Reduction r = make_reduction(a.call(), in, mask, keepdim_arg(a, 2), in.dtype());
   TS_DISPATCH_FLOAT(in.dtype(), fail(TS_ERROR_TYPE, "logsumexp: unsupported dtype"),
                     run_reduction(r.geom, LogSumExpOp<scalar_t>{}));

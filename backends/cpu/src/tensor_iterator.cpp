@@ -97,8 +97,8 @@ bool can_cast(int32_t from, int32_t to) {
 }
 
 void ResultType::add(int32_t dtype, int rank) {
-  // A Python float is the default dtype (float32), as in PyTorch.
-  if (rank == 2 && sdk::is_floating(dtype)) dtype = TS_FLOAT32;
+  // A Python float is the default dtype (float32 unless changed), as in PyTorch.
+  if (rank == 2 && sdk::is_floating(dtype)) dtype = sdk::default_float_dtype();
   int32_t& r = by_rank_[rank];
   r = r < 0 ? dtype : sdk::promote_types(r, dtype);
 }
@@ -464,7 +464,7 @@ TensorIterator IterConfig::build() const {
     }
     it.common_ = rt.get();
   }
-  if (int_to_float_ && !sdk::is_floating(it.common_)) it.common_ = TS_FLOAT32;
+  if (int_to_float_ && !sdk::is_floating(it.common_)) it.common_ = sdk::default_float_dtype();
   it.out_dtype_ = forced_output_.value_or(it.common_);
 
   // Shape: inputs broadcast together; an in-place output must already have that shape.

@@ -47,6 +47,11 @@ const ts_host_api* host_api();
 void manual_seed(uint64_t seed);
 uint64_t next_random_seed(Device device);
 
+// The dtype of floating results no input decides (PyTorch's default dtype): float32 at start.
+// Raises TypeError for a non-floating dtype.
+void set_default_dtype(ScalarType dtype);
+ScalarType get_default_dtype();
+
 // Number of threads kernels may use (default: the hardware's).
 void set_num_threads(int n);
 int get_num_threads();

@@ -24,6 +24,8 @@
  *
  * Changelog of minor versions (major 1):
  *   1.0  First stable version: handshake, operators, boxed kernels, devices, tensors.
+ *   1.1  ts_host_api.default_float_dtype: the dtype a kernel gives a float result that no
+ *        input decides (a Python float, int -> float promotion, float factories).
  */
 #ifndef TESSERA_ABI_H
 #define TESSERA_ABI_H
@@ -36,7 +38,7 @@ extern "C" {
 #endif
 
 #define TESSERA_ABI_MAJOR 1
-#define TESSERA_ABI_MINOR 0
+#define TESSERA_ABI_MINOR 1
 
 /* True when a struct filled by the other side, of size `s->struct_size`, contains `field`. */
 #define TS_STRUCT_HAS(s, type, field) \
@@ -242,6 +244,10 @@ typedef struct ts_host_api {
 
   /* --- threading: the number of threads a kernel may use. */
   int32_t (*num_threads)(void);
+
+  /* --- 1.1 */
+  /* The default floating dtype (torch.get_default_dtype()): float32 unless the user changed it. */
+  int32_t (*default_float_dtype)(void);
 } ts_host_api;
 
 /* ----------------------------------------------------------------------------- entry point */
@@ -265,7 +271,7 @@ TS_STATIC_ASSERT(sizeof(ts_stack) == 24, "ts_stack layout changed");
 TS_STATIC_ASSERT(sizeof(ts_tensor_view) == 64, "ts_tensor_view layout changed");
 TS_STATIC_ASSERT(sizeof(ts_plugin_info) == 40, "ts_plugin_info layout changed");
 TS_STATIC_ASSERT(sizeof(ts_device_desc) == 88, "ts_device_desc layout changed (1.0)");
-TS_STATIC_ASSERT(sizeof(ts_host_api) == 192, "ts_host_api layout changed (1.0): append only");
+TS_STATIC_ASSERT(sizeof(ts_host_api) == 200, "ts_host_api layout changed (1.1): append only");
 #endif
 
 #ifdef __cplusplus

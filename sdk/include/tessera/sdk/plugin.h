@@ -24,6 +24,13 @@ inline const ts_host_api*& host_ptr() {
 }
 inline const ts_host_api& host() { return *host_ptr(); }
 
+// The host's default floating dtype; float32 on a 1.0 host, which does not have it.
+inline int32_t default_float_dtype() {
+  const ts_host_api& h = host();
+  return TS_STRUCT_HAS(&h, ts_host_api, default_float_dtype) && h.default_float_dtype ? h.default_float_dtype()
+                                                                                       : TS_FLOAT32;
+}
+
 // Concatenates anything streamable: the SDK needs no formatting library.
 template <class... Args>
 std::string cat(const Args&... args) {
