@@ -75,6 +75,14 @@ TEST(Plugins, RefusesNewerMinorAndKeepsNothingItRegistered) {
   EXPECT_EQ(Dispatcher::instance().find("future::op"), nullptr);
 }
 
+TEST(Plugins, PluginBuiltAgainstAnOlderMinorLoads) {
+  const PluginInfo& info = load_plugin(fixture("built_against_1_0"));
+  EXPECT_EQ(info.abi_major, 1);
+  EXPECT_EQ(info.abi_minor, 0);
+  EXPECT_NE(Dispatcher::instance().find("old::identity"), nullptr);
+  EXPECT_NE(describe_plugins().find("built_against_1_0"), std::string::npos);
+}
+
 TEST(Plugins, PluginRefusingAnOlderHostIsReported) {
   expect_refused(fixture("needs_newer_host"), {"needs_newer_host", "needs a host of ABI"});
 }
