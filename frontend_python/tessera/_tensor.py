@@ -318,17 +318,15 @@ def _same_device(a, b):
 
 
 def _to_device(self, device, dtype):
-    """A copy on another device: copy_ into a new tensor there, or, when no plugin has a copy_
-    kernel between the two devices, through host memory (the devices' copy_to_host /
-    copy_from_host, which tolist() and tensor(device=) use)."""
-    result = _call("empty", (self.shape,), {"dtype": dtype, "device": device})
-    try:
-        _call("copy_", (result, self), _E)
-    except NotImplementedError:
-        result = _C.tensor(self.tolist(), dtype=dtype, device=device)
-        if result.shape != self.shape:
-            result = _call("reshape", (result, self.shape), _E)
-    return result
+    """A copy on another device, moved by the two device plugins' copy functions; the dtype
+    is converted on whichever side has the kernels (the source first)."""
+    src = self
+    if dtype is not None and dtype != self.dtype:
+        try:
+            src = _call("to", (self, dtype), _E)
+        except NotImplementedError:
+            return _call("to", (_C._to_device(self, device), dtype), _E)
+    return _C._to_device(src, device)
 
 
 def to(self, *args, **kwargs):

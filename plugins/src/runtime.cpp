@@ -88,6 +88,36 @@ int get_num_threads() {
   return n > 0 ? n : hardware;
 }
 
+Tensor to_device(const Tensor& t, Device device) {
+  if (t.device() == device) return t;
+  Tensor src = t.is_contiguous() ? t : contiguous(t);  // made contiguous on its own device
+  auto& registry = DeviceRegistry::instance();
+  const auto& from = registry.require(src.device().type()).desc;
+  const auto& to = registry.require(device.type()).desc;
+  Tensor out = empty(src.shape(), src.dtype(), device);
+  size_t nbytes = size_t(src.numel() * itemsize(src.dtype()));
+  if (nbytes == 0) return out;
+  const void* s = src.impl()->data();
+  void* d = out.impl()->data();
+  auto check = [&](ts_status status, const char* what) {
+    if (status != TS_OK)
+      raise<RuntimeError>("to_device: {} failed copying {} bytes from {} to {}", what, nbytes, src.device().str(),
+                          device.str());
+  };
+  if (from.host_accessible && to.host_accessible) {
+    std::memcpy(d, s, nbytes);
+  } else if (from.host_accessible) {
+    check(to.copy_from_host(to.device_data, device.index(), d, s, nbytes), "copy_from_host");
+  } else if (to.host_accessible) {
+    check(from.copy_to_host(from.device_data, src.device().index(), d, s, nbytes), "copy_to_host");
+  } else {
+    std::vector<char> staging(nbytes);
+    check(from.copy_to_host(from.device_data, src.device().index(), staging.data(), s, nbytes), "copy_to_host");
+    check(to.copy_from_host(to.device_data, device.index(), d, staging.data(), nbytes), "copy_from_host");
+  }
+  return out;
+}
+
 Tensor tensor_from_values(std::span<const double> values, std::vector<int64_t> shape, ScalarType dtype) {
   int64_t numel = checked_numel(shape, "tensor_from_values");
   if (numel != int64_t(values.size()))

@@ -129,6 +129,10 @@ TEST(Plugins, GoodPluginAddsCustomOperatorAndDevice) {
   Tensor t = empty({2, 3}, kFloat32, dev);
   EXPECT_EQ(t.device(), dev);
   EXPECT_EQ(t.shape(), (std::vector<int64_t>{2, 3}));
+  // Tensors move between devices through the plugins' copy functions.
+  Tensor on_dev = to_device(x, dev);
+  EXPECT_EQ(on_dev.device(), dev);
+  EXPECT_EQ(to_device(on_dev, Device("cpu")).to_double_vector(), (std::vector<double>{1, 2, 3}));
   // An operator testdev lacks names the key and what is registered.
   try {
     add(t, t);

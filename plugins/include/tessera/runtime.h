@@ -56,6 +56,10 @@ ScalarType get_default_dtype();
 void set_num_threads(int n);
 int get_num_threads();
 
+// A copy of `t` on `device` (same shape and dtype, contiguous), made with the two device
+// plugins' copy functions: through host memory when neither side is host-accessible.
+Tensor to_device(const Tensor& t, Device device);
+
 // A CPU tensor holding `values` converted to `dtype`, with `shape` (numel must match).
 Tensor tensor_from_values(std::span<const double> values, std::vector<int64_t> shape, ScalarType dtype = kFloat32);
 
