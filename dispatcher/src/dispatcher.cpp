@@ -1,3 +1,4 @@
+#include <tessera/cpu_fallback.h>
 #include <tessera/device_registry.h>
 #include <tessera/dispatcher.h>
 #include <tessera/tensor_impl.h>
@@ -238,6 +239,8 @@ void Dispatcher::call_with_keys(OperatorHandle op, DispatchKeySet key_set, ts_st
         retried = true;
         continue;
       }
+      // A device without this kernel: run it on CPU with copies (or raise, if that is off).
+      if (detail::run_cpu_fallback(op, key, stack)) return;
       raise_missing(op, key);
     }
     if (kernel->fallthrough) {

@@ -1,5 +1,6 @@
 // Host start-up, the built-in operators, random seeds, threads, and small tensor helpers.
 #include <tessera/boxing.h>
+#include <tessera/cpu_fallback.h>
 #include <tessera/device_registry.h>
 #include <tessera/ops.h>
 #include <tessera/runtime.h>
@@ -39,6 +40,7 @@ void init() {
     dispatcher.set_missing_kernel_hook([](int32_t key) {
       return load_plugin_for_device(DeviceRegistry::instance().name_of(key));
     });
+    detail::install_cpu_fallback();  // from now on, a device's missing kernel may run on CPU
   });
 }
 

@@ -1,0 +1,22 @@
+// The plugin's one entry point: register the device, then its kernels under the key the host
+// hands back. Built with -DSIMDEV_NAME=\"simdev2\" it is a second, independent device.
+#include "simdev.h"
+
+namespace {
+void register_simdev(tessera::sdk::Registrar& reg) {
+  ts_dispatch_key key = reg.device(simdev::device_desc());
+  simdev::state().key = key;
+  // ABI 1.1 has no call that returns a device type id; the host gives a device type the
+  // backend key of the same number (DeviceRegistry::backend_key), which is what we rely on.
+  simdev::state().type = key;
+  simdev::register_factories(reg, key);
+  simdev::register_elementwise(reg, key);
+  simdev::register_reductions(reg, key);
+  simdev::register_linalg(reg, key);
+  simdev::register_copies_and_views(reg, key);
+  simdev::register_custom_ops(reg, key);
+}
+}  // namespace
+
+// Accepts any 1.x host (min minor 0): on a 1.0 host default_float_dtype falls back to float32.
+TESSERA_PLUGIN(SIMDEV_NAME, "0.1.0", 0, register_simdev)

@@ -1,0 +1,277 @@
+/* FROZEN copy of tessera/abi.h as released at ABI 1.0 (commit e1f438a). Never edit: the
+ * built_against_1_0 fixture compiles against it to prove that 1.0 plugins keep loading. */
+/*
+ * tessera/abi.h — the stable C ABI between the Tessera host (libtessera.so) and its plugins.
+ *
+ * This header is the only binary contract. It includes only C standard headers, so a plugin
+ * built with any compiler and any C++ standard library (clang + libc++, say) loads into a host
+ * built with another (g++ + libstdc++).
+ *
+ * Rules every struct and call follows:
+ *   - Every struct that crosses the boundary begins with `size_t struct_size`, set by whoever
+ *     fills it to sizeof() of the struct as *it* was compiled. The reader only touches fields
+ *     that lie inside struct_size; fields are only ever appended (see TS_STRUCT_HAS).
+ *   - Handles (ts_tensor, ts_operator) are opaque. Tensor handles are reference counted:
+ *     a handle returned by the host through an `// out` parameter is a new reference that the
+ *     receiver releases; handles passed *into* a kernel on its stack are borrowed.
+ *   - No C++ exception crosses. Calls return ts_status; the message of a failure is handed to
+ *     the host with host->set_error() and raised by the host with the plugin's name, the
+ *     operator and the device.
+ *   - `// out` marks parameters the callee writes.
+ *
+ * Versioning. TESSERA_ABI_MAJOR changes only on a breaking change. TESSERA_ABI_MINOR grows
+ * with additive changes (new host functions appended to ts_host_api, new fields appended to
+ * structs). The host loads a plugin built against the same major and any minor <= its own,
+ * provided the plugin accepts the host's minor (ts_plugin_info.min_host_abi_minor).
+ *
+ * Changelog of minor versions (major 1):
+ *   1.0  First stable version: handshake, operators, boxed kernels, devices, tensors.
+ */
+#ifndef TESSERA_ABI_H
+#define TESSERA_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TESSERA_ABI_MAJOR 1
+#define TESSERA_ABI_MINOR 0
+
+/* True when a struct filled by the other side, of size `s->struct_size`, contains `field`. */
+#define TS_STRUCT_HAS(s, type, field) \
+  ((s)->struct_size >= offsetof(type, field) + sizeof(((type*)0)->field))
+
+#if defined(_WIN32)
+#define TS_EXPORT __declspec(dllexport)
+#else
+#define TS_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* ----------------------------------------------------------------------------- status */
+typedef int32_t ts_status;
+enum {
+  TS_OK = 0,
+  TS_ERROR = 1,               /* generic failure, message set with set_error */
+  TS_ERROR_TYPE = 2,          /* wrong dtype / argument type   -> TypeError */
+  TS_ERROR_VALUE = 3,         /* bad value, shape mismatch      -> ValueError/RuntimeError */
+  TS_ERROR_INDEX = 4,         /* index or dim out of range      -> IndexError */
+  TS_ERROR_NOT_IMPLEMENTED = 5,
+  TS_ERROR_OUT_OF_MEMORY = 6,
+  TS_ERROR_INCOMPATIBLE = 7   /* handshake: plugin and host versions do not fit */
+};
+
+/* ----------------------------------------------------------------------------- handles */
+typedef struct ts_tensor_s* ts_tensor;      /* opaque, reference counted */
+typedef struct ts_operator_s* ts_operator;  /* opaque, lives as long as the host */
+typedef struct ts_call_s* ts_call;          /* opaque per-call context handed to kernels */
+typedef struct ts_registrar_s* ts_registrar;/* opaque, valid during tessera_plugin_init */
+typedef uint64_t ts_keyset;                 /* dispatch key set, bit k = key k */
+typedef int32_t ts_dispatch_key;            /* a bit index 0..63 */
+
+/* ----------------------------------------------------------------------------- dtypes */
+/* Codes are part of the ABI: never renumber, only append. */
+typedef enum {
+  TS_BOOL = 0, TS_UINT8 = 1, TS_INT8 = 2, TS_INT16 = 3, TS_INT32 = 4, TS_INT64 = 5,
+  TS_FLOAT16 = 6, TS_BFLOAT16 = 7, TS_FLOAT32 = 8, TS_FLOAT64 = 9
+} ts_dtype;
+#define TS_NUM_DTYPES 10
+
+/* A device: the host-assigned type id of its device type (0 is "cpu") and an index. */
+typedef struct {
+  int32_t type;
+  int32_t index;
+} ts_device;
+
+/* DLPack-shaped view of a tensor, valid while the caller holds the tensor. Shape and
+ * strides (in elements) point into the tensor itself. data + byte_offset is the first element. */
+typedef struct {
+  size_t struct_size;
+  void* data;
+  ts_device device;
+  int32_t dtype;          /* ts_dtype */
+  int32_t ndim;
+  const int64_t* shape;
+  const int64_t* strides;
+  int64_t byte_offset;
+  int64_t numel;
+} ts_tensor_view;
+
+/* ----------------------------------------------------------------------------- boxed values */
+typedef enum {
+  TS_VALUE_NONE = 0,
+  TS_VALUE_TENSOR = 1,
+  TS_VALUE_INT = 2,         /* int, SymInt, and Scalar holding an integer */
+  TS_VALUE_DOUBLE = 3,      /* float, and Scalar holding a float */
+  TS_VALUE_BOOL = 4,        /* bool, and Scalar holding a bool */
+  TS_VALUE_INT_LIST = 5,
+  TS_VALUE_TENSOR_LIST = 6,
+  TS_VALUE_STRING = 7,
+  TS_VALUE_DTYPE = 8,       /* ScalarType: .i holds a ts_dtype */
+  TS_VALUE_DEVICE = 9,      /* Device: .device */
+  TS_VALUE_DOUBLE_LIST = 10
+} ts_value_tag;
+
+/* One slot of the boxed stack. Lists and strings point into memory that the *caller*
+ * owns for the duration of the call. 16 bytes + tag: small enough to live on the C stack. */
+typedef struct {
+  int32_t tag; /* ts_value_tag */
+  int32_t reserved;
+  union {
+    ts_tensor tensor;
+    int64_t i;
+    double d;
+    int32_t b;
+    ts_device device;
+    const char* str;
+    struct { const int64_t* data; int64_t size; } ints;
+    struct { const double* data; int64_t size; } doubles;
+    struct { const ts_tensor* data; int64_t size; } tensors;
+  } u;
+} ts_value;
+
+/* The boxed stack of a call. On entry values[0..size) are the arguments in schema order
+ * (borrowed). A kernel replaces them with the returns: it writes values[0..n_returns)
+ * (tensor returns are new references) and sets size = n_returns. capacity >= max(args, returns). */
+typedef struct {
+  size_t struct_size;
+  ts_value* values;
+  int32_t size;
+  int32_t capacity;
+} ts_stack;
+
+/* A boxed kernel. `kernel_data` is what the plugin gave at registration; `keys` is the key set
+ * the call was dispatched with (transform kernels redispatch below their own key). */
+typedef ts_status (*ts_kernel_fn)(void* kernel_data, ts_call call, ts_keyset keys, ts_stack* stack);
+
+/* ----------------------------------------------------------------------------- devices */
+/* What a device plugin provides for its device type. NULL slots are optional with the
+ * documented default. All memory functions work on the plugin's own memory; the host never
+ * dereferences device pointers of a device whose `host_accessible` is 0. */
+typedef struct {
+  size_t struct_size;
+  const char* name;                 /* "cpu", "cuda", "mydevice": lower case, unique */
+  int32_t host_accessible;          /* 1 if device pointers may be read by the host (CPU) */
+  void* device_data;                /* handed back to every function below */
+  int32_t (*device_count)(void* device_data);
+  /* Allocate nbytes (nbytes may be 0). Returns NULL on failure, with *error set. */
+  void* (*allocate)(void* device_data, int32_t index, size_t nbytes);
+  void (*deallocate)(void* device_data, int32_t index, void* ptr, size_t nbytes);
+  ts_status (*copy_to_host)(void* device_data, int32_t index, void* host_dst, const void* src, size_t nbytes);
+  ts_status (*copy_from_host)(void* device_data, int32_t index, void* dst, const void* host_src, size_t nbytes);
+  /* NULL: the host copies through host memory. */
+  ts_status (*copy_within)(void* device_data, int32_t index, void* dst, const void* src, size_t nbytes);
+  /* NULL: the device is synchronous. */
+  ts_status (*synchronize)(void* device_data, int32_t index);
+} ts_device_desc;
+
+/* ----------------------------------------------------------------------------- handshake */
+/* Filled by the plugin in tessera_plugin_init (// out). The host sets struct_size to its own
+ * sizeof before the call; the plugin writes only fields inside it. */
+typedef struct {
+  size_t struct_size;
+  const char* name;                 /* static string, e.g. "cpu" */
+  const char* version;              /* static string, the plugin's own version, e.g. "0.1.0" */
+  int32_t abi_major;                /* TESSERA_ABI_MAJOR the plugin was built against */
+  int32_t abi_minor;                /* TESSERA_ABI_MINOR the plugin was built against */
+  int32_t min_host_abi_minor;       /* oldest host minor (same major) the plugin accepts */
+  int32_t reserved;
+} ts_plugin_info;
+
+/* ----------------------------------------------------------------------------- host API */
+/* The table of host functions a plugin calls. Appended to only; check struct_size (or
+ * abi_minor) before using a function added after 1.0. */
+typedef struct ts_host_api {
+  size_t struct_size;
+  int32_t abi_major;
+  int32_t abi_minor;
+  const char* host_version;
+
+  /* --- errors and warnings */
+  /* Records the message of the failure the caller is about to return. `call` may be NULL
+   * (during init). */
+  void (*set_error)(ts_call call, const char* message);
+  void (*warn)(ts_call call, const char* message);
+
+  /* --- registration (only inside tessera_plugin_init, on its registrar).
+   * Nothing becomes visible before init returns TS_OK: a refused plugin leaves nothing. */
+  /* Declares a new operator from a schema string ("myns::op(Tensor x) -> Tensor"). */
+  ts_status (*def_operator)(ts_registrar reg, const char* schema);
+  /* Registers `fn` for operator `name` ("add.Tensor", "add" for no overload) under `key`. */
+  ts_status (*register_kernel)(ts_registrar reg, const char* op_name, ts_dispatch_key key,
+                               ts_kernel_fn fn, void* kernel_data);
+  /* Marks operator `op_name` as fallthrough for `key` (NULL op_name: every operator). */
+  ts_status (*register_fallthrough)(ts_registrar reg, const char* op_name, ts_dispatch_key key);
+  /* A boxed kernel used for every operator without its own kernel at `key`. */
+  ts_status (*register_fallback)(ts_registrar reg, ts_dispatch_key key, ts_kernel_fn fn, void* kernel_data);
+  /* Registers a device type; writes the dispatch key the host gives it. */
+  ts_status (*register_device)(ts_registrar reg, const ts_device_desc* desc, ts_dispatch_key* key /* out */);
+  /* Looks up a named key: "CPU", "CUDA", "HIP", "Autograd", "Batched", "Tracer", or a device name. */
+  ts_status (*find_dispatch_key)(const char* name, ts_dispatch_key* key /* out */);
+
+  /* --- operators */
+  /* Resolves an operator once, at load time. NULL if none. */
+  ts_operator (*find_operator)(const char* op_name);
+  /* Calls an operator through the full dispatcher. */
+  ts_status (*call_operator)(ts_call call, ts_operator op, ts_stack* stack);
+  /* Calls with an explicit key set (redispatch below a transform's key). */
+  ts_status (*redispatch)(ts_call call, ts_operator op, ts_keyset keys, ts_stack* stack);
+
+  /* --- tensors */
+  void (*tensor_retain)(ts_tensor t);
+  void (*tensor_release)(ts_tensor t);
+  /* Fills a DLPack-shaped view; view->struct_size must be set by the caller. */
+  ts_status (*tensor_get_view)(ts_tensor t, ts_tensor_view* view /* out */);
+  /* A new tensor on `device` with fresh storage. strides NULL: contiguous. */
+  ts_status (*tensor_empty)(ts_call call, int32_t ndim, const int64_t* shape, const int64_t* strides,
+                            int32_t dtype, ts_device device, ts_tensor* out /* out */);
+  /* A new tensor sharing `base`'s storage: a view with the given geometry (offset in elements). */
+  ts_status (*tensor_alias)(ts_call call, ts_tensor base, int32_t ndim, const int64_t* shape,
+                            const int64_t* strides, int64_t storage_offset, ts_tensor* out /* out */);
+  /* The storage offset of a tensor, in elements. */
+  int64_t (*tensor_storage_offset)(ts_tensor t);
+  /* Resizes an out= tensor to `shape` (contiguous), reallocating its storage if needed. */
+  ts_status (*tensor_resize)(ts_call call, ts_tensor t, int32_t ndim, const int64_t* shape);
+  /* Marks a tensor as written (bumps its version counter). */
+  void (*tensor_bump_version)(ts_tensor t);
+
+  /* --- random numbers: the next seed of the default generator of `device`'s type; the
+   * generator is reseeded by manual_seed, so a kernel seeding its own engine from it is
+   * reproducible. */
+  uint64_t (*next_random_seed)(ts_device device);
+
+  /* --- threading: the number of threads a kernel may use. */
+  int32_t (*num_threads)(void);
+} ts_host_api;
+
+/* ----------------------------------------------------------------------------- entry point */
+/* The one symbol every plugin exports. The plugin checks host->abi_major/minor, fills
+ * *info (always, even when it refuses, so the host can say who refused), registers what it
+ * provides through `reg`, and returns TS_OK; or returns an error status after
+ * host->set_error(NULL, message). */
+#define TESSERA_PLUGIN_ENTRY_NAME "tessera_plugin_init"
+typedef ts_status (*ts_plugin_init_fn)(const ts_host_api* host, ts_registrar reg, ts_plugin_info* info /* out */);
+
+/* ----------------------------------------------------------------------------- layout checks */
+#if defined(__cplusplus)
+#define TS_STATIC_ASSERT(c, m) static_assert(c, m)
+#else
+#define TS_STATIC_ASSERT(c, m) _Static_assert(c, m)
+#endif
+#if UINTPTR_MAX == 0xFFFFFFFFFFFFFFFFu
+TS_STATIC_ASSERT(sizeof(ts_device) == 8, "ts_device layout changed");
+TS_STATIC_ASSERT(sizeof(ts_value) == 24, "ts_value layout changed");
+TS_STATIC_ASSERT(sizeof(ts_stack) == 24, "ts_stack layout changed");
+TS_STATIC_ASSERT(sizeof(ts_tensor_view) == 64, "ts_tensor_view layout changed");
+TS_STATIC_ASSERT(sizeof(ts_plugin_info) == 40, "ts_plugin_info layout changed");
+TS_STATIC_ASSERT(sizeof(ts_device_desc) == 88, "ts_device_desc layout changed (1.0)");
+TS_STATIC_ASSERT(sizeof(ts_host_api) == 192, "ts_host_api layout changed (1.0): append only");
+#endif
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* TESSERA_ABI_H */
