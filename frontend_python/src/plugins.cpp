@@ -2,6 +2,7 @@
 #include "bindings.h"
 #include "convert.h"
 
+#include <tessera/cpu_fallback.h>
 #include <tessera/dispatcher.h>
 #include <tessera/runtime.h>
 
@@ -44,6 +45,9 @@ py::dict info_dict(const PluginInfo& p) {
 }  // namespace
 
 void bind_plugins(py::module_& m) {
+  m.def("set_cpu_fallback", &tessera::set_cpu_fallback, py::arg("enabled"),
+        "Runs operators a device plugin lacks on the CPU with copies (default on; env TESSERA_CPU_FALLBACK=0).");
+  m.def("cpu_fallback_enabled", &tessera::cpu_fallback_enabled);
   // The C ABI this host speaks, "major.minor": plugins built against it report the same.
   m.attr("ABI_VERSION") = std::to_string(TESSERA_ABI_MAJOR) + "." + std::to_string(TESSERA_ABI_MINOR);
   m.def(

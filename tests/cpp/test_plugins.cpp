@@ -1,5 +1,6 @@
 // Plugin loading: lazy discovery, listing, the handshake's refusals (one fixture plugin per
 // refusal), transactional registration, custom operators and devices from plugins.
+#include <tessera/cpu_fallback.h>
 #include <tessera/tessera.h>
 
 #include <gtest/gtest.h>
@@ -133,13 +134,15 @@ TEST(Plugins, GoodPluginAddsCustomOperatorAndDevice) {
   Tensor on_dev = to_device(x, dev);
   EXPECT_EQ(on_dev.device(), dev);
   EXPECT_EQ(to_device(on_dev, Device("cpu")).to_double_vector(), (std::vector<double>{1, 2, 3}));
-  // An operator testdev lacks names the key and what is registered.
+  // With the CPU fallback off, an operator testdev lacks names the key and what is registered.
+  set_cpu_fallback(false);
   try {
     add(t, t);
     FAIL();
   } catch (const NotImplementedError& e) {
     EXPECT_NE(std::string(e.what()).find("testdev"), std::string::npos) << e.what();
   }
+  reset_cpu_fallback();
   // A failing kernel of a plugin names the plugin.
   auto fails = Dispatcher::instance().find_or_throw("test::always_fails");
   detail::box(v[0], x);

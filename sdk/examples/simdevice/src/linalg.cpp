@@ -1,11 +1,26 @@
-// mm: a naive triple loop over strided operands, float32 and float64 (accumulating in double).
+// mm (and 2-D matmul): a naive triple loop over strided operands, float32 and float64 (accumulating in double).
 #include "simdev.h"
 
 namespace simdev {
 
+sdk::TensorRef mm(ts_call call, const sdk::TensorRef& x, const sdk::TensorRef& y);
+
 namespace {
 void mm_kernel(sdk::Args& a) {
   sdk::TensorRef x = a.tensor(0), y = a.tensor(1);
+  a.return_tensor(mm(a.call(), x, y));
+}
+
+// matmul for the 2-D case only (the `@` operator); batched shapes need bmm, which this device lacks.
+void matmul_kernel(sdk::Args& a) {
+  sdk::TensorRef x = a.tensor(0), y = a.tensor(1);
+  TS_SDK_CHECK(x.dim() == 2 && y.dim() == 2, TS_ERROR_NOT_IMPLEMENTED, "matmul: ", SIMDEV_NAME,
+               " supports 2-D @ 2-D only, got ", x.dim(), "-D @ ", y.dim(), "-D");
+  a.return_tensor(mm(a.call(), x, y));
+}
+}  // namespace
+
+sdk::TensorRef mm(ts_call call, const sdk::TensorRef& x, const sdk::TensorRef& y) {
   check_same_device("mm", x.device(), {&x, &y});
   TS_SDK_CHECK(x.dim() == 2 && y.dim() == 2, TS_ERROR_VALUE, "mm: expected two 2-D tensors, got ", x.dim(), "-D and ",
                y.dim(), "-D");
@@ -17,7 +32,7 @@ void mm_kernel(sdk::Args& a) {
                " supports float32 and float64, got ", sdk::dtype_name(x.dtype()));
   int64_t m = x.size(0), k = x.size(1), n = y.size(1);
   std::vector<int64_t> shape{m, n};
-  sdk::TensorRef out = sdk::empty(a.call(), shape, x.dtype(), x.device());
+  sdk::TensorRef out = sdk::empty(call, shape, x.dtype(), x.device());
   const char* px = bytes(x);
   const char* py = bytes(y);
   char* po = bytes(out);
@@ -30,10 +45,12 @@ void mm_kernel(sdk::Args& a) {
              load_double(py + (l * y.stride(0) + j * y.stride(1)) * isz, y.dtype());
       store(po + (i * n + j) * isz, out.dtype(), s);
     }
-  a.return_tensor(std::move(out));
+  return out;
 }
-}  // namespace
 
-void register_linalg(sdk::Registrar& reg, ts_dispatch_key key) { reg.kernel("mm", key, mm_kernel); }
+void register_linalg(sdk::Registrar& reg, ts_dispatch_key key) {
+  reg.kernel("mm", key, mm_kernel);
+  reg.kernel("matmul", key, matmul_kernel);
+}
 
 }  // namespace simdev

@@ -2,6 +2,7 @@
 // result for the same inputs. The plugin is loaded by path: $SIMDEV_PLUGIN, or the one built
 // next to this program. With $SIMDEV2_PLUGIN set (a second build, -DSIM_DEVICE_NAME=simdev2),
 // the two-device tests load it too.
+#include <tessera/device_registry.h>
 #include <tessera/tessera.h>
 
 #include <gtest/gtest.h>

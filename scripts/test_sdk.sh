@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The SDK's out-of-tree check: builds the example device plugin (sdk/examples/simdevice) with
+# clang++ and libc++ against an *installed* Tessera, checks that the plugin imports nothing of
+# the host's C++ (no libstdc++, no tessera:: symbols), then runs its C++ and Python tests,
+# including two builds of it (simdev and simdev2) loaded at once.
+# Needs a release build (cmake --build --preset release). Env: JOBS (default 1), KEEP=1 keeps the work dir.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BUILD=$ROOT/build/release
+JOBS=${JOBS:-1}
+START=$SECONDS
+step() { printf '\n== %s (%ds)\n' "$*" $((SECONDS - START)); }
+
+step "clang++ and libc++"
+if ! echo 'int main() {}' | clang++ -stdlib=libc++ -x c++ - -o /dev/null 2>/dev/null; then
+  SUDO=$([ "$(id -u)" = 0 ] && echo "" || echo sudo)
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq clang libc++-dev libc++abi-dev >/dev/null
+fi
+clang++ --version | head -1
+
+[ -f "$BUILD/CMakeCache.txt" ] || { echo "error: no release build at $BUILD; run: cmake --preset release && cmake --build --preset release" >&2; exit 1; }
+WORK=$(mktemp -d /tmp/tessera-sdk.XXXXXX)
+[ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$WORK"' EXIT
+PREFIX=$WORK/prefix
+
+step "install the release build to $PREFIX"
+cmake --install "$BUILD" --prefix "$PREFIX" >/dev/null
+
+# Configures and builds the example as its own CMake project. $1: device name, $2: build tests.
+build_example() {
+  CC=clang CXX=clang++ cmake -S "$ROOT/sdk/examples/simdevice" -B "$WORK/$1" -G Ninja \
+    -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PREFIX" -DSIM_LIBCXX=ON \
+    -DSIM_DEVICE_NAME="$1" -DSIM_BUILD_TESTS="$2" >/dev/null
+  cmake --build "$WORK/$1" -j "$JOBS" >/dev/null
+}
+
+# A plugin must not depend on the host's C++: no libstdc++ (versioned GLIBCXX/CXXABI symbols or
+# the library itself), and no undefined tessera symbol at all (the C ABI is all it uses).
+check_imports() {
+  local so=$1
+  local undefined
+  undefined=$(nm -D --undefined-only "$so" | c++filt)
+  if grep -E 'GLIBCXX|CXXABI_|__cxx11' <<<"$undefined"; then echo "error: $so imports libstdc++ symbols (above)" >&2; exit 1; fi
+  if grep -i 'tessera' <<<"$undefined"; then echo "error: $so imports tessera symbols (above)" >&2; exit 1; fi
+  if readelf -d "$so" | grep -q 'NEEDED.*libstdc++'; then echo "error: $so links libstdc++" >&2; exit 1; fi
+  echo "$(basename "$so"): $(wc -l <<<"$undefined") undefined symbols, none from libstdc++ or tessera; needs $(readelf -d "$so" | sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p' | tr '\n' ' ')"
+}
+
+step "build simdev (clang++ -stdlib=libc++)"
+build_example simdev ON
+SIMDEV_PLUGIN=$WORK/simdev/plugins/libtessera_simdev.so
+check_imports "$SIMDEV_PLUGIN"
+
+step "build simdev2 (the same sources, another device name)"
+build_example simdev2 OFF
+SIMDEV2_PLUGIN=$WORK/simdev2/plugins/libtessera_simdev2.so
+check_imports "$SIMDEV2_PLUGIN"
+export SIMDEV_PLUGIN SIMDEV2_PLUGIN
+
+step "C++ tests"
+"$WORK/simdev/tests/test_simdevice" --gtest_brief=1
+
+step "Python tests"
+# The installed package when there is one (CI pip-installs it), else the build tree's.
+cd "$WORK"
+if ! python3 -c 'import tessera' 2>/dev/null; then
+  export PYTHONPATH=$BUILD/python${PYTHONPATH:+:$PYTHONPATH}
+  echo "(no installed tessera package: using $BUILD/python)"
+fi
+python3 -c 'import tessera, os; print("tessera package:", os.path.dirname(tessera.__file__))'
+python3 -m pytest -q -p no:cacheprovider "$ROOT/sdk/examples/simdevice/tests/test_simdevice.py"
+
+step "SDK checks passed in $((SECONDS - START)) s"
