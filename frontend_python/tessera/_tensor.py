@@ -47,15 +47,22 @@ def _binary(op):
     return forward, inplace
 
 
+def _as_tensor_operand(self, other):
+    """`other` as a Tensor for an operator without a Scalar overload; None when unsupported."""
+    if isinstance(other, Tensor):
+        return other
+    other = _operand(other)
+    if other is None or isinstance(other, Tensor):
+        return other
+    return _wrap(self, other)
+
+
 def _reflected(op):
     """other <op> self for a non-tensor `other`."""
     def reflected(self, other):
-        if not isinstance(other, Tensor):
-            other = _operand(other)
-            if other is None:
-                return NotImplemented
-            if not isinstance(other, Tensor):
-                other = _wrap(self, other)
+        other = _as_tensor_operand(self, other)
+        if other is None:
+            return NotImplemented
         return _call(op, (other, self), _E)
 
     return reflected
@@ -74,12 +81,9 @@ def _commuted(op):
 def _tensor_rhs(op):
     """self <op> other for an operator that has no Scalar overload."""
     def forward(self, other):
-        if not isinstance(other, Tensor):
-            other = _operand(other)
-            if other is None:
-                return NotImplemented
-            if not isinstance(other, Tensor):
-                other = _wrap(self, other)
+        other = _as_tensor_operand(self, other)
+        if other is None:
+            return NotImplemented
         return _call(op, (self, other), _E)
 
     def inplace(self, other):
@@ -106,12 +110,9 @@ def _compare(op):
 def _logical(name, op):
     """&, |, ^ on bool tensors (bitwise ops on integer tensors are not implemented yet)."""
     def forward(self, other):
-        if not isinstance(other, Tensor):
-            other = _operand(other)
-            if other is None:
-                return NotImplemented
-            if not isinstance(other, Tensor):
-                other = _wrap(self, other)
+        other = _as_tensor_operand(self, other)
+        if other is None:
+            return NotImplemented
         if self.dtype != _BOOL or other.dtype != _BOOL:
             raise NotImplementedError(f"bitwise_{name}: only bool tensors are supported so far, got "
                                       f"{self.dtype.name} and {other.dtype.name}")

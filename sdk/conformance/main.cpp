@@ -100,7 +100,8 @@ Row check_operator(OperatorHandle op, Device device, int32_t key, bool verbose) 
 }
 
 void print_table(const std::vector<Row>& rows, const std::string& device, const std::string& plugin) {
-  size_t w = 8;
+  std::string total_label = fmt::format("TOTAL ({} operators)", rows.size());
+  size_t w = total_label.size();
   for (auto& r : rows) w = std::max(w, r.op.size());
   auto line = [&](std::string_view op, auto run, auto passed, auto failed, auto skipped, std::string_view err,
                   std::string_view tol) {
@@ -117,7 +118,7 @@ void print_table(const std::vector<Row>& rows, const std::string& device, const 
     total.max_abs_error = std::max(total.max_abs_error, r.max_abs_error);
   }
   fmt::print("{}\n", std::string(w + 72, '-'));
-  line(fmt::format("TOTAL ({} operators)", rows.size()), total.run, total.passed, total.failed, total.skipped,
+  line(total_label, total.run, total.passed, total.failed, total.skipped,
        fmt::format("{:.3g}", total.max_abs_error), total.failed ? "FAILED" : "ok");
   bool any = false;
   for (auto& r : rows)

@@ -6,6 +6,8 @@
 // results, accumulation of duplicates and the errors.
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <tessera/runtime.h>
 #include <tessera/tessera.h>
 
@@ -21,24 +23,9 @@ using namespace tessera;
 using Shape = std::vector<int64_t>;
 using Values = std::vector<double>;
 
-template <class E, class F>
-void expect_error(F&& f, std::initializer_list<std::string> fragments) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an exception";
-  } catch (const E& e) {
-    for (const auto& fragment : fragments)
-      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << "'" << fragment << "' not in: " << e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "unexpected exception type: " << e.what();
-  }
-}
+using tessera::testing::expect_error;
 
-int64_t numel(const Shape& shape) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  return n;
-}
+inline int64_t numel(const Shape& shape) { return tessera::testing::numel_of(shape); }
 
 Tensor seq(const Shape& shape, ScalarType dtype = kFloat32, double start = 0) {
   Values v(size_t(numel(shape)));

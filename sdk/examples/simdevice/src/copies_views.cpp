@@ -60,6 +60,12 @@ void copy_kernel(sdk::Args& a) {
   a.return_argument(self);
 }
 
+std::string shape_str(std::span<const int64_t> size) {
+  std::string text = "[";
+  for (size_t i = 0; i < size.size(); ++i) text += sdk::cat(i ? ", " : "", size[i]);
+  return text + "]";
+}
+
 // The shape with one -1 inferred, checked against numel.
 std::vector<int64_t> infer_shape(const char* op, std::span<const int64_t> size, int64_t numel) {
   std::vector<int64_t> shape(size.begin(), size.end());
@@ -74,12 +80,12 @@ std::vector<int64_t> infer_shape(const char* op, std::span<const int64_t> size, 
     }
   }
   if (infer >= 0) {
-    TS_SDK_CHECK(known != 0 && numel % known == 0, TS_ERROR_VALUE, op, ": shape '[", sdk::cat(size.size()),
-                 " dims]' is invalid for input of size ", numel);
+    TS_SDK_CHECK(known != 0 && numel % known == 0, TS_ERROR_VALUE, op, ": shape '", shape_str(size),
+                 "' is invalid for input of size ", numel);
     shape[size_t(infer)] = numel / known;
   }
-  TS_SDK_CHECK(numel_of(shape) == numel, TS_ERROR_VALUE, op, ": shape of ", shape.size(),
-               " dims with ", numel_of(shape), " elements is invalid for input of size ", numel);
+  TS_SDK_CHECK(numel_of(shape) == numel, TS_ERROR_VALUE, op, ": shape '", shape_str(size),
+               "' is invalid for input of size ", numel);
   return shape;
 }
 

@@ -101,8 +101,13 @@ def test_errors_are_python_exceptions():
     d = ts.ones(3, device="simdev")
     with pytest.raises(Exception, match="expected all tensors on simdev:0"):
         d + ts.ones(3)
-    with pytest.raises(NotImplementedError, match="sin"):
-        d.sin()
+    # An operator the plugin lacks: the host's CPU fallback runs it with copies, or it is a
+    # NotImplementedError naming it (hosts without the fallback, or with it switched off).
+    x = ts.randn(3)
+    try:
+        close(x.to("simdev").sin(), x.sin())
+    except NotImplementedError as e:
+        assert "sin" in str(e)
     with pytest.raises(TypeError):
         ts.ones(3, dtype=ts.int64, device="simdev").mean()
 
