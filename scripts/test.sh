@@ -10,4 +10,7 @@ cmake --build --preset release
 ctest --preset release --timeout 600 "$@"
 python3 -m pip install -q --disable-pip-version-check --no-build-isolation "$ROOT"
 # From outside the source tree, so `import tessera` is the installed package.
-cd /tmp && TESSERA_TEST_INSTALLED=1 python3 -m pytest -q -p no:cacheprovider "$ROOT/tests/python"
+(cd /tmp && TESSERA_TEST_INSTALLED=1 python3 -m pytest -q -p no:cacheprovider "$ROOT/tests/python")
+# The SDK as a vendor uses it: an out-of-tree device plugin built with clang++/libc++ against the
+# installed Tessera, tested from C++ and Python, twice at once.
+bash scripts/test_sdk.sh

@@ -62,6 +62,9 @@ export SIMDEV_PLUGIN SIMDEV2_PLUGIN
 step "C++ tests"
 "$WORK/simdev/tests/test_simdevice" --gtest_brief=1
 
+step "conformance kit on simdev (every kernel it registers against the CPU)"
+"$PREFIX/bin/tessera-conformance" --plugin "$SIMDEV_PLUGIN" --device simdev
+
 step "Python tests"
 # The installed package when there is one (CI pip-installs it), else the build tree's.
 cd "$WORK"
