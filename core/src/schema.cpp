@@ -534,6 +534,12 @@ class SchemaParser {
     // A single value on a list type is only meaningful for int[N]-style fixed sizes,
     // where it stands for N copies (PyTorch writes int[2] stride=1).
     if (type.is_list && !type.fixed_size) wrong();
+    // The value is repeated N times in memory: refuse an N no real schema writes (found by
+    // fuzzing: "float[66666666661] xs=6" asked for 500 GB).
+    constexpr int64_t kMaxRepeated = 4096;
+    if (type.is_list && *type.fixed_size > kMaxRepeated)
+      fail(at, fmt::format("a list size of at most {} for a single default value", kMaxRepeated),
+           fmt::format("{}", *type.fixed_size));
 
     switch (value.kind) {
       case ValueKind::Bool:

@@ -5,6 +5,7 @@
 #include <tessera/runtime.h>
 #include <tessera/tensor_impl.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <thread>
@@ -90,6 +91,13 @@ ts_status api_register_device(ts_registrar reg, const ts_device_desc* desc, ts_d
                          offsetof(ts_device_desc, copy_within));
     if (!desc->name || !*desc->name) raise<PluginError>("plugin '{}' registers a device without a name", r->plugin);
     std::string name = desc->name;
+    // Checked here, while staging: DeviceRegistry::add runs at commit, too late to refuse cleanly.
+    if (!desc->allocate || !desc->deallocate || !desc->copy_to_host || !desc->copy_from_host)
+      raise<PluginError>("plugin '{}' registers device '{}' without allocate/deallocate/copy_to_host/copy_from_host",
+                         r->plugin, name);
+    if (!key) raise<PluginError>("plugin '{}' registers device '{}' with a null key pointer", r->plugin, name);
+    if (std::find(r->device_names.begin(), r->device_names.end(), name) != r->device_names.end())
+      raise<PluginError>("plugin '{}' registers device '{}' twice", r->plugin, name);
     if (DeviceRegistry::instance().find(name))
       raise<PluginError>("plugin '{}' registers device '{}', which is already registered", r->plugin, name);
     ts_device_desc copy{};
@@ -102,6 +110,7 @@ ts_status api_register_device(ts_registrar reg, const ts_device_desc* desc, ts_d
 
 ts_status api_find_dispatch_key(const char* name, ts_dispatch_key* key) {
   return guarded(nullptr, [&] {
+    if (!key) raise<ValueError>("find_dispatch_key: null key pointer");
     DispatchKey k = dispatch_key_from_name(name ? name : "");
     if (k == DispatchKey::Undefined) raise<ValueError>("unknown dispatch key '{}'", name ? name : "");
     *key = int32_t(k);

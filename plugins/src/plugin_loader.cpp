@@ -62,6 +62,71 @@ void check_versions(const ts_plugin_info& info, const std::string& name, const s
                        name, path, info.abi_major, info.min_host_abi_minor, host_abi);
 }
 
+// The handshake after the entry point is found: calls init with a staging registrar, checks
+// the versions and the name, validates every registration, then commits them all at once.
+// Caller holds host.mutex. `path` is what messages show.
+template <class InitFn>
+LoadedPlugin& register_plugin(PluginHost& host, InitFn&& init_fn, const std::string& path) {
+  ts_registrar_s registrar;
+  registrar.plugin = name_from_path(fs::path(path));
+  ts_plugin_info info{};
+  info.struct_size = sizeof info;
+  ts_status status;
+  {
+    auto* saved = host::current_registrar();
+    host::current_registrar() = &registrar;
+    try {
+      status = init_fn(host::api_table(), reinterpret_cast<ts_registrar>(&registrar), &info);
+    } catch (...) {  // a C++ exception must not cross the ABI; treat it as a failed init
+      status = TS_ERROR;
+      if (registrar.error.empty()) registrar.error = "an exception escaped tessera_plugin_init";
+    }
+    host::current_registrar() = saved;
+  }
+
+  std::string name = info.name && *info.name ? info.name : registrar.plugin;
+  check_versions(info, name, path);
+  if (status != TS_OK)
+    raise<PluginError>("plugin '{}' ({}) failed to initialise (status {}): {}", name, path, status,
+                       registrar.error.empty() ? "no message" : registrar.error);
+  for (auto& p : host.plugins)
+    if (p.info.name == name)
+      raise<PluginError>("plugin '{}' ({}) refused: a plugin of that name is already loaded from {}", name,
+                         path, p.info.path);
+
+  // Validate everything first, then apply: a refusal leaves nothing half-registered.
+  for (auto& r : registrar.batch) r.entry.plugin = name;
+  try {
+    Dispatcher::instance().validate(registrar.batch);
+    for (auto& d : registrar.device_names)
+      if (DeviceRegistry::instance().find(d))
+        raise<PluginError>("plugin '{}' registers device '{}', which is already registered", name, d);
+  } catch (const PluginError& e) {
+    raise<PluginError>("plugin '{}' ({}) refused: {}", name, path, e.what());
+  }
+
+  LoadedPlugin& loaded = host.plugins.emplace_back();
+  loaded.info.name = name;
+  loaded.info.version = info.version ? info.version : "?";
+  loaded.info.path = path;
+  loaded.info.abi_major = info.abi_major;
+  loaded.info.abi_minor = info.abi_minor;
+  for (auto& d : registrar.devices) {
+    DeviceRegistry::instance().add(d, name);
+    loaded.info.devices.push_back(d.name);
+  }
+  Dispatcher::instance().commit(registrar.batch);
+  for (auto& r : registrar.batch) {
+    if (r.kind == Registration::Kind::Def) {
+      FunctionSchema schema = parse_schema(r.op_name);
+      loaded.info.operators_defined.push_back(schema.ns.empty() ? schema.name : schema.ns + "::" + schema.name);
+    }
+    if (r.kind == Registration::Kind::Kernel) ++loaded.info.kernels;
+    if (r.kind == Registration::Kind::Fallback) ++loaded.info.fallbacks;
+  }
+  return loaded;
+}
+
 }  // namespace
 
 const PluginInfo& load_plugin(const std::string& path_text) {
@@ -86,66 +151,17 @@ const PluginInfo& load_plugin(const std::string& path_text) {
     raise<PluginError>("'{}' is not a Tessera plugin: it does not export '{}'", path.string(),
                        TESSERA_PLUGIN_ENTRY_NAME);
   auto init_fn = library.get<ts_status(const ts_host_api*, ts_registrar, ts_plugin_info*)>(TESSERA_PLUGIN_ENTRY_NAME);
-
-  ts_registrar_s registrar;
-  registrar.plugin = name_from_path(path);
-  ts_plugin_info info{};
-  info.struct_size = sizeof info;
-  ts_status status;
-  {
-    auto* saved = host::current_registrar();
-    host::current_registrar() = &registrar;
-    try {
-      status = init_fn(host::api_table(), reinterpret_cast<ts_registrar>(&registrar), &info);
-    } catch (...) {  // a C++ exception must not cross the ABI; treat it as a failed init
-      status = TS_ERROR;
-      if (registrar.error.empty()) registrar.error = "an exception escaped tessera_plugin_init";
-    }
-    host::current_registrar() = saved;
-  }
-
-  std::string name = info.name && *info.name ? info.name : registrar.plugin;
-  check_versions(info, name, path.string());
-  if (status != TS_OK)
-    raise<PluginError>("plugin '{}' ({}) failed to initialise (status {}): {}", name, path.string(), status,
-                       registrar.error.empty() ? "no message" : registrar.error);
-  for (auto& p : host.plugins)
-    if (p.info.name == name)
-      raise<PluginError>("plugin '{}' ({}) refused: a plugin of that name is already loaded from {}", name,
-                         path.string(), p.info.path);
-
-  // Validate everything first, then apply: a refusal leaves nothing half-registered.
-  for (auto& r : registrar.batch) r.entry.plugin = name;
-  try {
-    Dispatcher::instance().validate(registrar.batch);
-    for (auto& d : registrar.device_names)
-      if (DeviceRegistry::instance().find(d))
-        raise<PluginError>("plugin '{}' registers device '{}', which is already registered", name, d);
-  } catch (const PluginError& e) {
-    raise<PluginError>("plugin '{}' ({}) refused: {}", name, path.string(), e.what());
-  }
-
-  LoadedPlugin& loaded = host.plugins.emplace_back();
-  loaded.info.name = name;
-  loaded.info.version = info.version ? info.version : "?";
-  loaded.info.path = path.string();
-  loaded.info.abi_major = info.abi_major;
-  loaded.info.abi_minor = info.abi_minor;
-  for (auto& d : registrar.devices) {
-    DeviceRegistry::instance().add(d, name);
-    loaded.info.devices.push_back(d.name);
-  }
-  Dispatcher::instance().commit(registrar.batch);
-  for (auto& r : registrar.batch) {
-    if (r.kind == Registration::Kind::Def) {
-      FunctionSchema schema = parse_schema(r.op_name);
-      loaded.info.operators_defined.push_back(schema.ns.empty() ? schema.name : schema.ns + "::" + schema.name);
-    }
-    if (r.kind == Registration::Kind::Kernel) ++loaded.info.kernels;
-    if (r.kind == Registration::Kind::Fallback) ++loaded.info.fallbacks;
-  }
+  LoadedPlugin& loaded = register_plugin(host, init_fn, path.string());
   loaded.library = std::move(library);
   return loaded.info;
+}
+
+const PluginInfo& load_plugin_from_entry(ts_plugin_init_fn init_fn, const std::string& path) {
+  init();
+  if (!init_fn) raise<PluginError>("cannot load plugin '{}': its entry point is null", path);
+  auto& host = plugin_host();
+  std::lock_guard lock(host.mutex);
+  return register_plugin(host, init_fn, path).info;
 }
 
 std::vector<std::string> plugin_search_path() {

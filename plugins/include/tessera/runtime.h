@@ -29,6 +29,9 @@ void init();
 // Loads the plugin at `path` (a no-op if that file is loaded already). Raises PluginError,
 // naming the plugin and the reason, when the plugin is refused; the host stays usable.
 const PluginInfo& load_plugin(const std::string& path);
+// The same handshake for an entry point already in memory (a plugin linked into the program,
+// or a test driving the handshake): `path` only names it in messages. Never deduplicated by path.
+const PluginInfo& load_plugin_from_entry(ts_plugin_init_fn init_fn, const std::string& path);
 // Loads libtessera_<device>.so from the search path, if it is there and not loaded yet.
 bool load_plugin_for_device(const std::string& device_name);
 // Loads every plugin found on the search path; returns the refusals as messages.

@@ -45,8 +45,11 @@ sdk::TensorRef binary(const char* op_name, ts_call call, const sdk::TensorRef& a
   bool floating = sdk::is_floating(out_dtype);
   TS_SDK_CHECK(floating || alpha.kind != sdk::ScalarArg::Double, TS_ERROR_TYPE, op_name,
                ": for integral input tensors, argument alpha must not be a floating point number");
-  TS_SDK_CHECK(!(out_dtype == TS_BOOL && op == BinaryOp::Sub), TS_ERROR_TYPE, op_name,
-               ": subtraction with two bool tensors is not supported; use logical_xor");
+  // As on the CPU: subtracting anything from or with a bool is an error, not just bool - bool.
+  bool any_bool = a.dtype() == TS_BOOL ||
+                  (b.tensor ? b.tensor->dtype() == TS_BOOL : b.scalar.kind == sdk::ScalarArg::Bool);
+  TS_SDK_CHECK(!(any_bool && op == BinaryOp::Sub), TS_ERROR_TYPE, op_name,
+               ": subtraction with a bool tensor is not supported; use logical_xor");
 
   // A Scalar right-hand side is a 0-stride operand over a local value.
   int64_t scalar_bits = 0;

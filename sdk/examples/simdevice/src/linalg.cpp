@@ -1,4 +1,5 @@
-// mm (and 2-D matmul): a naive triple loop over strided operands, float32 and float64 (accumulating in double).
+// mm and matmul (1-D/2-D): a naive triple loop over strided operands of any non-bool dtype,
+// accumulating in double (a reference device, not a fast one).
 #include "simdev.h"
 
 namespace simdev {
@@ -11,25 +12,44 @@ void mm_kernel(sdk::Args& a) {
   a.return_tensor(mm(a.call(), x, y));
 }
 
-// matmul for the 2-D case only (the `@` operator); batched shapes need bmm, which this device lacks.
+// A 1-D operand as a 2-D view: a row [1, k] (as_row) or a column [k, 1], sharing storage.
+sdk::TensorRef as_matrix(ts_call call, const sdk::TensorRef& v, bool as_row) {
+  std::vector<int64_t> shape = as_row ? std::vector<int64_t>{1, v.size(0)} : std::vector<int64_t>{v.size(0), 1};
+  std::vector<int64_t> strides = as_row ? std::vector<int64_t>{v.size(0) * v.stride(0), v.stride(0)}
+                                        : std::vector<int64_t>{v.stride(0), 1};
+  return sdk::alias(call, v, shape, strides, v.storage_offset());
+}
+
+// matmul for 1-D and 2-D operands (dot, mv, vm, mm) with PyTorch's result shapes; batched
+// shapes need bmm, which this device lacks.
 void matmul_kernel(sdk::Args& a) {
   sdk::TensorRef x = a.tensor(0), y = a.tensor(1);
-  TS_SDK_CHECK(x.dim() == 2 && y.dim() == 2, TS_ERROR_NOT_IMPLEMENTED, "matmul: ", SIMDEV_NAME,
-               " supports 2-D @ 2-D only, got ", x.dim(), "-D @ ", y.dim(), "-D");
-  a.return_tensor(mm(a.call(), x, y));
+  TS_SDK_CHECK(x.dim() >= 1 && y.dim() >= 1, TS_ERROR_VALUE,
+               "matmul: both arguments to matmul need to be at least 1D, but they are ", x.dim(), "D and ", y.dim(),
+               "D");
+  TS_SDK_CHECK(x.dim() <= 2 && y.dim() <= 2, TS_ERROR_NOT_IMPLEMENTED, "matmul: ", SIMDEV_NAME,
+               " supports 1-D and 2-D operands only, got ", x.dim(), "-D @ ", y.dim(), "-D");
+  sdk::TensorRef out = mm(a.call(), x.dim() == 1 ? as_matrix(a.call(), x, true) : x,
+                          y.dim() == 1 ? as_matrix(a.call(), y, false) : y);
+  if (x.dim() == 2 && y.dim() == 2) return a.return_tensor(std::move(out));
+  // Drop the dims the 1-D operands gained: [1, n] -> [n], [m, 1] -> [m], [1, 1] -> [].
+  std::vector<int64_t> shape, strides;
+  if (x.dim() == 2) shape.push_back(out.size(0)), strides.push_back(1);
+  if (y.dim() == 2) shape.push_back(out.size(1)), strides.push_back(1);
+  a.return_tensor(sdk::alias(a.call(), out, shape, strides, 0));
 }
 }  // namespace
 
 sdk::TensorRef mm(ts_call call, const sdk::TensorRef& x, const sdk::TensorRef& y) {
   check_same_device("mm", x.device(), {&x, &y});
+  // Ranks, dtypes, then sizes: the order the CPU checks in, so both raise the same error type.
   TS_SDK_CHECK(x.dim() == 2 && y.dim() == 2, TS_ERROR_VALUE, "mm: expected two 2-D tensors, got ", x.dim(), "-D and ",
                y.dim(), "-D");
-  TS_SDK_CHECK(x.size(1) == y.size(0), TS_ERROR_VALUE, "mm: mat1 and mat2 shapes cannot be multiplied (", x.size(0),
-               "x", x.size(1), " and ", y.size(0), "x", y.size(1), ")");
   TS_SDK_CHECK(x.dtype() == y.dtype(), TS_ERROR_TYPE, "mm: expected both matrices to have the same dtype, got ",
                sdk::dtype_name(x.dtype()), " and ", sdk::dtype_name(y.dtype()));
-  TS_SDK_CHECK(x.dtype() == TS_FLOAT32 || x.dtype() == TS_FLOAT64, TS_ERROR_TYPE, "mm: ", SIMDEV_NAME,
-               " supports float32 and float64, got ", sdk::dtype_name(x.dtype()));
+  TS_SDK_CHECK(x.dtype() != TS_BOOL, TS_ERROR_TYPE, "mm: not implemented for bool");
+  TS_SDK_CHECK(x.size(1) == y.size(0), TS_ERROR_VALUE, "mm: mat1 and mat2 shapes cannot be multiplied (", x.size(0),
+               "x", x.size(1), " and ", y.size(0), "x", y.size(1), ")");
   int64_t m = x.size(0), k = x.size(1), n = y.size(1);
   std::vector<int64_t> shape{m, n};
   sdk::TensorRef out = sdk::empty(call, shape, x.dtype(), x.device());

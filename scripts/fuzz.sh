@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (fuzz/, with clang) and runs each for a bounded time.
+#   FUZZ_SECONDS  seconds per target (default 60)
+#   BUILD_DIR     the release build holding libtessera.so (default build/release; built if missing)
+# Prints libFuzzer's final stats (executions per target); exits non-zero when a target crashes.
+# Crash inputs are written to build/fuzz/artifacts/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECONDS_EACH=${FUZZ_SECONDS:-60}
+BUILD_DIR=${BUILD_DIR:-build/release}
+command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ is needed (apt-get install -y clang)" >&2; exit 2; }
+if [ ! -e "$BUILD_DIR/lib/libtessera.so" ]; then
+  cmake --preset release >/dev/null && cmake --build --preset release -j1 --target tessera
+fi
+CC=clang CXX=clang++ cmake -S fuzz -B build/fuzz -G Ninja -DTESSERA_BUILD_DIR="$PWD/$BUILD_DIR" >/dev/null
+cmake --build build/fuzz -j1
+mkdir -p build/fuzz/artifacts
+status=0
+for target in fuzz_schema fuzz_handshake; do
+  work=build/fuzz/corpus_work/$target   # new inputs found go here, the checked-in seeds stay as they are
+  mkdir -p "$work"
+  echo "== $target: ${SECONDS_EACH}s"
+  log=build/fuzz/$target.log
+  if build/fuzz/$target -max_total_time="$SECONDS_EACH" -print_final_stats=1 -rss_limit_mb=4096 \
+       -artifact_prefix=build/fuzz/artifacts/$target- "$work" "fuzz/corpus/$target" >"$log" 2>&1; then
+    echo "$target: no crash"
+  else
+    echo "$target: CRASH (see $log and build/fuzz/artifacts/)"
+    grep -E "ERROR|SUMMARY|==ABORTING|Test unit written" "$log" | head -5 || true
+    status=1
+  fi
+  grep -E "stat::number_of_executed_units|stat::average_exec_per_sec" "$log" | sed "s/^/  $target /"
+done
+exit $status
