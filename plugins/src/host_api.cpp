@@ -102,9 +102,9 @@ ts_status api_register_device(ts_registrar reg, const ts_device_desc* desc, ts_d
       raise<PluginError>("plugin '{}' registers device '{}', which is already registered", r->plugin, name);
     ts_device_desc copy{};
     std::memcpy(&copy, desc, std::min(desc->struct_size, sizeof copy));
+    *key = DeviceRegistry::instance().backend_key(name);  // may refuse: stage only after it
     r->devices.push_back(copy);
     r->device_names.push_back(name);
-    *key = DeviceRegistry::instance().backend_key(name);
   });
 }
 

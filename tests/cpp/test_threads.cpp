@@ -76,10 +76,10 @@ TEST(Threads, OperatorsWhilePluginsLoadAndKernelsRegister) {
       // Call it at once, through the same lock-free path the workers use.
       Tensor x = ones({2});
       ts_value v[1];
-      box(v[0], x);
+      detail::box(v[0], x);
       ts_stack stack{sizeof(ts_stack), v, 1, 1};
       d.call(d.find_or_throw(name), &stack);
-      Tensor out = unbox_tensor(v[0]);
+      Tensor out = detail::unbox_tensor(v[0]);
       EXPECT_EQ(out.to_double_vector(), (std::vector<double>{1, 1}));
     }
   });
