@@ -28,7 +28,9 @@ DeviceRegistry& DeviceRegistry::instance() {
 int32_t DeviceRegistry::type_id(std::string_view name) {
   std::lock_guard lock(impl_->mutex);
   if (auto it = impl_->type_ids.find(name); it != impl_->type_ids.end()) return it->second;
-  int32_t id = int32_t(impl_->type_ids.size());
+  // The lowest free id: forgotten names leave holes to reuse.
+  int32_t id = 3;
+  while (id < kMaxDeviceTypes && !impl_->names[size_t(id)].empty()) ++id;
   if (id >= kMaxDeviceTypes)
     raise<PluginError>("cannot add device type '{}': the host supports at most {} device types", name,
                        kMaxDeviceTypes);
@@ -41,9 +43,11 @@ int32_t DeviceRegistry::backend_key(std::string_view name) {
   int32_t id = type_id(name);
   if (id <= 2) return id;  // CPU, CUDA, HIP keys equal their type ids
   int32_t key = int32_t(DispatchKey::FirstDynamicBackend) + (id - 3);
-  if (key > int32_t(DispatchKey::LastDynamicBackend))
+  if (key > int32_t(DispatchKey::LastDynamicBackend)) {
+    forget_unregistered(name);
     raise<PluginError>("cannot give device '{}' a dispatch key: all {} dynamic backend keys are taken", name,
                        int32_t(DispatchKey::LastDynamicBackend) - int32_t(DispatchKey::FirstDynamicBackend) + 1);
+  }
   return key;
 }
 
@@ -73,6 +77,16 @@ void DeviceRegistry::remove(std::string_view name) {
   if (it == impl_->type_ids.end()) return;
   // The entry is leaked on purpose: a racing reader may still hold it.
   impl_->entries[size_t(it->second)].store(nullptr, std::memory_order_release);
+}
+
+void DeviceRegistry::forget_unregistered(std::string_view name) {
+  std::lock_guard lock(impl_->mutex);
+  auto it = impl_->type_ids.find(name);
+  if (it == impl_->type_ids.end()) return;
+  int32_t id = it->second;
+  if (id <= 2 || impl_->entries[size_t(id)].load()) return;  // built-in names and live devices stay
+  impl_->names[size_t(id)].clear();
+  impl_->type_ids.erase(it);
 }
 
 const DeviceTypeEntry* DeviceRegistry::find(int32_t type) const {

@@ -69,6 +69,15 @@ template <class InitFn>
 LoadedPlugin& register_plugin(PluginHost& host, InitFn&& init_fn, const std::string& path) {
   ts_registrar_s registrar;
   registrar.plugin = name_from_path(fs::path(path));
+  // Device names staged by a plugin that is then refused give their type ids back.
+  struct ForgetRefusedDevices {
+    ts_registrar_s& r;
+    bool committed = false;
+    ~ForgetRefusedDevices() {
+      if (!committed)
+        for (auto& d : r.device_names) DeviceRegistry::instance().forget_unregistered(d);
+    }
+  } forget_on_refusal{registrar};
   ts_plugin_info info{};
   info.struct_size = sizeof info;
   ts_status status;
@@ -105,17 +114,20 @@ LoadedPlugin& register_plugin(PluginHost& host, InitFn&& init_fn, const std::str
     raise<PluginError>("plugin '{}' ({}) refused: {}", name, path, e.what());
   }
 
-  LoadedPlugin& loaded = host.plugins.emplace_back();
-  loaded.info.name = name;
-  loaded.info.version = info.version ? info.version : "?";
-  loaded.info.path = path;
-  loaded.info.abi_major = info.abi_major;
-  loaded.info.abi_minor = info.abi_minor;
+  PluginInfo record;
+  record.name = name;
+  record.version = info.version ? info.version : "?";
+  record.path = path;
+  record.abi_major = info.abi_major;
+  record.abi_minor = info.abi_minor;
   for (auto& d : registrar.devices) {
     DeviceRegistry::instance().add(d, name);
-    loaded.info.devices.push_back(d.name);
+    record.devices.push_back(d.name);
   }
   Dispatcher::instance().commit(registrar.batch);
+  forget_on_refusal.committed = true;
+  LoadedPlugin& loaded = host.plugins.emplace_back();
+  loaded.info = std::move(record);
   for (auto& r : registrar.batch) {
     if (r.kind == Registration::Kind::Def) {
       FunctionSchema schema = parse_schema(r.op_name);

@@ -1,6 +1,7 @@
 // Plugin loading: lazy discovery, listing, the handshake's refusals (one fixture plugin per
 // refusal), transactional registration, custom operators and devices from plugins.
 #include <tessera/cpu_fallback.h>
+#include <tessera/device_registry.h>
 #include <tessera/tessera.h>
 
 #include <gtest/gtest.h>
@@ -175,6 +176,42 @@ TEST(Plugins, UnknownDeviceNameIsAClearError) {
     EXPECT_NE(msg.find("libtessera_nosuchdevice.so"), std::string::npos) << msg;
   }
   EXPECT_THROW(Device("cpu:x"), ValueError);
+}
+
+namespace {
+int refused_device_counter = 0;
+// An init that registers a fresh device name, then fails: the name must not keep its key.
+ts_status register_device_then_fail(const ts_host_api* host, ts_registrar reg, ts_plugin_info* info) {
+  info->name = "refused_device";
+  info->version = "0";
+  info->abi_major = TESSERA_ABI_MAJOR;
+  info->abi_minor = TESSERA_ABI_MINOR;
+  info->min_host_abi_minor = 0;
+  static std::string name;
+  name = fmt::format("refused_dev_{}", refused_device_counter++);
+  ts_device_desc desc{};
+  desc.struct_size = sizeof desc;
+  desc.name = name.c_str();
+  desc.allocate = [](void*, int32_t, size_t) -> void* { return nullptr; };
+  desc.deallocate = [](void*, int32_t, void*, size_t) {};
+  desc.copy_to_host = [](void*, int32_t, void*, const void*, size_t) -> ts_status { return TS_OK; };
+  desc.copy_from_host = desc.copy_to_host;
+  ts_dispatch_key key = -1;
+  host->register_device(reg, &desc, &key);
+  host->set_error(nullptr, "simulated failure after registering a device");
+  return TS_ERROR;
+}
+}  // namespace
+
+TEST(Plugins, RefusedPluginsDoNotUseUpDeviceKeys) {
+  init();
+  // Far more refusals than there are dynamic backend keys (21).
+  for (int i = 0; i < 60; ++i)
+    EXPECT_THROW(load_plugin_from_entry(register_device_then_fail, "refused_device.so"), PluginError);
+  EXPECT_EQ(DeviceRegistry::instance().find("refused_dev_0"), nullptr);
+  // A new device still gets a key.
+  EXPECT_NO_THROW(DeviceRegistry::instance().backend_key("still_room_for_me"));
+  DeviceRegistry::instance().forget_unregistered("still_room_for_me");
 }
 
 TEST(Plugins, HostApiTableIsVersionedAndSized) {

@@ -31,6 +31,9 @@ class DeviceRegistry {
   // Registers the device a plugin provides. Raises PluginError if the name is taken.
   const DeviceTypeEntry& add(const ts_device_desc& desc, const std::string& plugin);
   void remove(std::string_view name);  // undoes add (used when a plugin is refused)
+  // Gives back the type id (and key) a name reserved without ever being registered: a
+  // refused plugin's device names must not use up the dynamic keys.
+  void forget_unregistered(std::string_view name);
   // nullptr when the type is not registered (yet).
   const DeviceTypeEntry* find(int32_t type) const;
   const DeviceTypeEntry* find(std::string_view name) const;
