@@ -5,6 +5,7 @@
 #include <tessera/abi.h>
 #include <tessera/sdk/dtype.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <optional>
@@ -120,6 +121,27 @@ class TensorRef {
   bool owned_ = false;
   ts_tensor_view v_{};
 };
+
+// A device whose memory is ordinary host memory (malloc/free/memcpy), `count` devices of it:
+// for prototypes, tests, and devices that share host memory. Override any slot afterwards.
+inline ts_device_desc host_memory_device(const char* name, int32_t count = 1) {
+  ts_device_desc d{};
+  d.struct_size = sizeof d;
+  d.name = name;
+  d.host_accessible = 1;
+  d.device_data = reinterpret_cast<void*>(intptr_t(count));
+  d.device_count = [](void* data) { return int32_t(reinterpret_cast<intptr_t>(data)); };
+  d.allocate = [](void*, int32_t, size_t n) { return std::malloc(n ? n : 1); };
+  d.deallocate = [](void*, int32_t, void* p, size_t) { std::free(p); };
+  auto copy = [](void*, int32_t, void* dst, const void* src, size_t n) -> ts_status {
+    if (n) std::memmove(dst, src, n);
+    return TS_OK;
+  };
+  d.copy_to_host = copy;
+  d.copy_from_host = copy;
+  d.copy_within = copy;
+  return d;
+}
 
 // Factory helpers for kernels.
 inline TensorRef empty(ts_call call, std::span<const int64_t> shape, int32_t dtype, ts_device device,
