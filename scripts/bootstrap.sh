@@ -3,7 +3,8 @@
 # tools from PyPI. Idempotent: does nothing when everything is present.
 set -euo pipefail
 PACKAGES=(cmake ninja-build g++ ccache binutils python3 python3-yaml libfmt-dev libboost-dev
-          libdnnl-dev libgtest-dev libgmock-dev libbenchmark-dev)
+          libdnnl-dev libgtest-dev libgmock-dev libbenchmark-dev
+          clang libc++-dev libc++abi-dev libclang-rt-14-dev)  # SDK check (clang+libc++) and libFuzzer
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
