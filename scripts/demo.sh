@@ -8,6 +8,6 @@ cmake --preset release >/dev/null
 cmake --build --preset release
 cmake --install build/release --prefix install/release >/dev/null
 echo "installed layout:"; (cd install/release && find lib -name "libtessera*.so*" | sort)
-echo "hello links: $(ldd install/release/bin/hello | grep -o 'libtessera[^ ]*' | tr '\n' ' ')"
+echo "hello links: $(ldd install/release/bin/hello | grep -o 'libtessera[^ ]*' | sort -u | tr '\n' ' ')"
 echo
 install/release/bin/hello
