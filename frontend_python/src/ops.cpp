@@ -39,10 +39,6 @@ enum class Conv : uint8_t {
   Tensor, Int, Float, Bool, Scalar, IntList, FloatList, ScalarType, Device, Str, TensorList, Any, Unsupported
 };
 
-// Factories whose floating result follows the default dtype (PyTorch's behaviour) when no dtype
-// is given: Always (zeros, rand, ...), or only when a Scalar argument is a float (full, arange).
-enum class FactoryRule : uint8_t { None, Always, IfFloatScalar };
-
 struct Param {
   std::string name;
   PyObject* py_name = nullptr;   // interned, never freed
@@ -65,8 +61,6 @@ struct Overload {
   bool has_out = false;
   int n_returns = 0;
   std::vector<int> return_alias_arg;  // per return: the argument it writes in place (a!), or -1
-  FactoryRule factory = FactoryRule::None;
-  int dtype_index = -1;
 };
 
 struct OverloadSet {
@@ -314,15 +308,6 @@ ts_value box_default(const Param& p) {
   return v;
 }
 
-FactoryRule factory_rule(const FunctionSchema& s) {
-  if (!s.ns.empty()) return FactoryRule::None;
-  static const std::string_view always[] = {"empty", "zeros", "ones", "rand", "randn", "eye", "linspace"};
-  for (auto n : always)
-    if (s.name == n) return FactoryRule::Always;
-  if (s.name == "full" || s.name == "arange") return FactoryRule::IfFloatScalar;
-  return FactoryRule::None;
-}
-
 Overload make_overload(OperatorHandle op) {
   static PyObject* input_name = PyUnicode_InternFromString("input");
   const FunctionSchema& s = op->schema();
@@ -351,7 +336,6 @@ Overload make_overload(OperatorHandle op) {
       }
     }
     if (a.name == "out" && a.kwarg_only) ov.has_out = true;
-    if (a.name == "dtype" && a.type.kind == SchemaType::Kind::ScalarType) ov.dtype_index = int(ov.params.size());
     seen_kwarg_only |= a.kwarg_only;
     if (!seen_kwarg_only) ++ov.n_positional;
     ov.params.push_back(std::move(p));
@@ -372,7 +356,6 @@ Overload make_overload(OperatorHandle op) {
           k = int(i);
     ov.return_alias_arg.push_back(k);
   }
-  ov.factory = ov.dtype_index >= 0 && s.arguments.size() > 0 ? factory_rule(s) : FactoryRule::None;
   return ov;
 }
 
@@ -785,13 +768,6 @@ const Overload& resolve(const OverloadSet& set, PyObject* const* args, Py_ssize_
 
 PyObject* run(const Overload& ov, Frame& f) {
   size_t np = ov.params.size();
-  if (ov.factory != FactoryRule::None && ov.dtype_index >= 0 && default_dtype() != kFloat32 &&
-      f.values[size_t(ov.dtype_index)].tag == TS_VALUE_NONE) {
-    bool use_default = ov.factory == FactoryRule::Always;
-    for (size_t i = 0; !use_default && i < np; ++i)
-      use_default = ov.params[i].conv == Conv::Scalar && f.values[i].tag == TS_VALUE_DOUBLE;
-    if (use_default) detail::box(f.values[size_t(ov.dtype_index)], default_dtype());
-  }
   size_t capacity = std::max(np, size_t(ov.n_returns));
   if (f.values.size() < capacity) f.values.resize(capacity, ts_value{});
   ts_stack stack{sizeof(ts_stack), f.values.data(), int32_t(np), int32_t(capacity)};

@@ -29,7 +29,8 @@ def _size(fname, args, size):
 
 
 def _float_dtype(dtype):
-    # The kernels default floating results to float32; pass the default dtype when it differs.
+    # The CPU kernels read the default dtype from the host (ABI 1.1); passing it explicitly when it
+    # is not float32 also covers device plugins that do not (e.g. built against ABI 1.0).
     if dtype is None:
         d = _get_default_dtype()
         return None if d == _FLOAT32 else d

@@ -97,22 +97,8 @@ Ref ref_binary(const Ref& a, const Ref& b, const std::function<double(double, do
   return ref_map({&a, &b}, [&](const std::vector<double>& x) { return f(x[0], x[1]); });
 }
 
-// A reference value as a tensor of `dtype` would hold it.
-double as_dtype(double v, ScalarType dtype) {
-  if (dtype == kBool) return v != 0;
-  if (dtype == kUInt8 && std::isfinite(v)) return double(((int64_t(v) % 256) + 256) % 256);  // wraps
-  if (!is_floating_point(dtype) && std::isfinite(v)) return std::trunc(v);
-  return v;
-}
-double rtol_for(ScalarType dtype) {
-  switch (dtype) {
-    case ScalarType::Float16: return 2e-3;
-    case ScalarType::BFloat16: return 1.6e-2;
-    case ScalarType::Float32: return 2e-6;
-    case ScalarType::Float64: return 1e-12;
-    default: return 0;
-  }
-}
+using tessera::testing::as_dtype;
+using tessera::testing::rtol_for;
 
 void expect_matches(const Tensor& got, const Ref& want, ScalarType dtype, const std::string& what, double rtol = -1) {
   ASSERT_TRUE(got.defined()) << what;

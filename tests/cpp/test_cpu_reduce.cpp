@@ -136,20 +136,9 @@ double g_logsumexp(const Group& g) {
   return m + std::log(s);
 }
 
-double as_dtype(double v, ScalarType dtype) {
-  if (dtype == kBool) return v != 0;
-  if (!is_floating_point(dtype) && std::isfinite(v)) return std::trunc(v);
-  return v;
-}
-double rtol_for(ScalarType dtype) {
-  switch (dtype) {
-    case ScalarType::Float16: return 2e-3;
-    case ScalarType::BFloat16: return 1.6e-2;
-    case ScalarType::Float32: return 4e-6;
-    case ScalarType::Float64: return 1e-12;
-    default: return 0;
-  }
-}
+using tessera::testing::as_dtype;
+// Reductions accumulate: float32 results get twice the element-wise tolerance.
+inline double rtol_for(ScalarType dtype) { return tessera::testing::rtol_for(dtype, 4e-6); }
 
 void expect_matches(const Tensor& got, const Ref& want, ScalarType dtype, const std::string& what, double atol = 1e-6) {
   ASSERT_TRUE(got.defined()) << what;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -33,6 +34,25 @@ inline Tensor seq(const std::vector<int64_t>& shape, ScalarType dtype = kFloat32
   std::vector<double> v(size_t(numel_of(shape)));
   std::iota(v.begin(), v.end(), start);
   return tensor_from_values(v, shape, dtype);
+}
+
+// A reference value as a tensor of `dtype` would hold it (uint8 wraps, integers truncate).
+inline double as_dtype(double v, ScalarType dtype) {
+  if (dtype == kBool) return v != 0;
+  if (dtype == kUInt8 && std::isfinite(v)) return double(((int64_t(v) % 256) + 256) % 256);
+  if (!is_floating_point(dtype) && std::isfinite(v)) return std::trunc(v);
+  return v;
+}
+
+// Relative tolerance of a result in `dtype`; float32's depends on how much the op accumulates.
+inline double rtol_for(ScalarType dtype, double float32_rtol = 2e-6) {
+  switch (dtype) {
+    case ScalarType::Float16: return 2e-3;
+    case ScalarType::BFloat16: return 1.6e-2;
+    case ScalarType::Float32: return float32_rtol;
+    case ScalarType::Float64: return 1e-12;
+    default: return 0;
+  }
 }
 
 }  // namespace tessera::testing
