@@ -2,7 +2,7 @@
 # Installs what Tessera builds against, from Debian's packages, and the Python build and test
 # tools from PyPI. Idempotent: does nothing when everything is present.
 set -euo pipefail
-PACKAGES=(cmake ninja-build g++ ccache binutils python3 python3-yaml libfmt-dev libboost-dev
+PACKAGES=(cmake ninja-build g++ ccache binutils python3 python3-yaml libfmt-dev libboost-dev nlohmann-json3-dev
           libdnnl-dev libgtest-dev libgmock-dev libbenchmark-dev
           clang libc++-dev libc++abi-dev libclang-rt-14-dev)  # SDK check (clang+libc++) and libFuzzer
 missing=()
@@ -16,6 +16,6 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 # The python3 on PATH builds the Python package and runs its tests.
-PY_PACKAGES=(pyyaml scikit-build-core pybind11 numpy pytest hypothesis)
-python3 -c "import yaml, scikit_build_core, pybind11, numpy, pytest, hypothesis" 2>/dev/null ||
+PY_PACKAGES=(pyyaml scikit-build-core pybind11 numpy pytest hypothesis safetensors)  # safetensors: interop oracle
+python3 -c "import yaml, scikit_build_core, pybind11, numpy, pytest, hypothesis, safetensors" 2>/dev/null ||
   python3 -m pip install -q --disable-pip-version-check "${PY_PACKAGES[@]}"

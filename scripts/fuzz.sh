@@ -9,14 +9,15 @@ cd "$(dirname "$0")/.."
 SECONDS_EACH=${FUZZ_SECONDS:-60}
 BUILD_DIR=${BUILD_DIR:-build/release}
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ is needed (apt-get install -y clang)" >&2; exit 2; }
-if [ ! -e "$BUILD_DIR/lib/libtessera.so" ]; then
-  cmake --preset release >/dev/null && cmake --build --preset release -j1 --target tessera
+if [ ! -e "$BUILD_DIR/lib/libtessera.so" ] || [ ! -e "$BUILD_DIR/lib/tessera/plugins/libtessera_cpu.so" ]; then
+  # fuzz_safetensors makes CPU tensors: it needs the CPU plugin next to libtessera.so.
+  cmake --preset release >/dev/null && cmake --build --preset release -j1 --target tessera tessera_cpu
 fi
 CC=clang CXX=clang++ cmake -S fuzz -B build/fuzz -G Ninja -DTESSERA_BUILD_DIR="$PWD/$BUILD_DIR" >/dev/null
 cmake --build build/fuzz -j1
 mkdir -p build/fuzz/artifacts
 status=0
-for target in fuzz_schema fuzz_handshake; do
+for target in fuzz_schema fuzz_handshake fuzz_safetensors; do
   work=build/fuzz/corpus_work/$target   # new inputs found go here, the checked-in seeds stay as they are
   mkdir -p "$work"
   echo "== $target: ${SECONDS_EACH}s"

@@ -144,6 +144,9 @@ def cpp_default(arg):
         return d.lower()
     if d.startswith("["):
         return "{" + d[1:-1] + "}"
+    if arg.is_list:  # int[2] padding=0 stands for [0, 0], as in PyTorch
+        m = re.search(r"\[(\d+)\]", arg.type_text)
+        return "{" + ", ".join([d] * (int(m.group(1)) if m else 1)) + "}"
     if d.startswith('"') or d.startswith("'"):
         return '"' + d[1:-1] + '"'
     return d

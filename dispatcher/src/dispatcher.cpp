@@ -118,7 +118,8 @@ void Dispatcher::validate(const std::vector<Registration>& batch) const {
   std::set<std::pair<std::string, int32_t>> kernels_here;
   for (const auto& r : batch) {
     const std::string& who = r.entry.plugin;
-    if (r.kind != Registration::Kind::Def && (r.key < 0 || r.key >= kNumDispatchKeys))
+    bool catch_all = r.kind == Registration::Kind::Kernel && r.key == TS_KEY_CATCH_ALL;
+    if (r.kind != Registration::Kind::Def && !catch_all && (r.key < 0 || r.key >= kNumDispatchKeys))
       raise<PluginError>("plugin '{}' registers for dispatch key {}, outside 0..{}", who, r.key, kNumDispatchKeys - 1);
     switch (r.kind) {
       case Registration::Kind::Def: {
@@ -136,7 +137,8 @@ void Dispatcher::validate(const std::vector<Registration>& batch) const {
                              r.op_name, dispatch_key_name(r.key));
         std::string name = it == by_name_.end() ? r.op_name : it->second->name();
         if (it != by_name_.end())
-          if (auto* existing = it->second->kernel(r.key); existing && existing->plugin != who)
+          if (auto* existing = catch_all ? it->second->catch_all() : it->second->kernel(r.key);
+              existing && existing->plugin != who)
             raise<PluginError>("plugin '{}' registers a second kernel for operator '{}' at key {}: plugin '{}' "
                                "already registered one", who, name, dispatch_key_name(r.key), existing->plugin);
         if (!kernels_here.insert({name, r.key}).second)
@@ -170,7 +172,8 @@ void Dispatcher::commit(const std::vector<Registration>& batch) {
       continue;
     }
     auto* op = by_name_.at(r.op_name);
-    op->kernels_[size_t(r.key)].store(parked, std::memory_order_release);
+    if (r.key == TS_KEY_CATCH_ALL) op->catch_all_.store(parked, std::memory_order_release);
+    else op->kernels_[size_t(r.key)].store(parked, std::memory_order_release);
   }
 }
 
@@ -231,6 +234,7 @@ void Dispatcher::call_with_keys(OperatorHandle op, DispatchKeySet key_set, ts_st
     if (key < 0)
       raise<NotImplementedError>("operator '{}': every dispatch key was a fallthrough; no kernel to run", op->name());
     const KernelEntry* kernel = op->kernel(key);
+    if (!kernel) kernel = op->catch_all();
     if (!kernel) kernel = fallback(key);
     if (!kernel) {
       // A backend key whose plugin is not loaded yet: load it once, then retry.
@@ -272,6 +276,7 @@ void Dispatcher::raise_missing(OperatorHandle op, int32_t key) const {
 std::vector<KernelInfo> Dispatcher::describe(std::string_view name) const {
   OperatorHandle op = find_or_throw(name);
   std::vector<KernelInfo> out;
+  if (auto* e = op->catch_all()) out.push_back({"(any key)", e->plugin, "catch-all kernel"});
   for (int32_t k = kNumDispatchKeys - 1; k >= 0; --k) {
     if (auto* e = op->kernel(k))
       out.push_back({dispatch_key_name(k), e->plugin, e->fallthrough ? "fallthrough" : "kernel"});

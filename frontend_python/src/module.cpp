@@ -9,4 +9,6 @@ PYBIND11_MODULE(_C, m) {
   tessera::python::bind_ops(m);
   tessera::python::bind_plugins(m);
   tessera::python::bind_interop(m);
+  tessera::python::bind_serialization(m);
+  tessera::python::bind_callbacks(m);
 }

@@ -746,6 +746,17 @@ PyObject* return_value(const Overload& ov, const Frame& f, int j, const ts_value
         PyList_SET_ITEM(list, Py_ssize_t(i), PyLong_FromLongLong(v.u.ints.data[i]));
       return list;
     }
+    case TS_VALUE_TENSOR_LIST: {  // ABI 1.2: new references, valid until the next call into the plugin
+      std::vector<Tensor> tensors;
+      for (int64_t i = 0; i < v.u.tensors.size; ++i)
+        tensors.push_back(v.u.tensors.data[i] ? Tensor::adopt(v.u.tensors.data[i]) : Tensor());
+      PyObject* list = PyList_New(Py_ssize_t(tensors.size()));
+      for (size_t i = 0; list && i < tensors.size(); ++i) {
+        PyObject* item = tensors[i].defined() ? wrap(std::move(tensors[i])).release().ptr() : (Py_INCREF(Py_None), Py_None);
+        PyList_SET_ITEM(list, Py_ssize_t(i), item);
+      }
+      return list;
+    }
     case TS_VALUE_DOUBLE_LIST: {
       PyObject* list = PyList_New(Py_ssize_t(v.u.doubles.size));
       for (int64_t i = 0; list && i < v.u.doubles.size; ++i)
@@ -754,7 +765,7 @@ PyObject* return_value(const Overload& ov, const Frame& f, int j, const ts_value
     }
     default:
       raise<NotImplementedError>("{}: return {} has value tag {}, which the Python binding cannot convert "
-                                 "(Tensor[] returns are not part of ABI 1.0)", ov.op->name(), j, v.tag);
+                                 "", ov.op->name(), j, v.tag);
   }
 }
 

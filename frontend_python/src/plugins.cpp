@@ -94,6 +94,15 @@ void bind_plugins(py::module_& m) {
       },
       "Loads every plugin on the search path; returns the refusals as messages.");
   m.def("plugins_table", &describe_plugins, "A human-readable table of the loaded plugins.");
+  m.def(
+      "plugins_load_named",
+      [](const std::string& name) {
+        py::gil_scoped_release unlocked;
+        return load_named_plugin(name);
+      },
+      py::arg("name"),
+      "Loads libtessera_<name>.so from the search path unless a plugin of that name is loaded; False when it is "
+      "not there.");
 }
 
 }  // namespace tessera::python

@@ -41,5 +41,16 @@ from tessera._functions import (  # noqa: E402
 )
 from tessera._ops import ops  # noqa: E402
 from tessera._printing import get_printoptions, set_printoptions  # noqa: E402
+from tessera._serialization import load, save  # noqa: E402  (safetensors state dicts)
 from tessera import plugins  # noqa: E402
+from tessera import autograd  # noqa: E402  (the plugin itself loads on first use)
+from tessera.autograd._tensor_methods import install as _install_autograd_methods  # noqa: E402
+from tessera.autograd.grad_mode import (  # noqa: E402
+    enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled,
+)
 
+_install_autograd_methods()
+
+from tessera import nn  # noqa: E402  (pure Python over the operators above)
+from tessera import optim  # noqa: E402
+from tessera import utils  # noqa: E402

@@ -1,6 +1,7 @@
 """Tensor factories under PyTorch's signatures: varargs or tuple sizes, the default dtype for
 floating results, `*_like` variants, and `tensor()` from Python data, NumPy arrays or tensors."""
 import builtins
+import functools
 
 from tessera import _C
 
@@ -37,11 +38,6 @@ def _float_dtype(dtype):
     return dtype
 
 
-def _no_grad(fname, requires_grad):
-    if requires_grad:
-        raise NotImplementedError(f"{fname}(requires_grad=True): autograd is not loaded (issue 4)")
-
-
 def _kw(dtype, device):
     if dtype is None and device is None:
         return _E
@@ -54,33 +50,27 @@ def _kw(dtype, device):
 
 
 def empty(*args, size=None, dtype=None, device=None, requires_grad=False):
-    _no_grad("empty", requires_grad)
     return _call("empty", (_size("empty", args, size),), _kw(_float_dtype(dtype), device))
 
 
 def zeros(*args, size=None, dtype=None, device=None, requires_grad=False):
-    _no_grad("zeros", requires_grad)
     return _call("zeros", (_size("zeros", args, size),), _kw(_float_dtype(dtype), device))
 
 
 def ones(*args, size=None, dtype=None, device=None, requires_grad=False):
-    _no_grad("ones", requires_grad)
     return _call("ones", (_size("ones", args, size),), _kw(_float_dtype(dtype), device))
 
 
 def rand(*args, size=None, dtype=None, device=None, requires_grad=False, generator=None):
-    _no_grad("rand", requires_grad)
     return _call("rand", (_size("rand", args, size),), _kw(_float_dtype(dtype), device))
 
 
 def randn(*args, size=None, dtype=None, device=None, requires_grad=False, generator=None):
-    _no_grad("randn", requires_grad)
     return _call("randn", (_size("randn", args, size),), _kw(_float_dtype(dtype), device))
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
     """Like torch.full: without a dtype, a bool fill gives bool, an int int64, a float the default dtype."""
-    _no_grad("full", requires_grad)
     if dtype is None and isinstance(fill_value, builtins.float):
         dtype = _float_dtype(None)
     if isinstance(size, builtins.int):
@@ -90,7 +80,6 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
 
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
     """arange(end) or arange(start, end, step=1): int64 for integer arguments, else the default dtype."""
-    _no_grad("arange", requires_grad)
     if dtype is None and (isinstance(start, builtins.float) or isinstance(end, builtins.float)
                           or isinstance(step, builtins.float)):
         dtype = _float_dtype(None)
@@ -102,18 +91,15 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
 
 
 def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
-    _no_grad("linspace", requires_grad)
     return _call("linspace", (start, end, steps), _kw(_float_dtype(dtype), device))
 
 
 def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
-    _no_grad("eye", requires_grad)
     return _call("eye", (n, m), _kw(_float_dtype(dtype), device))
 
 
 def randint(*args, size=None, dtype=None, device=None, requires_grad=False, generator=None):
     """randint(high, size) or randint(low, high, size) (size may also be a keyword), int64 by default."""
-    _no_grad("randint", requires_grad)
     if size is None:
         if len(args) < 2:
             raise TypeError("randint() expected (high, size) or (low, high, size)")
@@ -183,7 +169,6 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
     """A new tensor holding a copy of `data`: a Python number, nested lists/tuples, a tensor or an
     array (NumPy or anything with __array__). Inference as PyTorch: bools -> bool, ints -> int64,
     any float -> the default dtype; an array keeps its dtype."""
-    _no_grad("tensor", requires_grad)
     t = type(data)
     if t is builtins.list or t is builtins.tuple or t is builtins.float or t is builtins.int or t is builtins.bool:
         return _C.tensor(data, dtype=dtype, device=device)
@@ -216,3 +201,22 @@ def from_numpy(ndarray):
 def from_dlpack(ext_tensor):
     """A tensor sharing memory with a DLPack producer (an object with __dlpack__, or a capsule)."""
     return _C.from_dlpack(ext_tensor)
+
+
+def _with_requires_grad(fn):
+    """fn(..., requires_grad=True) marks the new tensor as a leaf that requires grad (autograd)."""
+    @functools.wraps(fn)
+    def factory(*args, requires_grad=False, **kwargs):
+        out = fn(*args, **kwargs)
+        if requires_grad:
+            out.requires_grad_(True)
+        return out
+
+    return factory
+
+
+for _name, _fn in builtins.list(globals().items()):
+    if callable(_fn) and not _name.startswith("_") and getattr(_fn, "__module__", None) == __name__ \
+            and "requires_grad" in _fn.__code__.co_varnames[:_fn.__code__.co_argcount + _fn.__code__.co_kwonlyargcount]:
+        globals()[_name] = _with_requires_grad(_fn)
+del _name, _fn

@@ -1,6 +1,7 @@
 // The host side of the C ABI: the functions of ts_host_api.
 #include "host_state.h"
 
+#include <tessera/callbacks.h>
 #include <tessera/device_registry.h>
 #include <tessera/runtime.h>
 #include <tessera/tensor_impl.h>
@@ -226,6 +227,71 @@ uint64_t api_next_random_seed(ts_device device) { return next_random_seed(Device
 int32_t api_num_threads() { return get_num_threads(); }
 int32_t api_default_float_dtype() { return int32_t(get_default_dtype()); }
 
+// --- 1.2: transforms
+constexpr uint64_t kBackendKeys = (uint64_t(1) << TS_FIRST_TRANSFORM_KEY) - 1;
+
+void* api_tensor_get_slot(ts_tensor t, int32_t slot) {
+  if (!t || slot < 0 || slot >= kNumExtensionSlots) return nullptr;
+  return from_handle(t)->extension(slot).data;
+}
+
+ts_status api_tensor_set_slot(ts_tensor t, int32_t slot, void* data, void (*destroy)(void*)) {
+  return guarded(nullptr, [&] {
+    if (!t) raise<ValueError>("tensor_set_slot: null tensor");
+    if (slot < 0 || slot >= kNumExtensionSlots)
+      raise<IndexError>("tensor_set_slot: slot {} is out of range [0, {})", slot, kNumExtensionSlots);
+    ExtensionSlot& s = from_handle(t)->extension(slot);
+    ExtensionSlot old = s;
+    s = ExtensionSlot{data, destroy};
+    if (old.data && old.destroy && old.data != data) old.destroy(old.data);
+  });
+}
+
+ts_keyset api_tensor_keys(ts_tensor t) { return t ? from_handle(t)->key_set().raw() : 0; }
+
+ts_status api_tensor_update_keys(ts_tensor t, ts_keyset add, ts_keyset remove) {
+  return guarded(nullptr, [&] {
+    if (!t) raise<ValueError>("tensor_update_keys: null tensor");
+    if ((add | remove) & kBackendKeys)
+      raise<ValueError>("tensor_update_keys: only transform keys (>= {}) may change, got add={:#x} remove={:#x}",
+                        TS_FIRST_TRANSFORM_KEY, add, remove);
+    auto* impl = from_handle(t);
+    impl->set_key_set(DispatchKeySet((impl->key_set().raw() | add) & ~remove));
+  });
+}
+
+uint64_t api_tensor_version(ts_tensor t) { return t ? from_handle(t)->version() : 0; }
+
+void api_tls_keys(ts_keyset* included, ts_keyset* excluded) {
+  const LocalDispatchKeySet& tls = local_dispatch_keys();
+  if (included) *included = tls.included;
+  if (excluded) *excluded = tls.excluded;
+}
+
+void api_set_tls_keys(ts_keyset included, ts_keyset excluded) {
+  LocalDispatchKeySet& tls = local_dispatch_keys();
+  tls.included = included;
+  tls.excluded = excluded;
+}
+
+ts_status api_invoke_callback(ts_call call, int64_t id, ts_stack* stack) {
+  return guarded(call, [&] {
+    if (!stack) raise<ValueError>("invoke_callback: null stack");
+    invoke_callback(id, stack);
+  });
+}
+
+void api_release_callback(int64_t id) { release_callback(id); }
+
+ts_operator api_call_operator_of(ts_call call) {
+  if (!call) return nullptr;
+  return reinterpret_cast<ts_operator>(const_cast<OperatorEntry*>(reinterpret_cast<CallContext*>(call)->op));
+}
+
+const char* api_operator_name(ts_operator op) {
+  return op ? reinterpret_cast<const OperatorEntry*>(op)->name().c_str() : "";
+}
+
 const ts_host_api kHostApi = {
     sizeof(ts_host_api),
     TESSERA_ABI_MAJOR,
@@ -253,6 +319,17 @@ const ts_host_api kHostApi = {
     api_next_random_seed,
     api_num_threads,
     api_default_float_dtype,
+    api_tensor_get_slot,
+    api_tensor_set_slot,
+    api_tensor_keys,
+    api_tensor_update_keys,
+    api_tensor_version,
+    api_tls_keys,
+    api_set_tls_keys,
+    api_invoke_callback,
+    api_release_callback,
+    api_call_operator_of,
+    api_operator_name,
 };
 
 }  // namespace

@@ -210,6 +210,23 @@ bool load_plugin_for_device(const std::string& device_name) {
   return false;
 }
 
+bool load_named_plugin(const std::string& name) {
+  {
+    auto& host = plugin_host();
+    std::lock_guard lock(host.mutex);
+    for (const LoadedPlugin& p : host.plugins)
+      if (p.info.name == name) return true;
+  }
+  for (auto& dir : plugin_search_path()) {
+    fs::path candidate = fs::path(dir) / fmt::format("libtessera_{}.so", name);
+    if (fs::exists(candidate)) {
+      load_plugin(candidate.string());
+      return true;
+    }
+  }
+  return false;
+}
+
 std::vector<std::string> load_all_plugins() {
   std::vector<std::string> refusals;
   for (auto& dir : plugin_search_path()) {

@@ -787,8 +787,9 @@ def test_factory_errors():
         ts.arange(0, 10, 0)
     with pytest.raises(ValueError):
         ts.zeros(-1)
-    with pytest.raises(NotImplementedError, match="autograd"):
-        ts.zeros(2, requires_grad=True)
+    assert ts.zeros(2, requires_grad=True).requires_grad  # factories make leaves that require grad
+    with pytest.raises(RuntimeError, match="floating point"):
+        ts.zeros(2, dtype=ts.int64, requires_grad=True)
 
 
 # ---------------------------------------------------------------------------- errors name the operator

@@ -36,12 +36,15 @@ class OperatorEntry {
   int num_arguments() const { return int(schema_.arguments.size()); }
   int num_returns() const { return int(schema_.returns.size()); }
   const KernelEntry* kernel(int32_t key) const { return kernels_[size_t(key)].load(std::memory_order_acquire); }
+  // The kernel for every key without its own (TS_KEY_CATCH_ALL), or nullptr.
+  const KernelEntry* catch_all() const { return catch_all_.load(std::memory_order_acquire); }
 
  private:
   friend class Dispatcher;
   FunctionSchema schema_;
   std::string name_, defined_by_;
   std::array<std::atomic<const KernelEntry*>, kNumDispatchKeys> kernels_{};
+  std::atomic<const KernelEntry*> catch_all_{nullptr};
   // Positions of Tensor / Tensor? / Tensor[] arguments: the ones whose keys are read.
   std::vector<int> tensor_arguments_;
   std::vector<int> tensor_list_arguments_;

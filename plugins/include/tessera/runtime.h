@@ -34,6 +34,9 @@ const PluginInfo& load_plugin(const std::string& path);
 const PluginInfo& load_plugin_from_entry(ts_plugin_init_fn init_fn, const std::string& path);
 // Loads libtessera_<device>.so from the search path, if it is there and not loaded yet.
 bool load_plugin_for_device(const std::string& device_name);
+// Loads libtessera_<name>.so from the search path unless a plugin of that name is loaded (a
+// transform such as "autograd"); false when it is not there. Raises PluginError when refused.
+bool load_named_plugin(const std::string& name);
 // Loads every plugin found on the search path; returns the refusals as messages.
 std::vector<std::string> load_all_plugins();
 std::vector<PluginInfo> loaded_plugins();

@@ -26,6 +26,10 @@
  *   1.0  First stable version: handshake, operators, boxed kernels, devices, tensors.
  *   1.1  ts_host_api.default_float_dtype: the dtype a kernel gives a float result that no
  *        input decides (a Python float, int -> float promotion, float factories).
+ *   1.2  Transform plugins (autograd, vmap, tracing): per-tensor extension slots, a tensor's
+ *        transform keys, the version counter, the thread's included/excluded keys, and
+ *        callbacks that a frontend registers with the host and a plugin invokes by id.
+ *        Tensor[] returns (see ts_stack).
  */
 #ifndef TESSERA_ABI_H
 #define TESSERA_ABI_H
@@ -38,7 +42,7 @@ extern "C" {
 #endif
 
 #define TESSERA_ABI_MAJOR 1
-#define TESSERA_ABI_MINOR 1
+#define TESSERA_ABI_MINOR 2
 
 /* True when a struct filled by the other side, of size `s->struct_size`, contains `field`. */
 #define TS_STRUCT_HAS(s, type, field) \
@@ -134,7 +138,10 @@ typedef struct {
 
 /* The boxed stack of a call. On entry values[0..size) are the arguments in schema order
  * (borrowed). A kernel replaces them with the returns: it writes values[0..n_returns)
- * (tensor returns are new references) and sets size = n_returns. capacity >= max(args, returns). */
+ * (tensor returns are new references) and sets size = n_returns. capacity >= max(args, returns).
+ * A Tensor[] return (1.2) points to an array the kernel keeps alive until the calling thread's
+ * next call into the same plugin; its tensors are new references that the receiver takes over
+ * at once. Elements may be NULL (an undefined tensor, e.g. an unused gradient). */
 typedef struct {
   size_t struct_size;
   ts_value* values;
@@ -199,7 +206,9 @@ typedef struct ts_host_api {
    * Nothing becomes visible before init returns TS_OK: a refused plugin leaves nothing. */
   /* Declares a new operator from a schema string ("myns::op(Tensor x) -> Tensor"). */
   ts_status (*def_operator)(ts_registrar reg, const char* schema);
-  /* Registers `fn` for operator `name` ("add.Tensor", "add" for no overload) under `key`. */
+  /* Registers `fn` for operator `name` ("add.Tensor", "add" for no overload) under `key`.
+   * key TS_KEY_CATCH_ALL (1.2): the kernel serves every key that has no kernel of its own (an
+   * operator that works on any tensor, like autograd's control operators). */
   ts_status (*register_kernel)(ts_registrar reg, const char* op_name, ts_dispatch_key key,
                                ts_kernel_fn fn, void* kernel_data);
   /* Marks operator `op_name` as fallthrough for `key` (NULL op_name: every operator). */
@@ -248,7 +257,41 @@ typedef struct ts_host_api {
   /* --- 1.1 */
   /* The default floating dtype (torch.get_default_dtype()): float32 unless the user changed it. */
   int32_t (*default_float_dtype)(void);
+
+  /* --- 1.2: transforms. A transform plugin keeps its per-tensor state in an extension slot
+   * (fixed assignment, TS_SLOT_*), marks the tensors it tracks with its dispatch key, and
+   * redispatches below its key by excluding it in the thread's key set. */
+  /* The slot's data, NULL when unset. */
+  void* (*tensor_get_slot)(ts_tensor t, int32_t slot);
+  /* Replaces the slot's data (the old data is destroyed); `destroy(data)` runs when the
+   * tensor dies. `destroy` may be NULL. */
+  ts_status (*tensor_set_slot)(ts_tensor t, int32_t slot, void* data, void (*destroy)(void*));
+  /* The tensor's dispatch key set. */
+  ts_keyset (*tensor_keys)(ts_tensor t);
+  /* Adds and removes keys of a tensor; only transform keys (>= TS_FIRST_TRANSFORM_KEY) may change. */
+  ts_status (*tensor_update_keys)(ts_tensor t, ts_keyset add, ts_keyset remove);
+  /* The version counter of the tensor's storage (bumped by every in-place write). */
+  uint64_t (*tensor_version)(ts_tensor t);
+  /* The calling thread's included and excluded keys, and setting them (save, set, restore). */
+  void (*tls_keys)(ts_keyset* included /* out */, ts_keyset* excluded /* out */);
+  void (*set_tls_keys)(ts_keyset included, ts_keyset excluded);
+  /* Calls a callback a frontend registered with the host (a Python hook, a custom function's
+   * backward), by id, with a boxed stack (arguments in, returns out, as a kernel). */
+  ts_status (*invoke_callback)(ts_call call, int64_t id, ts_stack* stack);
+  /* Drops the plugin's interest in a callback; the host frees it when nobody holds it. */
+  void (*release_callback)(int64_t id);
+  /* The operator a call is running (for boxed fallbacks, which serve every operator), and an
+   * operator's full name ("add.Tensor"). */
+  ts_operator (*call_operator_of)(ts_call call);
+  const char* (*operator_name)(ts_operator op);
 } ts_host_api;
+
+/* Extension slots (ts_host_api.tensor_get_slot), one per transform. */
+enum { TS_SLOT_AUTOGRAD = 0, TS_SLOT_BATCHED = 1, TS_SLOT_TRACER = 2, TS_SLOT_SPARE = 3 };
+/* Keys below this are backends; tensor_update_keys changes only keys at or above it. */
+#define TS_FIRST_TRANSFORM_KEY 24
+/* register_kernel's key for a kernel that serves every key without its own (1.2). */
+#define TS_KEY_CATCH_ALL (-1)
 
 /* ----------------------------------------------------------------------------- entry point */
 /* The one symbol every plugin exports. The plugin checks host->abi_major/minor, fills
@@ -271,7 +314,7 @@ TS_STATIC_ASSERT(sizeof(ts_stack) == 24, "ts_stack layout changed");
 TS_STATIC_ASSERT(sizeof(ts_tensor_view) == 64, "ts_tensor_view layout changed");
 TS_STATIC_ASSERT(sizeof(ts_plugin_info) == 40, "ts_plugin_info layout changed");
 TS_STATIC_ASSERT(sizeof(ts_device_desc) == 88, "ts_device_desc layout changed (1.0)");
-TS_STATIC_ASSERT(sizeof(ts_host_api) == 200, "ts_host_api layout changed (1.1): append only");
+TS_STATIC_ASSERT(sizeof(ts_host_api) == 288, "ts_host_api layout changed (1.2): append only");
 #endif
 
 #ifdef __cplusplus

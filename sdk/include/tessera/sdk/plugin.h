@@ -32,6 +32,34 @@ inline int32_t default_float_dtype() {
                                                                                        : TS_FLOAT32;
 }
 
+// The ts_call of the kernel running on this thread (NULL outside kernels): operators called
+// from a kernel (sdk/ops.h) report their errors on it.
+inline ts_call& current_call() {
+  thread_local ts_call call = nullptr;
+  return call;
+}
+
+// True when the host has the functions of ABI 1.2 (transforms).
+inline bool host_has_transforms() {
+  const ts_host_api& h = host();
+  return TS_STRUCT_HAS(&h, ts_host_api, release_callback) && h.release_callback;
+}
+
+// Adds `exclude` to the thread's excluded keys for its lifetime (redispatch below a transform).
+class ExcludeKeysGuard {
+ public:
+  explicit ExcludeKeysGuard(ts_keyset exclude) {
+    host().tls_keys(&included_, &excluded_);
+    host().set_tls_keys(included_, excluded_ | exclude);
+  }
+  ~ExcludeKeysGuard() { host().set_tls_keys(included_, excluded_); }
+  ExcludeKeysGuard(const ExcludeKeysGuard&) = delete;
+  ExcludeKeysGuard& operator=(const ExcludeKeysGuard&) = delete;
+
+ private:
+  ts_keyset included_ = 0, excluded_ = 0;
+};
+
 // Concatenates anything streamable: the SDK needs no formatting library.
 template <class... Args>
 std::string cat(const Args&... args) {
@@ -355,6 +383,11 @@ class Operator {
 namespace detail {
 // The edge: no exception leaves a kernel.
 inline ts_status run_kernel(void* fn, ts_call call, ts_keyset keys, ts_stack* stack) noexcept {
+  struct CallScope {  // restores the outer kernel's call when this one returns
+    ts_call saved = std::exchange(current_call(), nullptr);
+    explicit CallScope(ts_call c) { current_call() = c; }
+    ~CallScope() { current_call() = saved; }
+  } scope(call);
   try {
     Args args(call, keys, stack);
     reinterpret_cast<KernelFn>(fn)(args);

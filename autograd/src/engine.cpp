@@ -1,0 +1,225 @@
+// The backward engine. It runs on the calling thread: the graph is walked once to count each
+// node's dependencies, then nodes run from a ready queue (latest recorded first) as soon as every
+// gradient they wait for has arrived. Separate graphs on separate threads run independently.
+#include "engine.h"
+
+#include <tessera/sdk/ops.h>
+
+#include <algorithm>
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace tessera::autograd {
+namespace {
+
+std::string shape_text(std::span<const int64_t> s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// Makes a gradient fit the input it flows into: same dtype (a float64 grad into a float32
+// input is cast), same shape (a mismatch is the formula's bug, reported clearly).
+TensorRef conform(const TensorRef& g, const InputMeta& meta, const Node& node, size_t i) {
+  TensorRef out = g;
+  if (out.dtype() != meta.dtype) out = sdk::ops::to(out, meta.dtype);
+  auto shape = out.sizes();
+  if (!std::equal(shape.begin(), shape.end(), meta.shape.begin(), meta.shape.end()))
+    throw sdk::Error(TS_ERROR_VALUE, sdk::cat("autograd: ", node.name(), " (", node.op_name(), ") received a gradient of shape ",
+                                              shape_text(shape), " for its output ", i, " of shape ",
+                                              shape_text(meta.shape)));
+  return out;
+}
+
+bool has_nan(const TensorRef& t) {
+  if (!t.defined() || !is_floating(t.dtype()) || t.numel() == 0) return false;
+  TensorRef bad = sdk::ops::sum(sdk::ops::ne(t, t), std::nullopt, false, std::nullopt);  // NaN != NaN
+  TensorRef host_copy = sdk::ops::to(bad, TS_INT64);
+  if (host_copy.device().type != 0) return false;  // checked on host-accessible devices only
+  return *host_copy.data<int64_t>() != 0;
+}
+
+struct ByNewestFirst {
+  bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
+};
+
+}  // namespace
+
+TensorRef run_hooks(const std::vector<int64_t>& ids, TensorRef grad) {
+  for (int64_t id : ids) {
+    ts_value values[1] = {grad.defined() ? sdk::value(grad) : sdk::none()};
+    ts_stack stack{sizeof(ts_stack), values, 1, 1};
+    sdk::check_host(sdk::host().invoke_callback(sdk::current_call(), id, &stack));
+    if (stack.size >= 1 && values[0].tag == TS_VALUE_TENSOR && values[0].u.tensor)
+      grad = TensorRef::adopt(values[0].u.tensor);  // the hook's replacement
+  }
+  return grad;
+}
+
+std::vector<TensorRef> run_backward(const std::vector<TensorRef>& roots, std::vector<TensorRef> root_grads,
+                                    const std::vector<TensorRef>& inputs, const BackwardOptions& options) {
+  if (root_grads.size() != roots.size())
+    throw sdk::Error(TS_ERROR_VALUE, sdk::cat("backward: got ", roots.size(), " tensors but ", root_grads.size(),
+                                              " gradients"));
+  GradModeGuard mode(options.create_graph);
+
+  // Root edges and their seed gradients.
+  std::vector<Edge> root_edges;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const TensorRef& r = roots[i];
+    Edge e = gradient_edge(r.handle());
+    if (!e.valid())
+      throw sdk::Error(TS_ERROR, sdk::cat("element ", i, " of tensors does not require grad and does not have a grad_fn"));
+    if (!root_grads[i].defined()) {
+      if (r.numel() != 1)
+        throw sdk::Error(TS_ERROR, sdk::cat("grad can be implicitly created only for scalar outputs (got a tensor of shape ",
+                                            shape_text(r.sizes()), "); pass a gradient"));
+      root_grads[i] = sdk::ops::ones(r.shape_vector(), r.dtype(), r.device());
+    } else if (!std::equal(root_grads[i].sizes().begin(), root_grads[i].sizes().end(), r.sizes().begin(),
+                           r.sizes().end())) {
+      throw sdk::Error(TS_ERROR_VALUE, sdk::cat("backward: gradient ", i, " has shape ", shape_text(root_grads[i].sizes()),
+                                                " but its tensor has shape ", shape_text(r.sizes())));
+    }
+    root_edges.push_back(e);
+  }
+
+  // Capture targets (autograd.grad / backward(inputs=...)).
+  std::vector<Edge> targets;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Edge e = gradient_edge(inputs[i].handle());
+    if (!e.valid())
+      throw sdk::Error(TS_ERROR, sdk::cat("input ", i, " does not require grad: it cannot receive a gradient"));
+    targets.push_back(e);
+  }
+
+  // Dependencies: how many gradients each node waits for.
+  std::unordered_map<Node*, int> deps;
+  std::vector<Node*> order;  // every reachable node
+  {
+    std::vector<Node*> stack;
+    std::unordered_set<Node*> seen;
+    for (const Edge& e : root_edges)
+      if (seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      order.push_back(n);
+      for (const Edge& e : n->next_edges) {
+        if (!e.valid()) continue;
+        ++deps[e.fn.get()];
+        if (seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
+      }
+    }
+  }
+
+  // With targets, only nodes on a path to a target run.
+  std::unordered_set<Node*> needed;
+  std::unordered_map<Node*, std::vector<size_t>> target_at;  // node -> target indices
+  for (size_t k = 0; k < targets.size(); ++k) target_at[targets[k].fn.get()].push_back(k);
+  if (!targets.empty()) {
+    bool changed = true;  // fixed point over the (acyclic) graph, children before parents
+    for (auto& [n, ks] : target_at) needed.insert(n);
+    while (changed) {
+      changed = false;
+      for (Node* n : order) {
+        if (needed.count(n)) continue;
+        for (const Edge& e : n->next_edges)
+          if (e.valid() && needed.count(e.fn.get())) { needed.insert(n); changed = true; break; }
+      }
+    }
+  }
+
+  std::unordered_map<Node*, GradList> buffers;
+  auto add_to = [&](Node* n, uint32_t nr, TensorRef g) {
+    GradList& buf = buffers[n];
+    if (buf.size() <= nr) buf.resize(std::max<size_t>(nr + 1, n->input_meta.size()));
+    if (!g.defined()) return;
+    buf[nr] = buf[nr].defined() ? sdk::ops::add(buf[nr], g) : std::move(g);
+  };
+  std::priority_queue<Node*, std::vector<Node*>, ByNewestFirst> ready;
+  for (size_t i = 0; i < root_edges.size(); ++i) add_to(root_edges[i].fn.get(), root_edges[i].input_nr, root_grads[i]);
+  for (const Edge& e : root_edges) {
+    // A root that is also reached from another root waits for that gradient too.
+    if (deps[e.fn.get()] == 0) {
+      deps[e.fn.get()] = -1;  // queued
+      ready.push(e.fn.get());
+    }
+  }
+
+  std::vector<TensorRef> captured(targets.size());
+  while (!ready.empty()) {
+    Node* n = ready.top();
+    ready.pop();
+    GradList grads = std::move(buffers[n]);
+    buffers.erase(n);
+    if (grads.size() < n->input_meta.size()) grads.resize(n->input_meta.size());
+
+    for (auto& [nr, id] : n->pre_hooks)
+      if (nr < grads.size()) grads[nr] = run_hooks({id}, std::move(grads[nr]));
+    for (auto& [nr, slot] : n->retained)
+      if (auto p = slot.lock(); p && nr < grads.size() && grads[nr].defined())
+        *p = p->defined() ? sdk::ops::add(*p, grads[nr]) : sdk::ops::clone(grads[nr]);
+    if (auto it = target_at.find(n); it != target_at.end())
+      for (size_t k : it->second)
+        if (targets[k].input_nr < grads.size()) captured[k] = grads[targets[k].input_nr];
+
+    bool is_leaf_sink = dynamic_cast<AccumulateGrad*>(n) != nullptr;
+    bool run = targets.empty() ? true
+               : is_leaf_sink  ? (options.accumulate && target_at.count(n))
+                               : std::any_of(n->next_edges.begin(), n->next_edges.end(),
+                                             [&](const Edge& e) { return e.valid() && needed.count(e.fn.get()); });
+    GradList outputs;
+    if (run) {
+      bool any = false;
+      for (size_t i = 0; i < grads.size(); ++i) {
+        if (grads[i].defined()) {
+          any = true;
+          if (i < n->input_meta.size()) grads[i] = conform(grads[i], n->input_meta[i], *n, i);
+        }
+      }
+      if (any) {
+        // Formulas may assume every output's gradient: the unused ones are zeros.
+        for (size_t i = 0; i < grads.size(); ++i)
+          if (!grads[i].defined() && i < n->input_meta.size() && grads.size() > 1) {
+            const InputMeta& m = n->input_meta[i];
+            grads[i] = sdk::ops::zeros(m.shape, m.dtype, m.device);
+          }
+        try {
+          outputs = n->apply(std::move(grads));
+        } catch (const sdk::Error& e) {
+          if (!anomaly_mode_enabled()) throw;
+          throw sdk::Error(e.status(), sdk::cat(e.what(), " [anomaly mode: in the backward of '", n->op_name(), "' (",
+                                                n->name(), ")]"));
+        }
+        if (anomaly_mode_enabled())
+          for (size_t j = 0; j < outputs.size(); ++j)
+            if (has_nan(outputs[j]))
+              throw sdk::Error(TS_ERROR, sdk::cat("Function '", n->name(), "' returned nan values in its ", j,
+                                                  "th output; the forward operator was '", n->op_name(), "'"));
+      }
+      if (!options.keep_graph) {
+        n->release_saved();
+        n->released = true;
+      }
+    }
+    for (size_t j = 0; j < n->next_edges.size(); ++j) {
+      const Edge& e = n->next_edges[j];
+      if (!e.valid()) continue;
+      if (run && j < outputs.size()) add_to(e.fn.get(), e.input_nr, std::move(outputs[j]));
+      if (--deps[e.fn.get()] == 0) {
+        deps[e.fn.get()] = -1;
+        ready.push(e.fn.get());
+      }
+    }
+  }
+
+  for (size_t k = 0; k < captured.size(); ++k)
+    if (!captured[k].defined() && !options.allow_unused && !options.accumulate)
+      throw sdk::Error(TS_ERROR, sdk::cat("One of the differentiated Tensors (input ", k,
+                                          ") appears to not have been used in the graph. Set allow_unused=True if "
+                                          "this is the desired behavior."));
+  return captured;
+}
+
+}  // namespace tessera::autograd

@@ -1,0 +1,285 @@
+#include "formulas.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tessera::autograd::formulas {
+namespace {
+
+int64_t wrap_dim(int64_t d, int64_t ndim) {
+  int64_t n = std::max<int64_t>(ndim, 1);
+  return d < 0 ? d + n : d;
+}
+
+// Normalised, sorted reduction dims (all dims for None or an empty list, as the reductions do).
+IntList reduced_dims(const std::optional<IntList>& dim, int64_t ndim) {
+  IntList out;
+  if (!dim || dim->empty()) {
+    for (int64_t d = 0; d < ndim; ++d) out.push_back(d);
+  } else {
+    for (int64_t d : *dim) out.push_back(wrap_dim(d, ndim));
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+int64_t numel_of(const IntList& sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+}  // namespace
+
+TensorRef sum_to(const TensorRef& grad, const IntList& sizes) {
+  auto g = grad.sizes();
+  if (std::equal(g.begin(), g.end(), sizes.begin(), sizes.end())) return grad;
+  int64_t lead = int64_t(g.size()) - int64_t(sizes.size());
+  IntList dims;
+  for (int64_t d = 0; d < int64_t(g.size()); ++d)
+    if (d < lead || (sizes[size_t(d - lead)] == 1 && g[size_t(d)] != 1)) dims.push_back(d);
+  TensorRef out = dims.empty() ? grad : ops::sum(grad, dims, true);
+  return ops::reshape(out, sizes);
+}
+
+TensorRef maybe_multiply(const TensorRef& grad, const Scalar& s) {
+  if (s.tag != TS_VALUE_DOUBLE && s.i == 1) return grad;
+  if (s.tag == TS_VALUE_DOUBLE && s.d == 1.0) return grad;
+  return ops::mul(grad, s);
+}
+
+TensorRef zeros_like(const TensorRef& t) { return ops::zeros(t.shape_vector(), t.dtype(), t.device()); }
+
+TensorRef scalar_like(const TensorRef& t, double value) { return ops::full({}, value, t.dtype(), t.device()); }
+
+TensorRef unsqueeze_reduced(const TensorRef& grad, const IntList& sizes, const std::optional<IntList>& dim,
+                            bool keepdim) {
+  TensorRef g = grad;
+  if (!keepdim && !sizes.empty())
+    for (int64_t d : reduced_dims(dim, int64_t(sizes.size()))) g = ops::unsqueeze(g, d);
+  return g;
+}
+
+TensorRef sum_backward(const TensorRef& grad, const IntList& sizes, const std::optional<IntList>& dim, bool keepdim) {
+  return ops::expand(unsqueeze_reduced(grad, sizes, dim, keepdim), sizes);
+}
+
+TensorRef mean_backward(const TensorRef& grad, const IntList& sizes, const std::optional<IntList>& dim, bool keepdim) {
+  int64_t count = 1;
+  for (int64_t d : reduced_dims(dim, int64_t(sizes.size()))) count *= sizes.empty() ? 1 : sizes[size_t(d)];
+  return ops::div(sum_backward(grad, sizes, dim, keepdim), Scalar(double(std::max<int64_t>(count, 1))));
+}
+
+TensorRef prod_backward(const TensorRef& grad, const TensorRef& self, const TensorRef& result,
+                        const std::optional<IntList>& dim, bool keepdim) {
+  // d prod / d x_i = prod / x_i (inputs with zeros get the product of the others instead).
+  IntList sizes = self.shape_vector();
+  TensorRef g = unsqueeze_reduced(grad, sizes, dim, keepdim);
+  TensorRef r = unsqueeze_reduced(result, sizes, dim, keepdim);
+  TensorRef safe = ops::where(ops::eq(self, Scalar(0.0)), scalar_like(self, 1.0), self);
+  TensorRef others = ops::div(r, safe);
+  // Where x_i == 0, prod/x_i is the product over the others: recompute it with x_i set to 1.
+  TensorRef prod_without = ops::prod(safe, dim, true);
+  TensorRef zero_count = ops::sum(ops::to(ops::eq(self, Scalar(0.0)), self.dtype()), dim, true);
+  TensorRef at_zero = ops::where(ops::eq(zero_count, Scalar(1.0)), prod_without, scalar_like(self, 0.0));
+  TensorRef d = ops::where(ops::eq(self, Scalar(0.0)), ops::expand(at_zero, sizes), others);
+  return ops::mul(ops::expand(g, sizes), d);
+}
+
+TensorRef extreme_backward(const TensorRef& grad, const TensorRef& self, const TensorRef& result, const IntList& dim,
+                           bool keepdim) {
+  // The gradient is shared equally among the elements that attain the extreme.
+  IntList sizes = self.shape_vector();
+  std::optional<IntList> d = dim;
+  TensorRef g = unsqueeze_reduced(grad, sizes, d, keepdim);
+  TensorRef r = unsqueeze_reduced(result, sizes, d, keepdim);
+  TensorRef mask = ops::to(ops::eq(self, r), self.dtype());
+  TensorRef count = ops::sum(mask, d, true);
+  return ops::mul(ops::div(g, count), mask);
+}
+
+TensorRef var_backward(const TensorRef& grad, const TensorRef& self, const std::optional<IntList>& dim,
+                       const std::optional<Scalar>& correction, bool keepdim) {
+  IntList sizes = self.shape_vector();
+  int64_t n = 1;
+  for (int64_t d : reduced_dims(dim, int64_t(sizes.size()))) n *= sizes.empty() ? 1 : sizes[size_t(d)];
+  double c = correction ? correction->to_double() : 1.0;
+  TensorRef g = unsqueeze_reduced(grad, sizes, dim, keepdim);
+  TensorRef centered = ops::sub(self, ops::mean(self, dim, true));
+  return ops::mul(ops::mul(g, centered), Scalar(2.0 / std::max(double(n) - c, 0.0)));
+}
+
+TensorRef std_backward(const TensorRef& grad, const TensorRef& self, const TensorRef& result,
+                       const std::optional<IntList>& dim, const std::optional<Scalar>& correction, bool keepdim) {
+  // d std = d var / (2 std)
+  IntList sizes = self.shape_vector();
+  TensorRef scaled = ops::div(grad, ops::mul(result, Scalar(2.0)));
+  return var_backward(scaled, self, dim, correction, keepdim);
+}
+
+TensorRef logsumexp_backward(const TensorRef& grad, const TensorRef& self, const TensorRef& result, const IntList& dim,
+                             bool keepdim) {
+  IntList sizes = self.shape_vector();
+  std::optional<IntList> d = dim;
+  TensorRef g = unsqueeze_reduced(grad, sizes, d, keepdim);
+  TensorRef r = unsqueeze_reduced(result, sizes, d, keepdim);
+  return ops::mul(g, ops::exp(ops::sub(self, r)));
+}
+
+TensorRef pow_backward_self(const TensorRef& grad, const TensorRef& self, const TensorRef& exponent) {
+  // exponent * self^(exponent-1), 0 where exponent == 0 (0^-1 would be inf).
+  TensorRef d = ops::mul(exponent, ops::pow(self, ops::sub(exponent, Scalar(1.0))));
+  d = ops::where(ops::eq(exponent, Scalar(0.0)), scalar_like(d, 0.0), d);
+  return ops::mul(grad, d);
+}
+
+TensorRef pow_backward_self(const TensorRef& grad, const TensorRef& self, const Scalar& exponent) {
+  double e = exponent.to_double();
+  if (e == 0.0) return ops::mul(grad, Scalar(0.0));
+  return ops::mul(grad, ops::mul(ops::pow(self, Scalar(e - 1.0)), Scalar(e)));
+}
+
+TensorRef pow_backward_exponent(const TensorRef& grad, const TensorRef& self, const TensorRef& result) {
+  // result * log(self), 0 where self == 0 and result == 0 (as PyTorch: the limit).
+  TensorRef d = ops::mul(result, ops::log(self));
+  d = ops::where(ops::logical_and(ops::eq(self, Scalar(0.0)), ops::eq(result, Scalar(0.0))), scalar_like(d, 0.0), d);
+  return ops::mul(grad, d);
+}
+
+TensorRef clamp_backward(const TensorRef& grad, const TensorRef& self, const std::optional<Scalar>& min,
+                         const std::optional<Scalar>& max) {
+  TensorRef keep;
+  if (min) keep = ops::ge(self, *min);
+  if (max) keep = keep.defined() ? ops::logical_and(keep, ops::le(self, *max)) : ops::le(self, *max);
+  if (!keep.defined()) return grad;
+  return ops::where(keep, grad, scalar_like(grad, 0.0));
+}
+
+TensorRef minmax_backward(const TensorRef& grad, const TensorRef& self, const TensorRef& other, bool is_max,
+                          bool for_self) {
+  // Ties split the gradient in half, as PyTorch does.
+  TensorRef wins = is_max ? (for_self ? ops::gt(self, other) : ops::lt(self, other))
+                          : (for_self ? ops::lt(self, other) : ops::gt(self, other));
+  TensorRef tie = ops::eq(self, other);
+  TensorRef share = ops::add(ops::to(wins, grad.dtype()), ops::mul(ops::to(tie, grad.dtype()), Scalar(0.5)));
+  return sum_to(ops::mul(grad, share), for_self ? self.shape_vector() : other.shape_vector());
+}
+
+TensorRef permute_backward(const TensorRef& grad, const IntList& dims) {
+  IntList inverse(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) inverse[size_t(wrap_dim(dims[i], int64_t(dims.size())))] = int64_t(i);
+  return ops::permute(grad, inverse);
+}
+
+TensorRef unsqueeze_to(const TensorRef& grad, const IntList& sizes) { return ops::reshape(grad, sizes); }
+
+TensorRef slice_grad(const TensorRef& grad, const IntList& sizes, int64_t dim, std::optional<int64_t> start,
+                     std::optional<int64_t> end, int64_t step) {
+  int64_t d = wrap_dim(dim, int64_t(sizes.size()));
+  int64_t n = sizes[size_t(d)];
+  int64_t s = start.value_or(0), e = end.value_or(n);
+  if (s < 0) s += n;
+  if (e < 0) e += n;
+  s = std::clamp<int64_t>(s, 0, n);
+  e = std::clamp<int64_t>(e, s, n);
+  return ops::slice_backward(grad, sizes, d, s, e, step);
+}
+
+TensorRef select_grad(const TensorRef& grad, const IntList& sizes, int64_t dim, int64_t index) {
+  int64_t d = wrap_dim(dim, int64_t(sizes.size()));
+  int64_t i = index < 0 ? index + sizes[size_t(d)] : index;
+  return ops::select_backward(grad, sizes, d, i);
+}
+
+std::vector<TensorRef> cat_backward(const TensorRef& grad, const std::vector<IntList>& sizes, int64_t dim) {
+  std::vector<TensorRef> out;
+  int64_t offset = 0;
+  int64_t ref_ndim = 0;
+  for (const IntList& s : sizes) ref_ndim = std::max<int64_t>(ref_ndim, int64_t(s.size()));
+  int64_t d = wrap_dim(dim, ref_ndim);
+  for (const IntList& s : sizes) {
+    if (s.size() == 1 && s[0] == 0 && ref_ndim > 1) {  // legacy empty tensors take no part in cat
+      out.push_back(ops::zeros(s, grad.dtype(), grad.device()));
+      continue;
+    }
+    int64_t len = s[size_t(d)];
+    out.push_back(ops::narrow(grad, d, offset, len));
+    offset += len;
+  }
+  return out;
+}
+
+std::vector<TensorRef> stack_backward(const TensorRef& grad, size_t n, int64_t dim) {
+  int64_t d = wrap_dim(dim, grad.dim());
+  std::vector<TensorRef> out;
+  for (size_t i = 0; i < n; ++i) out.push_back(ops::select(grad, d, int64_t(i)));
+  return out;
+}
+
+TensorRef matmul_backward(const TensorRef& grad, const TensorRef& self, const TensorRef& other, bool for_self) {
+  // Promote 1-D operands to matrices, as matmul does, then reduce the broadcast batch dims.
+  TensorRef a = self.dim() == 1 ? ops::unsqueeze(self, 0) : self;
+  TensorRef b = other.dim() == 1 ? ops::unsqueeze(other, 1) : other;
+  TensorRef g = grad;
+  if (self.dim() == 1) g = ops::unsqueeze(g, g.dim() == 0 ? 0 : g.dim() - 1);  // restore the row dim
+  if (other.dim() == 1) g = ops::unsqueeze(g, g.dim());                        // restore the column dim
+  TensorRef out = for_self ? ops::matmul(g, ops::transpose(b, -1, -2)) : ops::matmul(ops::transpose(a, -1, -2), g);
+  IntList target = for_self ? a.shape_vector() : b.shape_vector();
+  out = sum_to(out, target);
+  return ops::reshape(out, for_self ? self.shape_vector() : other.shape_vector());
+}
+
+TensorRef index_backward(const TensorRef& grad, const IntList& sizes, const std::vector<TensorRef>& indices) {
+  TensorRef zeros = ops::zeros(sizes, grad.dtype(), grad.device());
+  return ops::index_put(zeros, indices, grad, true);
+}
+
+TensorRef masked_select_backward(const TensorRef& grad, const TensorRef& self, const TensorRef& mask) {
+  IntList sizes = self.shape_vector();
+  TensorRef full_mask = ops::expand(mask, sizes);
+  TensorRef zeros = ops::zeros(sizes, grad.dtype(), grad.device());
+  return ops::index_put(zeros, {full_mask}, grad, true);
+}
+
+namespace {
+TensorRef reduce_scale(const TensorRef& grad, const TensorRef& d, int64_t reduction) {
+  TensorRef out = ops::mul(d, grad);  // grad is 0-d for mean/sum and broadcasts
+  if (reduction == 1) out = ops::div(out, Scalar(double(std::max<int64_t>(d.numel(), 1))));
+  return out;
+}
+}  // namespace
+
+TensorRef l1_loss_backward(const TensorRef& grad, const TensorRef& self, const TensorRef& target, int64_t reduction) {
+  TensorRef d = ops::sign(ops::sub(self, target));
+  return sum_to(reduce_scale(grad, d, reduction), self.shape_vector());
+}
+
+TensorRef bce_with_logits_backward(const TensorRef& grad, const TensorRef& self, const TensorRef& target,
+                                   const TensorRef& weight, const TensorRef& pos_weight, int64_t reduction) {
+  // d/dx = sigmoid(x) * (1 - t + p t) - p t, with p = pos_weight (1 when absent), times weight.
+  TensorRef s = ops::sigmoid(self);
+  TensorRef d;
+  if (pos_weight.defined()) {
+    TensorRef pt = ops::mul(pos_weight, target);
+    d = ops::sub(ops::mul(s, ops::add(ops::sub(scalar_like(target, 1.0), target), pt)), pt);
+  } else {
+    d = ops::sub(s, target);
+  }
+  if (weight.defined()) d = ops::mul(d, weight);
+  return sum_to(reduce_scale(grad, d, reduction), self.shape_vector());
+}
+
+TensorRef bce_with_logits_target_backward(const TensorRef& grad, const TensorRef& self, const TensorRef& target,
+                                          const TensorRef& weight, const TensorRef& pos_weight, int64_t reduction) {
+  // d/dt = w * ((p - 1) * softplus(-x) - x), softplus(-x) = relu(-x) + log1p(exp(-|x|)).
+  TensorRef d = ops::neg(self);
+  if (pos_weight.defined()) {
+    TensorRef softplus_neg = ops::add(ops::relu(ops::neg(self)), ops::log1p(ops::exp(ops::neg(ops::abs(self)))));
+    d = ops::add(d, ops::mul(ops::sub(pos_weight, Scalar(1.0)), softplus_neg));
+  }
+  if (weight.defined()) d = ops::mul(d, weight);
+  return sum_to(reduce_scale(grad, d, reduction), target.shape_vector());
+}
+
+}  // namespace tessera::autograd::formulas

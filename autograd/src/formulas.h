@@ -1,0 +1,67 @@
+#pragma once
+// Helpers the derivative formulas of derivatives.yaml call. Every one is built from operators
+// (sdk/ops.h), so with create_graph the backward is itself differentiable.
+#include <tessera/sdk/ops.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tessera::autograd::formulas {
+
+using sdk::Scalar;
+using sdk::TensorRef;
+namespace ops = sdk::ops;
+using IntList = std::vector<int64_t>;
+
+// Sums a broadcast gradient back down to `sizes`.
+TensorRef sum_to(const TensorRef& grad, const IntList& sizes);
+TensorRef maybe_multiply(const TensorRef& grad, const Scalar& s);
+TensorRef zeros_like(const TensorRef& t);
+TensorRef scalar_like(const TensorRef& t, double value);
+
+// Gradient of a reduction over `dim` (all dims when empty/None) expanded back to `sizes`.
+TensorRef unsqueeze_reduced(const TensorRef& grad, const IntList& sizes, const std::optional<IntList>& dim,
+                            bool keepdim);
+TensorRef sum_backward(const TensorRef& grad, const IntList& sizes, const std::optional<IntList>& dim, bool keepdim);
+TensorRef mean_backward(const TensorRef& grad, const IntList& sizes, const std::optional<IntList>& dim, bool keepdim);
+TensorRef prod_backward(const TensorRef& grad, const TensorRef& self, const TensorRef& result,
+                        const std::optional<IntList>& dim, bool keepdim);
+TensorRef extreme_backward(const TensorRef& grad, const TensorRef& self, const TensorRef& result, const IntList& dim,
+                           bool keepdim);
+TensorRef var_backward(const TensorRef& grad, const TensorRef& self, const std::optional<IntList>& dim,
+                       const std::optional<Scalar>& correction, bool keepdim);
+TensorRef std_backward(const TensorRef& grad, const TensorRef& self, const TensorRef& result,
+                       const std::optional<IntList>& dim, const std::optional<Scalar>& correction, bool keepdim);
+TensorRef logsumexp_backward(const TensorRef& grad, const TensorRef& self, const TensorRef& result, const IntList& dim,
+                             bool keepdim);
+
+TensorRef pow_backward_self(const TensorRef& grad, const TensorRef& self, const TensorRef& exponent);
+TensorRef pow_backward_self(const TensorRef& grad, const TensorRef& self, const Scalar& exponent);
+TensorRef pow_backward_exponent(const TensorRef& grad, const TensorRef& self, const TensorRef& result);
+TensorRef clamp_backward(const TensorRef& grad, const TensorRef& self, const std::optional<Scalar>& min,
+                         const std::optional<Scalar>& max);
+TensorRef minmax_backward(const TensorRef& grad, const TensorRef& self, const TensorRef& other, bool is_max, bool for_self);
+
+TensorRef permute_backward(const TensorRef& grad, const IntList& dims);
+TensorRef unsqueeze_to(const TensorRef& grad, const IntList& sizes);
+TensorRef slice_grad(const TensorRef& grad, const IntList& sizes, int64_t dim, std::optional<int64_t> start,
+                     std::optional<int64_t> end, int64_t step);
+TensorRef select_grad(const TensorRef& grad, const IntList& sizes, int64_t dim, int64_t index);
+std::vector<TensorRef> cat_backward(const TensorRef& grad, const std::vector<IntList>& sizes, int64_t dim);
+std::vector<TensorRef> stack_backward(const TensorRef& grad, size_t n, int64_t dim);
+
+// matmul with NumPy broadcasting and 1-D promotion: the gradient of one operand.
+TensorRef matmul_backward(const TensorRef& grad, const TensorRef& self, const TensorRef& other, bool for_self);
+
+TensorRef index_backward(const TensorRef& grad, const IntList& sizes, const std::vector<TensorRef>& indices);
+TensorRef masked_select_backward(const TensorRef& grad, const TensorRef& self, const TensorRef& mask);
+
+// Losses whose backward is composite. reduction: 0 none, 1 mean, 2 sum.
+TensorRef l1_loss_backward(const TensorRef& grad, const TensorRef& self, const TensorRef& target, int64_t reduction);
+TensorRef bce_with_logits_backward(const TensorRef& grad, const TensorRef& self, const TensorRef& target,
+                                   const TensorRef& weight, const TensorRef& pos_weight, int64_t reduction);
+TensorRef bce_with_logits_target_backward(const TensorRef& grad, const TensorRef& self, const TensorRef& target,
+                                          const TensorRef& weight, const TensorRef& pos_weight, int64_t reduction);
+
+}  // namespace tessera::autograd::formulas

@@ -1,0 +1,62 @@
+#include "meta.h"
+
+#include "node.h"
+
+#include <atomic>
+
+namespace tessera::autograd {
+namespace {
+constexpr ts_dispatch_key kAutogradCPU = 40, kAutogradCUDA = 41, kAutogradHIP = 42, kAutogradOther = 43;
+std::atomic<bool> anomaly{false};
+void destroy_meta(void* p) { delete static_cast<AutogradMeta*>(p); }
+}  // namespace
+
+AutogradMeta::~AutogradMeta() {
+  for (int64_t id : hooks) sdk::host().release_callback(id);
+}
+
+AutogradMeta* meta_of(ts_tensor t) {
+  return static_cast<AutogradMeta*>(sdk::host().tensor_get_slot(t, TS_SLOT_AUTOGRAD));
+}
+
+AutogradMeta& ensure_meta(ts_tensor t) {
+  if (AutogradMeta* m = meta_of(t)) return *m;
+  auto* m = new AutogradMeta;
+  if (sdk::host().tensor_set_slot(t, TS_SLOT_AUTOGRAD, m, destroy_meta) != TS_OK) {
+    delete m;
+    throw sdk::Error(TS_ERROR, "autograd: cannot attach state to a tensor");
+  }
+  sdk::check_host(sdk::host().tensor_update_keys(t, ts_keyset(1) << autograd_key_of(t), 0));
+  return *m;
+}
+
+ts_keyset all_autograd_keys() {
+  return (ts_keyset(1) << kAutogradCPU) | (ts_keyset(1) << kAutogradCUDA) | (ts_keyset(1) << kAutogradHIP) |
+         (ts_keyset(1) << kAutogradOther);
+}
+
+ts_dispatch_key autograd_key_of(ts_tensor t) {
+  ts_keyset keys = sdk::host().tensor_keys(t) & ((ts_keyset(1) << TS_FIRST_TRANSFORM_KEY) - 1);
+  if (keys & 1) return kAutogradCPU;
+  if (keys & 2) return kAutogradCUDA;
+  if (keys & 4) return kAutogradHIP;
+  return kAutogradOther;
+}
+
+bool grad_mode_enabled() {
+  ts_keyset included = 0, excluded = 0;
+  sdk::host().tls_keys(&included, &excluded);
+  return (excluded & all_autograd_keys()) == 0;
+}
+
+void set_grad_mode(bool enabled) {
+  ts_keyset included = 0, excluded = 0;
+  sdk::host().tls_keys(&included, &excluded);
+  excluded = enabled ? (excluded & ~all_autograd_keys()) : (excluded | all_autograd_keys());
+  sdk::host().set_tls_keys(included, excluded);
+}
+
+bool anomaly_mode_enabled() { return anomaly.load(std::memory_order_relaxed); }
+void set_anomaly_mode(bool enabled) { anomaly.store(enabled); }
+
+}  // namespace tessera::autograd

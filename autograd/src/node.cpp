@@ -1,0 +1,118 @@
+#include "node.h"
+
+#include "engine.h"
+
+#include <tessera/sdk/ops.h>
+
+namespace tessera::autograd {
+namespace {
+std::atomic<uint64_t> next_sequence_nr{0};
+
+std::string describe(const TensorRef& t) {
+  std::string shape;
+  for (int64_t d = 0; d < t.dim(); ++d) shape += (d ? ", " : "") + std::to_string(t.size(d));
+  return sdk::cat(sdk::dtype_name(t.dtype()), " [", shape, "]");
+}
+}  // namespace
+
+Node::Node() : sequence_nr(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
+
+Node::~Node() {
+  for (auto& [nr, id] : pre_hooks) sdk::host().release_callback(id);
+}
+
+bool is_floating(int32_t dtype) {
+  return dtype == TS_FLOAT16 || dtype == TS_BFLOAT16 || dtype == TS_FLOAT32 || dtype == TS_FLOAT64;
+}
+
+InputMeta input_meta_of(const TensorRef& t) { return InputMeta{t.shape_vector(), t.dtype(), t.device()}; }
+
+TensorRef alias_of(const TensorRef& t) {
+  std::vector<int64_t> strides(t.strides().begin(), t.strides().end());
+  std::vector<int64_t> shape = t.shape_vector();
+  ts_tensor out = nullptr;
+  sdk::check_host(sdk::host().tensor_alias(sdk::current_call(), t.handle(), int32_t(shape.size()), shape.data(),
+                                           strides.data(), sdk::host().tensor_storage_offset(t.handle()), &out));
+  return TensorRef::adopt(out);
+}
+
+AccumulateGrad::AccumulateGrad(TensorRef leaf) : variable(std::move(leaf)) {}
+
+GradList AccumulateGrad::apply(GradList&& grads) {
+  AutogradMeta& m = ensure_meta(variable.handle());
+  TensorRef g = run_hooks(m.hooks, std::move(grads[0]));  // leaf hooks run before accumulation
+  if (!g.defined()) return {};
+  if (!m.grad.defined()) {
+    // A copy when gradients are not being recorded: the incoming tensor may be shared with
+    // another leaf's gradient (add's backward passes the same tensor to both inputs).
+    m.grad = grad_mode_enabled() ? g : sdk::ops::clone(g);
+  } else if (grad_mode_enabled()) {
+    m.grad = sdk::ops::add(m.grad, g);  // create_graph: keep the sum differentiable
+  } else {
+    m.grad = sdk::ops::add(m.grad, g);  // out of place: a user may hold the old .grad
+  }
+  return {};
+}
+
+GradList NotImplementedBackward::apply(GradList&&) {
+  throw sdk::Error(TS_ERROR_NOT_IMPLEMENTED,
+                   sdk::cat("the derivative of '", op_, "' is not implemented (autograd/derivatives.yaml has no "
+                            "formula for it); compute it without gradients (detach() or no_grad)"));
+}
+
+SavedTensor::SavedTensor(const TensorRef& t, bool is_output) : is_output_(is_output), defined_(t.defined()) {
+  if (!defined_) return;
+  version_ = sdk::host().tensor_version(t.handle());
+  if (is_output) {
+    if (AutogradMeta* m = meta_of(t.handle())) output_nr_ = m->output_nr;
+    data_ = alias_of(t);
+  } else {
+    data_ = t;
+  }
+}
+
+TensorRef SavedTensor::unpack(Node* owner, const char* what) const {
+  if (!defined_) return TensorRef();
+  if (released_)
+    throw sdk::Error(TS_ERROR, sdk::cat("Trying to backward through the graph a second time (or to use saved tensors "
+                                        "after they were freed): ", owner->name(), " has released '", what,
+                                        "'. Call backward(retain_graph=True) the first time if you need to."));
+  uint64_t now = sdk::host().tensor_version(data_.handle());
+  if (now != version_)
+    throw sdk::Error(TS_ERROR, sdk::cat("one of the variables needed for gradient computation has been modified by an "
+                                        "inplace operation: '", what, "' (", describe(data_), ") of operator '",
+                                        owner->op_name(), "' (", owner->name(), ") is at version ", now,
+                                        "; expected version ", version_, " instead"));
+  if (!is_output_ || !grad_mode_enabled()) return data_;
+  // create_graph: the saved output is differentiable again, through this very node.
+  TensorRef out = alias_of(data_);
+  AutogradMeta& m = ensure_meta(out.handle());
+  m.grad_fn = owner->shared_from_this();
+  m.output_nr = output_nr_;
+  return out;
+}
+
+Edge gradient_edge(ts_tensor t) {
+  AutogradMeta* m = t ? meta_of(t) : nullptr;
+  if (!m) return {};
+  if (m->grad_fn) return Edge{m->grad_fn, m->output_nr};
+  if (!m->requires_grad) return {};
+  std::shared_ptr<Node> acc = m->grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(TensorRef::retain(t));
+    acc->input_meta.push_back(input_meta_of(TensorRef::borrow(t)));
+    m->grad_accumulator = acc;
+  }
+  return Edge{acc, 0};
+}
+
+void set_history(const TensorRef& t, const std::shared_ptr<Node>& node, uint32_t nr) {
+  AutogradMeta& m = ensure_meta(t.handle());
+  m.grad_fn = node;
+  m.output_nr = nr;
+  m.requires_grad = false;
+  if (node->input_meta.size() <= nr) node->input_meta.resize(nr + 1);
+  node->input_meta[nr] = input_meta_of(t);
+}
+
+}  // namespace tessera::autograd

@@ -1,0 +1,346 @@
+// convolution and convolution_backward (PyTorch semantics): 1-D and 2-D, batched or not,
+// with stride, padding, dilation and groups.
+//
+// float32 runs on oneDNN (nn_conv_onednn.cpp); float64 (what gradcheck uses) on a plain path:
+// per sample and group, im2col unfolds the input into a [C/g * kh * kw, oh * ow] matrix and a
+// blocked GEMM multiplies the weights by it. float16 / bfloat16 compute in float32.
+#include "nn_conv.h"
+
+#include "strided.h"
+#include "tensor_iterator.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace tessera::cpu {
+namespace {
+
+using sdk::Args;
+using sdk::fail;
+using sdk::TensorRef;
+using strided::str;
+using Shape = std::vector<int64_t>;
+
+// ---- geometry and checks
+
+// stride / padding / dilation: one value per spatial dim, or one for all of them.
+std::array<int64_t, 2> spatial_arg(const char* op, const char* name, std::span<const int64_t> v, int64_t dims,
+                                   int64_t min) {
+  if (v.size() != 1 && int64_t(v.size()) != dims)
+    fail(TS_ERROR_VALUE, op, ": expected ", name, dims == 1 ? " to have 1 value" : " to have 1 or 2 values",
+         " (one per spatial dim, or one for all), got ", str(v));
+  for (int64_t x : v)
+    if (x < min) fail(TS_ERROR_VALUE, op, ": expected ", name, " values >= ", min, ", got ", str(v));
+  // 1-D: H is a size-1 dim whose stride 1, padding 0 and dilation 1 are each one's `min`.
+  if (dims == 1) return {min, v[0]};
+  return {v[0], v.size() == 1 ? v[0] : v[1]};
+}
+
+struct ConvPlan {
+  ConvGeometry g;
+  Shape out_shape;  // the result's shape (unbatched and 1-D kept as given)
+};
+
+ConvPlan plan_conv(const char* op, const TensorRef& input, const TensorRef& weight, std::span<const int64_t> stride,
+                   std::span<const int64_t> padding, std::span<const int64_t> dilation, int64_t groups) {
+  const int64_t wd = weight.dim();
+  if (wd != 3 && wd != 4)
+    fail(TS_ERROR_VALUE, op, ": expected a 3-D weight (1-D convolution) or a 4-D weight (2-D convolution), got ", wd,
+         "-D weight of shape ", str(weight.sizes()));
+  const int64_t dims = wd - 2;
+  const bool batched = input.dim() == dims + 2;
+  if (!batched && input.dim() != dims + 1)
+    fail(TS_ERROR_VALUE, op, ": expected a ", dims + 1, "-D (unbatched) or ", dims + 2, "-D (batched) input for ",
+         dims, "-D convolution with weight of shape ", str(weight.sizes()), ", got ", input.dim(),
+         "-D input of shape ", str(input.sizes()));
+  if (groups <= 0) fail(TS_ERROR_VALUE, op, ": expected groups > 0, got ", groups);
+  ConvPlan p;
+  ConvGeometry& g = p.g;
+  const int64_t lead = batched ? 1 : 0;
+  g.n = batched ? input.size(0) : 1;
+  g.c_in = input.size(lead);
+  g.c_out = weight.size(0);
+  g.groups = groups;
+  if (g.c_out % groups != 0)
+    fail(TS_ERROR_VALUE, op, ": expected the weight's out channels (", g.c_out, ") to be divisible by groups (",
+         groups, "), weight of shape ", str(weight.sizes()));
+  if (weight.size(1) * groups != g.c_in)
+    fail(TS_ERROR_VALUE, op, ": given groups=", groups, " and weight of shape ", str(weight.sizes()),
+         ", expected input of shape ", str(input.sizes()), " to have ", weight.size(1) * groups,
+         " channels, but got ", g.c_in, " channels");
+  const auto s = spatial_arg(op, "stride", stride, dims, 1);
+  const auto pad = spatial_arg(op, "padding", padding, dims, 0);
+  const auto dil = spatial_arg(op, "dilation", dilation, dims, 1);
+  g.sh = s[0], g.sw = s[1], g.ph = pad[0], g.pw = pad[1], g.dh = dil[0], g.dw = dil[1];
+  g.h = dims == 2 ? input.size(lead + 1) : 1;
+  g.w = input.size(lead + dims);
+  g.kh = dims == 2 ? weight.size(2) : 1;
+  g.kw = weight.size(wd - 1);
+  if (g.kh == 0 || g.kw == 0)
+    fail(TS_ERROR_VALUE, op, ": expected a non-empty kernel, got weight of shape ", str(weight.sizes()));
+  const int64_t eh = g.dh * (g.kh - 1) + 1, ew = g.dw * (g.kw - 1) + 1;  // extents after dilation
+  const int64_t ih = g.h + 2 * g.ph, iw = g.w + 2 * g.pw;
+  if (ih < eh || iw < ew) {
+    Shape padded = dims == 2 ? Shape{ih, iw} : Shape{iw}, kernel = dims == 2 ? Shape{eh, ew} : Shape{ew};
+    fail(TS_ERROR_VALUE, op, ": the kernel (size after dilation ", str(kernel),
+         ") can't be larger than the padded input (size per channel ", str(padded), "), input of shape ",
+         str(input.sizes()), ", weight of shape ", str(weight.sizes()));
+  }
+  g.oh = (ih - eh) / g.sh + 1;
+  g.ow = (iw - ew) / g.sw + 1;
+  if (batched) p.out_shape.push_back(g.n);
+  p.out_shape.push_back(g.c_out);
+  if (dims == 2) p.out_shape.push_back(g.oh);
+  p.out_shape.push_back(g.ow);
+  return p;
+}
+
+void check_operands(const char* op, const TensorRef& input, const TensorRef& weight) {
+  const TensorRef* ts[] = {&input, &weight};
+  check_cpu(op, ts);
+  check_floating(op, "input", input);
+  check_same_dtype(op, "weight", weight, "input", input.dtype());
+}
+
+// The dtype a convolution computes in.
+int32_t compute_dtype(int32_t dtype) { return dtype == TS_FLOAT64 ? TS_FLOAT64 : TS_FLOAT32; }
+
+// Dense, in the compute dtype.
+TensorRef prepared(ts_call call, const TensorRef& t, const char* op) {
+  return dense(call, to_dtype(call, t, compute_dtype(t.dtype()), op));
+}
+
+TensorRef zeros(ts_call call, std::span<const int64_t> shape, int32_t dtype) {
+  TensorRef t = sdk::empty(call, shape, dtype, kCpuDevice);
+  std::fill_n(t.data<char>(), t.numel() * t.itemsize(), char(0));  // all-zero bits are 0.0
+  return t;
+}
+
+// ---- the generic path
+
+// cols[(c, i, j), (oh, ow)] = x[c, oh * sh - ph + i * dh, ow * sw - pw + j * dw] (0 in the padding).
+template <class T>
+void im2col(const ConvGeometry& g, const T* x, T* cols) {
+  const int64_t P = g.out_plane();
+  for (int64_t c = 0; c < g.cg_in(); ++c)
+    for (int64_t i = 0; i < g.kh; ++i)
+      for (int64_t j = 0; j < g.kw; ++j) {
+        T* row = cols + ((c * g.kh + i) * g.kw + j) * P;
+        for (int64_t oh = 0; oh < g.oh; ++oh) {
+          T* r = row + oh * g.ow;
+          const int64_t ih = oh * g.sh - g.ph + i * g.dh;
+          if (ih < 0 || ih >= g.h) {
+            std::fill_n(r, g.ow, T(0));
+            continue;
+          }
+          const T* xr = x + (c * g.h + ih) * g.w;
+          for (int64_t ow = 0; ow < g.ow; ++ow) {
+            const int64_t iw = ow * g.sw - g.pw + j * g.dw;
+            r[ow] = iw >= 0 && iw < g.w ? xr[iw] : T(0);
+          }
+        }
+      }
+}
+
+// The adjoint of im2col: x += fold(cols).
+template <class T>
+void col2im(const ConvGeometry& g, const T* cols, T* x) {
+  const int64_t P = g.out_plane();
+  for (int64_t c = 0; c < g.cg_in(); ++c)
+    for (int64_t i = 0; i < g.kh; ++i)
+      for (int64_t j = 0; j < g.kw; ++j) {
+        const T* row = cols + ((c * g.kh + i) * g.kw + j) * P;
+        for (int64_t oh = 0; oh < g.oh; ++oh) {
+          const int64_t ih = oh * g.sh - g.ph + i * g.dh;
+          if (ih < 0 || ih >= g.h) continue;
+          const T* r = row + oh * g.ow;
+          T* xr = x + (c * g.h + ih) * g.w;
+          for (int64_t ow = 0; ow < g.ow; ++ow) {
+            const int64_t iw = ow * g.sw - g.pw + j * g.dw;
+            if (iw >= 0 && iw < g.w) xr[iw] += r[ow];
+          }
+        }
+      }
+}
+
+// C[M, N] += A[M, K] @ B[K, N]; A(i, k) = a[i * ars + k * acs], B and C row-major. i-k-j
+// order keeps the inner loop on contiguous rows (it vectorises); blocks keep B's panel in cache.
+template <class T>
+void gemm_acc(int64_t M, int64_t N, int64_t K, const T* a, int64_t ars, int64_t acs, const T* b, T* c) {
+  constexpr int64_t kBlockK = 64, kBlockN = 256;
+  for (int64_t k0 = 0; k0 < K; k0 += kBlockK) {
+    const int64_t k1 = std::min(K, k0 + kBlockK);
+    for (int64_t j0 = 0; j0 < N; j0 += kBlockN) {
+      const int64_t j1 = std::min(N, j0 + kBlockN);
+      for (int64_t i = 0; i < M; ++i) {
+        T* crow = c + i * N;
+        for (int64_t k = k0; k < k1; ++k) {
+          const T aik = a[i * ars + k * acs];
+          const T* brow = b + k * N;
+          for (int64_t j = j0; j < j1; ++j) crow[j] += aik * brow[j];
+        }
+      }
+    }
+  }
+}
+
+// C[M, N] += A[M, K] @ B[N, K]^T, all row-major: dot products of rows.
+template <class T>
+void gemm_nt_acc(int64_t M, int64_t N, int64_t K, const T* a, const T* b, T* c) {
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      const T* ar = a + i * K;
+      const T* br = b + j * K;
+      T s0 = 0, s1 = 0, s2 = 0, s3 = 0;  // four chains: no dependency stall on each add
+      int64_t k = 0;
+      for (; k + 4 <= K; k += 4) {
+        s0 += ar[k] * br[k];
+        s1 += ar[k + 1] * br[k + 1];
+        s2 += ar[k + 2] * br[k + 2];
+        s3 += ar[k + 3] * br[k + 3];
+      }
+      for (; k < K; ++k) s0 += ar[k] * br[k];
+      c[i * N + j] += (s0 + s1) + (s2 + s3);
+    }
+}
+
+template <class T>
+void forward_generic(const ConvGeometry& g, const T* x, const T* w, const T* bias, T* y) {
+  const int64_t P = g.out_plane(), K = g.patch(), cgo = g.cg_out();
+  const int64_t plane_in = g.cg_in() * g.h * g.w;
+  parallel_for(g.n * g.groups, 1, [&](int64_t tb, int64_t te) {
+    std::vector<T> cols(size_t(K * P));
+    for (int64_t t = tb; t < te; ++t) {
+      const int64_t n = t / g.groups, gi = t % g.groups;
+      T* yg = y + (n * g.c_out + gi * cgo) * P;
+      for (int64_t oc = 0; oc < cgo; ++oc) std::fill_n(yg + oc * P, P, bias ? bias[gi * cgo + oc] : T(0));
+      im2col(g, x + (n * g.groups + gi) * plane_in, cols.data());
+      gemm_acc(cgo, P, K, w + gi * cgo * K, K, 1, cols.data(), yg);
+    }
+  });
+}
+
+// grad_x and grad_w (both zero on entry) and grad_bias. Samples are split into fixed chunks,
+// each with its own grad_w partial, summed in chunk order (deterministic for a thread count).
+template <class T>
+void backward_generic(const ConvGeometry& g, const T* gy, const T* x, const T* w, T* gx, T* gw, T* gb) {
+  const int64_t P = g.out_plane(), K = g.patch(), cgo = g.cg_out();
+  const int64_t plane_in = g.cg_in() * g.h * g.w, wsize = g.c_out * K;
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(max_threads(), g.n));
+  std::vector<std::vector<T>> partial(static_cast<size_t>(chunks));
+  parallel_for(chunks, 1, [&](int64_t cb, int64_t ce) {
+    std::vector<T> cols(size_t(K * P)), gcols(size_t(K * P));
+    for (int64_t c = cb; c < ce; ++c) {
+      std::vector<T>& acc = partial[size_t(c)];
+      acc.assign(size_t(wsize), T(0));
+      for (int64_t n = g.n * c / chunks; n < g.n * (c + 1) / chunks; ++n)
+        for (int64_t gi = 0; gi < g.groups; ++gi) {
+          const T* gyg = gy + (n * g.c_out + gi * cgo) * P;
+          const T* wg = w + gi * cgo * K;
+          im2col(g, x + (n * g.groups + gi) * plane_in, cols.data());
+          gemm_nt_acc(cgo, K, P, gyg, cols.data(), acc.data() + gi * cgo * K);
+          std::fill(gcols.begin(), gcols.end(), T(0));
+          gemm_acc(K, P, cgo, wg, 1, K, gyg, gcols.data());  // W_g^T @ gy_g
+          col2im(g, gcols.data(), gx + (n * g.groups + gi) * plane_in);
+        }
+    }
+  });
+  for (const auto& acc : partial)
+    for (int64_t i = 0; i < wsize; ++i) gw[i] += acc[size_t(i)];
+  for (int64_t oc = 0; oc < g.c_out; ++oc) {
+    T s = 0;
+    for (int64_t n = 0; n < g.n; ++n) {
+      const T* r = gy + (n * g.c_out + oc) * P;
+      for (int64_t p = 0; p < P; ++p) s += r[p];
+    }
+    gb[oc] = s;
+  }
+}
+
+// Calls f(T{}) with T the C type of a compute dtype (float32 or float64).
+template <class F>
+void with_compute_type(int32_t dtype, F&& f) {
+  if (dtype == TS_FLOAT64) f(double{});
+  else f(float{});
+}
+
+// oneDNN needs every dim non-zero; empty problems take the generic path.
+bool use_onednn(const ConvGeometry& g, int32_t dtype) {
+  return dtype == TS_FLOAT32 && g.n > 0 && g.c_in > 0 && g.c_out > 0;
+}
+
+// ---- kernels
+
+// convolution(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, int[] dilation, int groups)
+void convolution_kernel(Args& a) {
+  const char* op = "convolution";
+  TensorRef input = a.tensor(0), weight = a.tensor(1);
+  std::optional<TensorRef> bias = a.optional_tensor(2);
+  check_operands(op, input, weight);
+  const ConvPlan p = plan_conv(op, input, weight, a.int_list(3), a.int_list(4), a.int_list(5), a.to_int(6));
+  if (bias) {
+    const TensorRef* ts[] = {&*bias};
+    check_cpu(op, ts);
+    check_same_dtype(op, "bias", *bias, "input", input.dtype());
+    if (bias->dim() != 1 || bias->size(0) != p.g.c_out)
+      fail(TS_ERROR_VALUE, op, ": expected bias of shape [", p.g.c_out, "] (the weight's out channels), got ",
+           str(bias->sizes()));
+  }
+  const int32_t dtype = input.dtype(), cdt = compute_dtype(dtype);
+  TensorRef x = prepared(a.call(), input, op), w = prepared(a.call(), weight, op);
+  TensorRef b = bias ? prepared(a.call(), *bias, op) : TensorRef();
+  TensorRef y = sdk::empty(a.call(), p.out_shape, cdt, kCpuDevice);
+  if (y.numel() > 0) {
+    if (!use_onednn(p.g, cdt) ||
+        !onednn_conv_forward(op, p.g, x.data<float>(), w.data<float>(), b.defined() ? b.data<float>() : nullptr,
+                             y.data<float>())) {
+      with_compute_type(cdt, [&](auto zero) {
+        using T = decltype(zero);
+        forward_generic<T>(p.g, x.data<T>(), w.data<T>(), b.defined() ? b.data<T>() : nullptr, y.data<T>());
+      });
+    }
+  }
+  a.return_tensor(to_dtype(a.call(), y, dtype, op));
+}
+
+// convolution_backward(Tensor grad_output, Tensor input, Tensor weight, int[] stride, int[] padding,
+//                      int[] dilation, int groups) -> (grad_input, grad_weight, grad_bias)
+void convolution_backward_kernel(Args& a) {
+  const char* op = "convolution_backward";
+  TensorRef grad_out = a.tensor(0), input = a.tensor(1), weight = a.tensor(2);
+  check_operands(op, input, weight);
+  {
+    const TensorRef* ts[] = {&grad_out};
+    check_cpu(op, ts);
+  }
+  check_same_dtype(op, "grad_output", grad_out, "input", input.dtype());
+  const ConvPlan p = plan_conv(op, input, weight, a.int_list(3), a.int_list(4), a.int_list(5), a.to_int(6));
+  if (grad_out.shape_vector() != p.out_shape)
+    fail(TS_ERROR_VALUE, op, ": expected grad_output of shape ", str(p.out_shape),
+         " (the convolution's output), got ", str(grad_out.sizes()));
+  const int32_t dtype = input.dtype(), cdt = compute_dtype(dtype);
+  TensorRef gy = prepared(a.call(), grad_out, op), x = prepared(a.call(), input, op),
+            w = prepared(a.call(), weight, op);
+  TensorRef gx = zeros(a.call(), input.sizes(), cdt), gw = zeros(a.call(), weight.sizes(), cdt);
+  const int64_t bias_shape[1] = {p.g.c_out};
+  TensorRef gb = zeros(a.call(), bias_shape, cdt);
+  if (!use_onednn(p.g, cdt) || !onednn_conv_backward(op, p.g, gy.data<float>(), x.data<float>(), w.data<float>(),
+                                                     gx.data<float>(), gw.data<float>(), gb.data<float>())) {
+    with_compute_type(cdt, [&](auto zero) {
+      using T = decltype(zero);
+      backward_generic<T>(p.g, gy.data<T>(), x.data<T>(), w.data<T>(), gx.data<T>(), gw.data<T>(), gb.data<T>());
+    });
+  }
+  a.returns({Args::tensor_value(to_dtype(a.call(), gx, dtype, op)),
+             Args::tensor_value(to_dtype(a.call(), gw, dtype, op)),
+             Args::tensor_value(to_dtype(a.call(), gb, dtype, op))});
+}
+
+}  // namespace
+
+void register_conv_kernels(sdk::Registrar& reg, ts_dispatch_key key) {
+  reg.kernel("convolution", key, convolution_kernel);
+  reg.kernel("convolution_backward", key, convolution_backward_kernel);
+}
+
+}  // namespace tessera::cpu

@@ -1,0 +1,127 @@
+// max_pool2d_with_indices and its backward (PyTorch semantics). The first maximum of a window
+// wins; a NaN counts as a maximum (it propagates). Indices are int64, flat over each plane's H * W.
+#include "nn_pool.h"
+
+#include <cmath>
+#include <limits>
+
+namespace tessera::cpu {
+namespace {
+
+using sdk::Args;
+using sdk::fail;
+using sdk::TensorRef;
+
+struct MaxPool {
+  PoolPlanes in;
+  std::array<int64_t, 2> k, s, pad, dil, out;
+};
+
+MaxPool plan_max_pool(const char* op, const TensorRef& self, const Args& a, int first, bool stride_may_be_empty) {
+  MaxPool m;
+  m.in = pool_planes(op, self);
+  m.k = int_pair(op, "kernel_size", a.int_list(first));
+  m.s = int_pair(op, "stride", a.int_list(first + 1), stride_may_be_empty ? &m.k : nullptr);
+  m.pad = int_pair(op, "padding", a.int_list(first + 2));
+  m.dil = int_pair(op, "dilation", a.int_list(first + 3));
+  check_pool_params(op, m.k, m.s, m.pad, m.dil);
+  m.out = pooled_plane(op, m.in, m.k, m.s, m.pad, m.dil, a.to_bool(first + 4));
+  return m;
+}
+
+template <class T>
+void max_pool_forward(const MaxPool& m, const T* x, T* y, int64_t* idx) {
+  using M = sdk::opmath_t<T>;
+  const int64_t H = m.in.h, W = m.in.w, OH = m.out[0], OW = m.out[1];
+  parallel_for(m.in.planes, plane_grain(OH * OW * m.k[0] * m.k[1]), [&](int64_t pb, int64_t pe) {
+    for (int64_t p = pb; p < pe; ++p) {
+      const T* xp = x + p * H * W;
+      T* yp = y + p * OH * OW;
+      int64_t* ip = idx + p * OH * OW;
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          int64_t h0 = oh * m.s[0] - m.pad[0], w0 = ow * m.s[1] - m.pad[1];
+          const int64_t h1 = std::min(h0 + (m.k[0] - 1) * m.dil[0] + 1, H);
+          const int64_t w1 = std::min(w0 + (m.k[1] - 1) * m.dil[1] + 1, W);
+          while (h0 < 0) h0 += m.dil[0];
+          while (w0 < 0) w0 += m.dil[1];
+          // A window with no input element (possible only with dilation) gives -inf and index -1.
+          int64_t best = h0 < h1 && w0 < w1 ? h0 * W + w0 : -1;
+          M val = -std::numeric_limits<M>::infinity();
+          for (int64_t ih = h0; ih < h1; ih += m.dil[0])
+            for (int64_t iw = w0; iw < w1; iw += m.dil[1]) {
+              const M v = M(xp[ih * W + iw]);
+              if (v > val || std::isnan(v)) {  // as PyTorch: a NaN wins, the last NaN's index
+                val = v;
+                best = ih * W + iw;
+              }
+            }
+          yp[oh * OW + ow] = T(val);
+          ip[oh * OW + ow] = best;
+        }
+    }
+  });
+}
+
+template <class T>
+void max_pool_backward(const char* op, const MaxPool& m, const T* gy, const int64_t* idx, T* gx) {
+  using M = sdk::opmath_t<T>;
+  const int64_t HW = m.in.h * m.in.w, O = m.out[0] * m.out[1];
+  parallel_for(m.in.planes, plane_grain(O), [&](int64_t pb, int64_t pe) {
+    for (int64_t p = pb; p < pe; ++p)
+      for (int64_t o = 0; o < O; ++o) {
+        const int64_t i = idx[p * O + o];
+        if (i == -1) continue;  // an empty window (see the forward)
+        if (i < 0 || i >= HW)
+          fail(TS_ERROR_INDEX, op, ": index ", i, " in indices is out of range for an input plane of ", m.in.h, "x",
+               m.in.w, " (expected indices in [0, ", HW, "))");
+        gx[p * HW + i] = T(M(gx[p * HW + i]) + M(gy[p * O + o]));
+      }
+  });
+}
+
+// max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0,
+//                         int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)
+void max_pool2d_kernel(Args& a) {
+  const char* op = "max_pool2d_with_indices";
+  TensorRef self = a.tensor(0);
+  const MaxPool m = plan_max_pool(op, self, a, 1, true);
+  const TensorRef x = dense(a.call(), self);
+  const std::vector<int64_t> shape = m.in.shape(m.out[0], m.out[1]);
+  TensorRef y = sdk::empty(a.call(), shape, self.dtype(), kCpuDevice);
+  TensorRef idx = sdk::empty(a.call(), shape, TS_INT64, kCpuDevice);
+  TS_DISPATCH_FLOAT(self.dtype(), fail(TS_ERROR_TYPE, op, ": unsupported dtype"),
+                    max_pool_forward<scalar_t>(m, x.data<scalar_t>(), y.data<scalar_t>(), idx.data<int64_t>()));
+  a.returns({Args::tensor_value(std::move(y)), Args::tensor_value(std::move(idx))});
+}
+
+// max_pool2d_with_indices_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride,
+//                                  int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor
+void max_pool2d_backward_kernel(Args& a) {
+  const char* op = "max_pool2d_with_indices_backward";
+  TensorRef grad_out = a.tensor(0), self = a.tensor(1), indices = a.tensor(7);
+  const MaxPool m = plan_max_pool(op, self, a, 2, true);
+  const std::vector<int64_t> shape = m.in.shape(m.out[0], m.out[1]);
+  check_grad_output(op, grad_out, self, shape);
+  const TensorRef* ts[] = {&indices};
+  check_cpu(op, ts);
+  if (indices.dtype() != TS_INT64)
+    fail(TS_ERROR_TYPE, op, ": expected indices of dtype int64, got ", sdk::dtype_name(indices.dtype()));
+  if (indices.shape_vector() != shape)
+    fail(TS_ERROR_VALUE, op, ": expected indices of shape ", strided::str(shape), " (like grad_output), got ",
+         strided::str(indices.sizes()));
+  const TensorRef gy = dense(a.call(), grad_out), idx = dense(a.call(), indices);
+  TensorRef gx = zeros_like_shape(a.call(), self.sizes(), self.dtype());
+  TS_DISPATCH_FLOAT(self.dtype(), fail(TS_ERROR_TYPE, op, ": unsupported dtype"),
+                    max_pool_backward<scalar_t>(op, m, gy.data<scalar_t>(), idx.data<int64_t>(), gx.data<scalar_t>()));
+  a.return_tensor(std::move(gx));
+}
+
+}  // namespace
+
+void register_max_pool_kernels(sdk::Registrar& reg, ts_dispatch_key key) {
+  reg.kernel("max_pool2d_with_indices", key, max_pool2d_kernel);
+  reg.kernel("max_pool2d_with_indices_backward", key, max_pool2d_backward_kernel);
+}
+
+}  // namespace tessera::cpu

@@ -1,0 +1,78 @@
+"""Grad mode: no_grad, enable_grad, set_grad_enabled, inference_mode (context managers and
+decorators, thread-local like PyTorch's)."""
+import functools
+
+from tessera.autograd import _plugin
+
+
+def is_grad_enabled():
+    if not _plugin.loaded():
+        return True  # nothing records without the plugin; the mode is on by default
+    return _plugin.call("is_grad_enabled", ())
+
+
+def _set(enabled):
+    """Sets grad mode; returns the previous mode."""
+    if not _plugin.loaded():
+        _plugin.ensure()
+    return _plugin.call("set_grad_enabled", (bool(enabled),))
+
+
+class _Mode:
+    enabled = True
+
+    def __enter__(self):
+        self._prev = _set(self.enabled)
+        return self
+
+    def __exit__(self, *exc):
+        _set(self._prev)
+        return False
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with type(self)():
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+class no_grad(_Mode):
+    """Operators inside record no history (and skip the autograd plugin entirely)."""
+    enabled = False
+
+
+class enable_grad(_Mode):
+    enabled = True
+
+
+class inference_mode(_Mode):
+    """Like no_grad (Tessera has no separate inference tensors)."""
+
+    def __init__(self, mode=True):
+        self.enabled = not mode
+
+    def __call__(self, fn):
+        mode = not self.enabled
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with inference_mode(mode):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+class set_grad_enabled:
+    """set_grad_enabled(mode) sets the mode now, and restores the old one when used with `with`."""
+
+    def __init__(self, mode):
+        self._prev = _set(mode)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        _set(self._prev)
+        return False

@@ -1,0 +1,8 @@
+"""tessera.nn: PyTorch-shaped neural-network modules, functional API and initialisers, written in
+Python over Tessera's operators (autograd, when its plugin is loaded, differentiates them)."""
+from tessera.nn.parameter import Buffer, Parameter
+from tessera.nn.modules import *  # noqa: F401,F403
+from tessera.nn.modules import __all__ as _modules_all
+from tessera.nn import functional, init, utils  # noqa: E402
+
+__all__ = ["Buffer", "Parameter", "functional", "init", "utils"] + list(_modules_all)

@@ -1,0 +1,556 @@
+"""tessera.nn.functional: PyTorch's functional NN API over Tessera's operators.
+
+Each function validates its arguments the way torch does and calls one operator of core/ops.yaml
+(convolution, native_batch_norm, nll_loss_forward, ...), whose autograd formula lives with the
+operator. Composites (linear, cross_entropy with label smoothing or probability targets,
+scaled_dot_product_attention) are written only from differentiable operators, so autograd
+covers them too.
+"""
+import builtins
+import math
+import warnings
+
+from tessera import _C
+
+_call = _C.call_op
+_E = {}
+_Tensor = _C.Tensor
+_DT = _C.dtypes
+_BOOL = _DT["bool"]
+_INT64 = _DT["int64"]
+
+_REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
+
+
+def _op(name, *args, **kwargs):
+    return _call(name, args, kwargs)
+
+
+def _reduction_enum(reduction, fname):
+    try:
+        return _REDUCTIONS[reduction]
+    except (KeyError, TypeError):
+        raise ValueError(f"{fname}: {reduction!r} is not a valid value for reduction (expected 'none', 'mean' or "
+                         "'sum')") from None
+
+
+def _legacy_reduction(size_average, reduce, reduction):
+    """The reduction string implied by the deprecated size_average / reduce arguments."""
+    if size_average is None and reduce is None:
+        return reduction
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    if not reduce:
+        return "none"
+    return "mean" if size_average else "sum"
+
+
+def _ntuple(value, n, name, fname):
+    if isinstance(value, builtins.int):
+        return [value] * n
+    try:
+        out = [builtins.int(v) for v in value]
+    except TypeError:
+        raise TypeError(f"{fname}: {name} must be an int or a sequence of {n} ints, got {type(value).__name__}") from None
+    if len(out) == 1:
+        return out * n
+    if len(out) != n:
+        raise ValueError(f"{fname}: expected {name} to have {n} elements, got {len(out)}")
+    return out
+
+
+def _check_tensor(x, name, fname):
+    if not isinstance(x, _Tensor):
+        raise TypeError(f"{fname}: argument '{name}' must be a Tensor, not {type(x).__name__}")
+
+
+def _apply_reduction(loss, reduction):
+    if reduction == "mean":
+        return _op("mean", loss)
+    if reduction == "sum":
+        return _op("sum", loss)
+    return loss
+
+
+# ---------------------------------------------------------------------------- linear and convolution
+def linear(input, weight, bias=None):
+    """y = input @ weight.T + bias; input (*, in_features), weight (out_features, in_features)."""
+    _check_tensor(input, "input", "linear")
+    _check_tensor(weight, "weight", "linear")
+    if weight.ndim not in (1, 2):
+        raise ValueError(f"linear: expected weight to be 1-D or 2-D, got {weight.ndim}-D")
+    in_features = weight.shape[-1]
+    if input.ndim == 0 or input.shape[-1] != in_features:
+        raise ValueError(f"linear: input's last dimension must be in_features={in_features}, got input of shape "
+                         f"{tuple(input.shape)}")
+    wt = _op("transpose", weight, 0, 1) if weight.ndim == 2 else weight
+    out = _op("matmul", input, wt)
+    if bias is not None:
+        out = _op("add", out, bias)
+    return out
+
+
+def bilinear(input1, input2, weight, bias=None):
+    """y[..., o] = sum_ij x1[..., i] W[o, i, j] x2[..., j] + b[o]."""
+    t = _op("matmul", _op("unsqueeze", _op("unsqueeze", input1, -2), -3), weight)  # (..., O, 1, J)
+    out = _op("squeeze", _op("matmul", t, _op("unsqueeze", _op("unsqueeze", input2, -2), -1)), -1)
+    out = _op("squeeze", out, -1)
+    return out if bias is None else _op("add", out, bias)
+
+
+def _pad_right(input, dim, amount):
+    """input with `amount` zeros appended along dim (for padding='same' with an even kernel)."""
+    shape = list(input.shape)
+    shape[dim] = amount
+    z = _op("zeros", shape, dtype=input.dtype, device=input.device)
+    return _op("cat", [input, z], dim)
+
+
+def _conv(input, weight, bias, stride, padding, dilation, groups, n, fname):
+    _check_tensor(input, "input", fname)
+    _check_tensor(weight, "weight", fname)
+    if input.ndim not in (n + 1, n + 2):
+        raise ValueError(f"{fname}: expected a {n + 1}-D (unbatched) or {n + 2}-D (batched) input, got "
+                         f"{input.ndim}-D input of shape {tuple(input.shape)}")
+    if weight.ndim != n + 2:
+        raise ValueError(f"{fname}: expected a {n + 2}-D weight, got {weight.ndim}-D weight of shape "
+                         f"{tuple(weight.shape)}")
+    stride = _ntuple(stride, n, "stride", fname)
+    dilation = _ntuple(dilation, n, "dilation", fname)
+    if isinstance(padding, str):
+        if padding == "valid":
+            padding = [0] * n
+        elif padding == "same":
+            if builtins.any(s != 1 for s in stride):
+                raise ValueError(f"{fname}: padding='same' is not supported for strided convolutions")
+            total = [d * (k - 1) for d, k in zip(dilation, weight.shape[2:])]
+            for i, t in enumerate(total):
+                if t % 2:  # torch pads the odd extra element on the right
+                    input = _pad_right(input, input.ndim - n + i, 1)
+            padding = [t // 2 for t in total]
+        else:
+            raise ValueError(f"{fname}: invalid padding string {padding!r}, should be one of {{'valid', 'same'}}")
+    else:
+        padding = _ntuple(padding, n, "padding", fname)
+    return _op("convolution", input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """1-D convolution over (N, C_in, L) or (C_in, L); weight (C_out, C_in / groups, k)."""
+    return _conv(input, weight, bias, stride, padding, dilation, groups, 1, "conv1d")
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D convolution over (N, C_in, H, W) or (C_in, H, W); weight (C_out, C_in / groups, kH, kW)."""
+    return _conv(input, weight, bias, stride, padding, dilation, groups, 2, "conv2d")
+
+
+# ---------------------------------------------------------------------------- pooling
+def _check_pool_input(input, fname):
+    _check_tensor(input, "input", fname)
+    if input.ndim not in (3, 4):
+        raise ValueError(f"{fname}: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got {input.ndim}-D input "
+                         f"of shape {tuple(input.shape)}")
+
+
+def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                            return_indices=True):
+    _check_pool_input(input, "max_pool2d")
+    kernel_size = _ntuple(kernel_size, 2, "kernel_size", "max_pool2d")
+    stride = [] if stride is None or (not isinstance(stride, builtins.int) and len(stride) == 0) else \
+        _ntuple(stride, 2, "stride", "max_pool2d")
+    return _op("max_pool2d_with_indices", input, kernel_size, stride, _ntuple(padding, 2, "padding", "max_pool2d"),
+               _ntuple(dilation, 2, "dilation", "max_pool2d"), ceil_mode)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """Max over kH x kW windows (stride defaults to kernel_size); with return_indices, also the
+    int64 argmax of each window, flat over H * W."""
+    out, indices = max_pool2d_with_indices(input, kernel_size, stride, padding, dilation, ceil_mode)
+    return (out, indices) if return_indices else out
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    _check_pool_input(input, "avg_pool2d")
+    kernel_size = _ntuple(kernel_size, 2, "kernel_size", "avg_pool2d")
+    stride = [] if stride is None or (not isinstance(stride, builtins.int) and len(stride) == 0) else \
+        _ntuple(stride, 2, "stride", "avg_pool2d")
+    return _op("avg_pool2d", input, kernel_size, stride, _ntuple(padding, 2, "padding", "avg_pool2d"), ceil_mode,
+               count_include_pad, divisor_override)
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """Averages over windows chosen so the output is output_size (an int, a pair; None keeps
+    that input size)."""
+    _check_pool_input(input, "adaptive_avg_pool2d")
+    if isinstance(output_size, builtins.int) or output_size is None:
+        output_size = (output_size, output_size)
+    if len(output_size) != 2:
+        raise ValueError(f"adaptive_avg_pool2d: output_size must be an int or a pair, got {output_size!r}")
+    sizes = [input.shape[-2 + i] if s is None else builtins.int(s) for i, s in enumerate(output_size)]
+    return _op("adaptive_avg_pool2d", input, sizes)
+
+
+# ---------------------------------------------------------------------------- normalization
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-05):
+    """Normalizes over every dim but the channel (dim 1) of an (N, C) or (N, C, *) input: with the
+    batch statistics when training (then updating running_mean / running_var in place), else with
+    the running statistics."""
+    _check_tensor(input, "input", "batch_norm")
+    if input.ndim < 2:
+        raise ValueError(f"batch_norm: expected a 2-D or higher input (N, C, *), got {input.ndim}-D input")
+    if training:
+        size = input.numel() // input.shape[1] if input.shape[1] else 0
+        if size == 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input size "
+                             f"{list(input.shape)}")
+    elif running_mean is None or running_var is None:
+        raise ValueError("batch_norm: running_mean and running_var must be given when training=False")
+    return _op("native_batch_norm", input, weight, bias, running_mean, running_var, training,
+               0.0 if momentum is None else momentum, eps)[0]
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05):
+    """Normalizes over the last len(normalized_shape) dims."""
+    _check_tensor(input, "input", "layer_norm")
+    if isinstance(normalized_shape, builtins.int):
+        normalized_shape = [normalized_shape]
+    normalized_shape = [builtins.int(s) for s in normalized_shape]
+    k = len(normalized_shape)
+    if k == 0 or input.ndim < k or list(input.shape[input.ndim - k:]) != normalized_shape:
+        raise ValueError(f"layer_norm: given normalized_shape={normalized_shape}, expected input with shape "
+                         f"[*, {', '.join(map(str, normalized_shape))}], but got input of size {list(input.shape)}")
+    return _op("native_layer_norm", input, normalized_shape, weight, bias, eps)[0]
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):
+    """Normalizes each of num_groups channel groups of an (N, C, *) input."""
+    _check_tensor(input, "input", "group_norm")
+    if input.ndim < 2:
+        raise ValueError(f"group_norm: expected at least 2 dimensions for input tensor but received {input.ndim}")
+    n, c = input.shape[0], input.shape[1]
+    if num_groups <= 0 or c % num_groups:
+        raise ValueError(f"Expected number of channels in input to be divisible by num_groups, but got input of "
+                         f"shape {list(input.shape)} and num_groups={num_groups}")
+    hxw = 1
+    for s in input.shape[2:]:
+        hxw *= s
+    return _op("native_group_norm", input, weight, bias, n, c, hxw, num_groups, eps)[0]
+
+
+# ---------------------------------------------------------------------------- dropout, embedding
+def dropout(input, p=0.5, training=True, inplace=False):
+    """Zeroes elements with probability p and scales the rest by 1 / (1 - p) when training."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0 or input.numel() == 0:
+        return input
+    out = _op("native_dropout", input, builtins.float(p), True)[0]
+    if inplace:
+        return _op("copy_", input, out)
+    return out
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, sparse=False):
+    """Rows of weight at the int64 indices in input."""
+    _check_tensor(input, "input", "embedding")
+    _check_tensor(weight, "weight", "embedding")
+    if padding_idx is not None:
+        n = weight.shape[0]
+        if padding_idx > 0:
+            if padding_idx >= n:
+                raise ValueError(f"embedding: padding_idx must be within num_embeddings ({n}), got {padding_idx}")
+        elif padding_idx < 0:
+            if padding_idx < -n:
+                raise ValueError(f"embedding: padding_idx must be within num_embeddings ({n}), got {padding_idx}")
+            padding_idx = n + padding_idx
+    else:
+        padding_idx = -1
+    if max_norm is not None:
+        raise NotImplementedError("embedding(max_norm=...): renormalizing rows is not supported yet")
+    if sparse:
+        raise NotImplementedError("embedding(sparse=True): sparse gradients are not supported; use sparse=False")
+    return _op("embedding", weight, input, padding_idx, scale_grad_by_freq, False)
+
+
+# ---------------------------------------------------------------------------- activations
+def relu(input, inplace=False):
+    return _op("relu_", input) if inplace else _op("relu", input)
+
+
+def relu_(input):
+    return _op("relu_", input)
+
+
+def gelu(input, approximate="none"):
+    return _op("gelu", input, approximate=approximate)
+
+
+def silu(input, inplace=False):
+    return _op("silu_", input) if inplace else _op("silu", input)
+
+
+def tanh(input):
+    return _op("tanh", input)
+
+
+def sigmoid(input):
+    return _op("sigmoid", input)
+
+
+def _softmax_dim(ndim, fname):
+    warnings.warn(f"Implicit dimension choice for {fname} has been deprecated. Change the call to include dim=X "
+                  "as an argument.", stacklevel=3)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    if dim is None:
+        dim = _softmax_dim(input.ndim, "softmax")
+    return _op("softmax", input, dim, dtype)
+
+
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    if dim is None:
+        dim = _softmax_dim(input.ndim, "log_softmax")
+    return _op("log_softmax", input, dim, dtype)
+
+
+# ---------------------------------------------------------------------------- losses
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+    """Negative log likelihood of log-probabilities input (N, C[, d...]) or (C,) at the class
+    indices target (N[, d...]) or ()."""
+    _check_tensor(input, "input", "nll_loss")
+    _check_tensor(target, "target", "nll_loss")
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    red = _reduction_enum(reduction, "nll_loss")
+    if input.ndim < 1:
+        raise ValueError(f"nll_loss: expected input with at least 1 dimension, got {input.ndim}")
+    if input.ndim >= 2 and target.ndim >= 1 and input.shape[0] != target.shape[0]:
+        raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size "
+                         f"({target.shape[0]}).")
+    return _op("nll_loss_forward", input, target, weight, red, ignore_index)[0]
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
+                  label_smoothing=0.0):
+    """log_softmax over the class dim (1, or 0 for an unbatched input) followed by nll_loss; target
+    is class indices (int64) or class probabilities (float, input's shape)."""
+    _check_tensor(input, "input", "cross_entropy")
+    _check_tensor(target, "target", "cross_entropy")
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _reduction_enum(reduction, "cross_entropy")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
+    class_dim = 0 if input.ndim == 1 else 1
+    n_classes = input.shape[class_dim]
+    logp = _op("log_softmax", input, class_dim, None)
+    wshape = [1] * input.ndim
+    wshape[class_dim] = n_classes
+    if target.dtype.is_floating_point:  # class probabilities
+        if tuple(target.shape) != tuple(input.shape):
+            raise ValueError(f"cross_entropy: expected probability targets of the input's shape "
+                             f"{tuple(input.shape)}, got {tuple(target.shape)}")
+        if label_smoothing > 0.0:
+            target = _op("add", _op("mul", target, 1.0 - label_smoothing), label_smoothing / n_classes)
+        prod = _op("mul", logp, target)
+        if weight is not None:
+            prod = _op("mul", prod, _op("reshape", weight, wshape))
+        loss = _op("neg", _op("sum", prod, [class_dim]))
+        if reduction == "mean":
+            count = input.numel() // n_classes if n_classes else 0
+            return _op("div", _op("sum", loss), builtins.float(count))
+        return _apply_reduction(loss, reduction)
+    nll = nll_loss(logp, target, weight, None, ignore_index, None, reduction)
+    if label_smoothing <= 0.0:
+        return nll
+    # torch's formula: (1 - eps) * nll + eps / C * smooth, smooth = -sum_c w_c * logp_c over
+    # the targets that are not ignored (normalised as nll_loss normalises under 'mean').
+    prod = logp if weight is None else _op("mul", logp, _op("reshape", weight, wshape))
+    smooth = _op("neg", _op("sum", prod, [class_dim]))
+    ignore = _op("eq", target, ignore_index)
+    smooth = _op("masked_fill", smooth, ignore, 0.0)
+    if reduction == "mean":
+        keep = _op("logical_not", ignore)
+        if weight is not None:
+            kept = _op("masked_select", target, keep)
+            denom = _op("sum", _op("index_select", weight, 0, kept))
+        else:
+            denom = _op("sum", keep)
+        ret = _op("div", _op("sum", smooth), denom)
+    elif reduction == "sum":
+        ret = _op("sum", smooth)
+    else:
+        ret = smooth
+    return _op("add", _op("mul", nll, 1.0 - label_smoothing), _op("mul", ret, label_smoothing / n_classes))
+
+
+def _same_shape_or_broadcast(input, target, fname):
+    if tuple(input.shape) != tuple(target.shape):
+        warnings.warn(f"{fname}: using a target size ({tuple(target.shape)}) that is different to the input size "
+                      f"({tuple(input.shape)}). This will likely lead to incorrect results due to broadcasting. "
+                      "Please ensure they have the same size.", stacklevel=3)
+        return False
+    return True
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """Mean (or sum, or elementwise) squared error."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    red = _reduction_enum(reduction, "mse_loss")
+    if weight is None and _same_shape_or_broadcast(input, target, "mse_loss"):
+        return _op("mse_loss", input, target, red)
+    d = _op("sub", input, target)
+    loss = _op("mul", d, d)
+    if weight is not None:
+        loss = _op("mul", loss, weight)
+    return _apply_reduction(loss, reduction)
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """Mean (or sum, or elementwise) absolute error."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    red = _reduction_enum(reduction, "l1_loss")
+    if weight is None and _same_shape_or_broadcast(input, target, "l1_loss"):
+        return _op("l1_loss", input, target, red)
+    loss = _op("abs", _op("sub", input, target))
+    if weight is not None:
+        loss = _op("mul", loss, weight)
+    return _apply_reduction(loss, reduction)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
+                                     pos_weight=None):
+    """Sigmoid + binary cross-entropy in the numerically stable form."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    red = _reduction_enum(reduction, "binary_cross_entropy_with_logits")
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Target size ({list(target.shape)}) must be the same as input size ({list(input.shape)})")
+    return _op("binary_cross_entropy_with_logits", input, target, weight, pos_weight, red)
+
+
+# ---------------------------------------------------------------------------- attention
+def _causal_mask(L, S, device):
+    rows = _op("unsqueeze", _op("arange", L, dtype=_INT64, device=device), 1)
+    cols = _op("unsqueeze", _op("arange", S, dtype=_INT64, device=device), 0)
+    return _op("ge", rows, cols)  # (L, S), True where attending is allowed
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False):
+    """softmax(query @ key^T * scale + mask) @ value over (..., L, E) queries, (..., S, E) keys and
+    (..., S, Ev) values. A bool attn_mask marks the allowed positions (True = attend); a float mask
+    is added to the scores. is_causal masks out the upper triangle (no attn_mask then)."""
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        _check_tensor(t, name, "scaled_dot_product_attention")
+        if t.ndim < 2:
+            raise ValueError(f"scaled_dot_product_attention: expected {name} with at least 2 dims, got {t.ndim}-D")
+    if query.shape[-1] != key.shape[-1]:
+        raise ValueError(f"scaled_dot_product_attention: query's embedding size {query.shape[-1]} does not match "
+                         f"key's {key.shape[-1]}")
+    if key.shape[-2] != value.shape[-2]:
+        raise ValueError(f"scaled_dot_product_attention: key has {key.shape[-2]} positions but value has "
+                         f"{value.shape[-2]}")
+    if is_causal and attn_mask is not None:
+        raise ValueError("scaled_dot_product_attention: pass either attn_mask or is_causal=True, not both")
+    L, S = query.shape[-2], key.shape[-2]
+    if scale is None:
+        scale = 1.0 / math.sqrt(query.shape[-1]) if query.shape[-1] else 1.0
+    scores = _op("mul", _op("matmul", query, _op("transpose", key, -2, -1)), builtins.float(scale))
+    if is_causal:
+        attn_mask = _causal_mask(L, S, query.device)
+    if attn_mask is not None:
+        if attn_mask.dtype == _BOOL:
+            scores = _op("masked_fill", scores, _op("logical_not", attn_mask), -math.inf)
+        else:
+            scores = _op("add", scores, attn_mask)
+    attn = _op("softmax", scores, -1, None)
+    if dropout_p > 0.0:
+        attn = dropout(attn, dropout_p, True)
+    return _op("matmul", attn, value)
+
+
+def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight, in_proj_bias, out_proj_weight,
+                                 out_proj_bias, dropout_p=0.0, training=True, key_padding_mask=None,
+                                 need_weights=True, attn_mask=None, average_attn_weights=True, is_causal=False,
+                                 batch_first=False):
+    """Multi-head attention over batch-first (N, L, E) inputs (or unbatched (L, E)); batch_first=False
+    inputs are (L, N, E). Returns (output, weights or None)."""
+    unbatched = query.ndim == 2
+    if unbatched:
+        query, key, value = (_op("unsqueeze", t, 0) for t in (query, key, value))
+        if key_padding_mask is not None:
+            key_padding_mask = _op("unsqueeze", key_padding_mask, 0)
+    elif not batch_first:
+        query, key, value = (_op("transpose", t, 0, 1) for t in (query, key, value))
+    if query.ndim != 3:
+        raise ValueError(f"MultiheadAttention: expected query to be 2-D (unbatched) or 3-D, got {query.ndim}-D")
+    n, L, e = query.shape
+    S = key.shape[1]
+    if e % num_heads:
+        raise ValueError(f"MultiheadAttention: embed_dim {e} is not divisible by num_heads {num_heads}")
+    hd = e // num_heads
+    w_q, w_k, w_v = (_op("narrow", in_proj_weight, 0, i * e, e) for i in range(3))
+    b_q = b_k = b_v = None
+    if in_proj_bias is not None:
+        b_q, b_k, b_v = (_op("narrow", in_proj_bias, 0, i * e, e) for i in range(3))
+    q = linear(query, w_q, b_q)
+    k = linear(key, w_k, b_k)
+    v = linear(value, w_v, b_v)
+    # (N, L, E) -> (N, H, L, hd)
+    q = _op("transpose", _op("reshape", q, [n, L, num_heads, hd]), 1, 2)
+    k = _op("transpose", _op("reshape", k, [n, S, num_heads, hd]), 1, 2)
+    v = _op("transpose", _op("reshape", v, [n, S, num_heads, hd]), 1, 2)
+
+    mask = None  # an additive float mask broadcastable to (N, H, L, S)
+    if is_causal and attn_mask is None:
+        attn_mask = _causal_mask(L, S, query.device)
+    if attn_mask is not None:
+        if attn_mask.dtype == _BOOL:  # torch's nn.MultiheadAttention: True = NOT allowed
+            mask = _op("masked_fill", _op("zeros", list(attn_mask.shape), dtype=q.dtype, device=q.device), attn_mask,
+                       -math.inf)
+        else:
+            mask = attn_mask
+        if mask.ndim == 3:  # (N * H, L, S)
+            mask = _op("reshape", mask, [n, num_heads, L, S])
+    if key_padding_mask is not None:
+        kpm = key_padding_mask
+        if kpm.dtype == _BOOL:
+            kpm = _op("masked_fill", _op("zeros", list(kpm.shape), dtype=q.dtype, device=q.device), kpm, -math.inf)
+        kpm = _op("unsqueeze", _op("unsqueeze", kpm, 1), 1)  # (N, 1, 1, S)
+        mask = kpm if mask is None else _op("add", mask, kpm)
+
+    scores = _op("mul", _op("matmul", q, _op("transpose", k, -2, -1)), 1.0 / math.sqrt(hd) if hd else 1.0)
+    if mask is not None:
+        scores = _op("add", scores, mask)
+    attn = _op("softmax", scores, -1, None)
+    attn_dropped = dropout(attn, dropout_p, training) if dropout_p > 0.0 else attn
+    out = _op("matmul", attn_dropped, v)  # (N, H, L, hd)
+    out = _op("reshape", _op("transpose", out, 1, 2), [n, L, e])
+    out = linear(out, out_proj_weight, out_proj_bias)
+    weights = None
+    if need_weights:
+        weights = _op("mean", attn_dropped, [1]) if average_attn_weights else attn_dropped
+        if unbatched:
+            weights = _op("squeeze", weights, 0)
+    if unbatched:
+        out = _op("squeeze", out, 0)
+    elif not batch_first:
+        out = _op("transpose", out, 0, 1)
+    return out, weights
+
+
+# ---------------------------------------------------------------------------- shape helpers
+def flatten(input, start_dim=0, end_dim=-1):
+    return _op("flatten", input, start_dim, end_dim)
+
+
+def one_hot(tensor, num_classes=-1):
+    """int64 one-hot encoding with a trailing dim of num_classes (max + 1 when -1)."""
+    if tensor.dtype != _INT64:
+        raise TypeError(f"one_hot is only applicable to index tensor of type int64, got {tensor.dtype.name}")
+    if num_classes == -1:
+        num_classes = builtins.int(_op("amax", tensor).item()) + 1 if tensor.numel() else 0
+    classes = _op("arange", num_classes, dtype=_INT64, device=tensor.device)
+    return _op("to", _op("eq", _op("unsqueeze", tensor, -1), classes), _INT64)

@@ -1,0 +1,226 @@
+"""optim.Optimizer: parameter groups, per-parameter state and torch's state_dict format."""
+from collections import defaultdict
+import copy
+
+import tessera
+from tessera.nn import _autograd
+
+_Tensor = tessera.Tensor
+
+
+class _RequiredParameter:
+    def __repr__(self):
+        return "<required parameter>"
+
+
+required = _RequiredParameter()
+
+
+class _StateDict(defaultdict):
+    """optimizer.state: per-parameter dicts, keyed by the parameter object (by identity)."""
+
+    def __init__(self):
+        super().__init__(dict)
+        self._keys = {}
+
+    def _k(self, p):
+        return id(p)
+
+    def __getitem__(self, p):
+        k = id(p)
+        if k not in self._keys:
+            self._keys[k] = p
+            return super().__getitem__(k)
+        return super().__getitem__(k)
+
+    def __setitem__(self, p, value):
+        self._keys[id(p)] = p
+        super().__setitem__(id(p), value)
+
+    def __contains__(self, p):
+        return super().__contains__(id(p))
+
+    def __delitem__(self, p):
+        super().__delitem__(id(p))
+        self._keys.pop(id(p), None)
+
+    def get(self, p, default=None):
+        return super().get(id(p), default)
+
+    def keys(self):
+        return [self._keys[k] for k in super().keys()]
+
+    def items(self):
+        return [(self._keys[k], v) for k, v in super().items()]
+
+    def __iter__(self):
+        return iter(self.keys())
+
+
+class Optimizer:
+    """Base class: holds param_groups (dicts with "params" and the hyper-parameters; defaults fill
+    what a group leaves out) and state (per parameter). Subclasses implement step()."""
+
+    def __init__(self, params, defaults):
+        self.defaults = defaults
+        self.state = _StateDict()
+        self.param_groups = []
+        if isinstance(params, _Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, but "
+                            "got " + type(params).__name__)
+        param_groups = list(params)
+        if len(param_groups) == 0:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(param_groups[0], dict):
+            param_groups = [{"params": param_groups}]
+        for group in param_groups:
+            self.add_param_group(group)
+
+    def __getstate__(self):
+        return {"defaults": self.defaults, "state": self.state, "param_groups": self.param_groups}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+    def __repr__(self):
+        s = self.__class__.__name__ + " ("
+        for i, group in enumerate(self.param_groups):
+            s += "\n"
+            s += f"Parameter Group {i}\n"
+            for key in sorted(group.keys()):
+                if key != "params":
+                    s += f"    {key}: {group[key]}\n"
+        s += ")"
+        return s
+
+    def add_param_group(self, param_group):
+        """Adds a group of parameters (a dict with "params"), filling hyper-parameters from defaults."""
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
+        params = param_group["params"]
+        if isinstance(params, _Tensor):
+            param_group["params"] = [params]
+        elif isinstance(params, set):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, but the ordering of "
+                            "tensors in sets will change between runs. Please use a list instead.")
+        else:
+            param_group["params"] = list(params)
+        for param in param_group["params"]:
+            if not isinstance(param, _Tensor):
+                raise TypeError("optimizer can only optimize Tensors, but one of the params is " + type(param).__name__)
+            if _autograd.has_autograd() and not param.is_leaf:
+                raise ValueError("can't optimize a non-leaf Tensor")
+        for name, default in self.defaults.items():
+            if default is required and name not in param_group:
+                raise ValueError(f"parameter group didn't specify a value of required optimization parameter {name}")
+            param_group.setdefault(name, default)
+        params = param_group["params"]
+        if len(params) != len({id(p) for p in params}):
+            raise ValueError("optimizer contains a parameter group with duplicate parameters")
+        seen = {id(p) for group in self.param_groups for p in group["params"]}
+        if any(id(p) in seen for p in params):
+            raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(param_group)
+
+    def zero_grad(self, set_to_none=True):
+        """Resets the gradients of every parameter: to None (default) or to zeros in place."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                g = getattr(p, "grad", None)
+                if g is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    if getattr(g, "grad_fn", None) is not None:
+                        g = g.detach()
+                        p.grad = g
+                    elif _autograd.has_autograd():
+                        g.requires_grad_(False)
+                    g.zero_()
+
+    def step(self, closure=None):
+        raise NotImplementedError
+
+    # ---- state_dict in torch's format
+    def state_dict(self):
+        """{"state": {index: {...}}, "param_groups": [{..., "params": [indices]}]}: parameters are
+        numbered in group order, starting at 0."""
+        index_of = {}
+        start = 0
+
+        def pack_group(group):
+            nonlocal start
+            for i, p in enumerate(group["params"], start):
+                index_of.setdefault(id(p), i)
+            packed = {k: v for k, v in group.items() if k != "params"}
+            packed["params"] = [index_of[id(p)] for p in group["params"]]
+            start += len(packed["params"])
+            return packed
+
+        param_groups = [pack_group(g) for g in self.param_groups]
+        packed_state = {index_of[id(p)]: v for p, v in self.state.items() if id(p) in index_of}
+        return {"state": packed_state, "param_groups": param_groups}
+
+    @staticmethod
+    def _cast(param, value, key=None):
+        if isinstance(value, _Tensor):
+            if key == "step":  # step stays as saved (float32 scalar), as torch keeps it
+                return value.clone()
+            if param.dtype.is_floating_point and value.dtype.is_floating_point:
+                return value.to(device=param.device, dtype=param.dtype, copy=True)
+            return value.to(device=param.device, copy=True)
+        if isinstance(value, dict):
+            return {k: Optimizer._cast(param, v, k) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return type(value)(Optimizer._cast(param, v) for v in value)
+        return copy.deepcopy(value)
+
+    def load_state_dict(self, state_dict):
+        """Restores hyper-parameters and state saved by state_dict() (the state is copied, cast to
+        each parameter's dtype and device)."""
+        groups = self.param_groups
+        saved_groups = state_dict["param_groups"]
+        if len(groups) != len(saved_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        param_lens = (len(g["params"]) for g in groups)
+        saved_lens = (len(g["params"]) for g in saved_groups)
+        if any(p_len != s_len for p_len, s_len in zip(param_lens, saved_lens)):
+            raise ValueError("loaded state dict contains a parameter group that doesn't match the size of optimizer's "
+                             "group")
+        id_map = {}
+        for g, sg in zip(groups, saved_groups):
+            for old_id, p in zip(sg["params"], g["params"]):
+                id_map[old_id] = p
+        state = _StateDict()
+        for k, v in state_dict["state"].items():
+            key = int(k) if isinstance(k, str) and k.isdigit() else k
+            if key in id_map:
+                param = id_map[key]
+                state[param] = self._cast(param, v)
+        new_groups = []
+        for g, sg in zip(groups, saved_groups):
+            ng = {k: copy.deepcopy(v) for k, v in sg.items() if k != "params"}
+            ng["params"] = g["params"]
+            new_groups.append(ng)
+        self.state = state
+        self.param_groups = new_groups
+
+
+def _grad(p, maximize):
+    g = getattr(p, "grad", None)
+    if g is None:
+        return None
+    return -g if maximize else g
+
+
+def _step_tensor(state):
+    if "step" not in state:
+        state["step"] = tessera.tensor(0.0, dtype=tessera.float32)
+    state["step"].add_(1)
+    return state["step"].item()
+
+
+def _validate(name, value, condition, what):
+    if not condition:
+        raise ValueError(f"Invalid {what}: {value}")
