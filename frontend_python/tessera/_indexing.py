@@ -197,6 +197,8 @@ def setitem(self, idx, value):
         from tessera._factories import tensor
 
         value = tensor(value, dtype=self.dtype, device=self.device)
+    if _records_gradient(self, value):
+        return _setitem_recorded(self, idx, value)
     if type(idx) is int:
         view, advanced = _call("select", (self, 0, idx), _E), None
     else:
@@ -223,3 +225,32 @@ def setitem(self, idx, value):
     else:
         value = _C.tensor(value, dtype=view.dtype, device=view.device)
     _call("index_put_", (view, _index_list(advanced), value), _E)
+
+
+def _records_gradient(self, value):
+    """True when autograd must see this assignment (the target or the value requires grad)."""
+    from tessera.autograd import _plugin
+
+    if not _plugin.loaded():
+        return False
+    return (self.requires_grad or (isinstance(value, _Tensor) and value.requires_grad)) and \
+        _plugin.call("is_grad_enabled", ())
+
+
+def _setitem_recorded(self, idx, value):
+    """x[idx] = v as one index_put_ on x itself (not on a view of it), so autograd records it
+    like any in-place operator: the positions idx selects come from indexing an arange."""
+    from tessera._factories import arange
+
+    positions = arange(self.numel(), device=self.device).view(list(self.shape))[idx]
+    indices, rest = [], positions
+    for size in reversed(self.shape):
+        quotient = rest // size
+        indices.append(rest - quotient * size)
+        rest = quotient
+    indices.reverse()
+    if not isinstance(value, _Tensor):
+        value = _C.tensor(value, dtype=self.dtype, device=self.device)
+    elif value.dtype != self.dtype:
+        value = _call("to", (value, self.dtype), _E)
+    _call("index_put_", (self, indices, value), _E)

@@ -488,3 +488,31 @@ def test_mlp_training_matches_a_numpy_oracle_and_loss_falls():
         W1, B1, W2 = W1 - lr * (X.T @ dz), B1 - lr * dz.sum(0), W2 - lr * gW2
     np.testing.assert_allclose(ours, oracle, rtol=1e-10)
     assert ours[-1] < 0.5 * ours[0], ours[::10]
+
+
+def test_setitem_with_gradients():
+    """x[idx] = v records an in-place index_put_ on x: gradients reach v and x's history."""
+    w = rnd(3)
+    buf = ts.zeros(2, 3, dtype=F64)
+    buf[1] = w * 2            # an untracked target gets history from the value
+    buf[0, 1:] = w[:2]
+    loss = (buf * buf).sum()
+    loss.backward()
+    wn = w.detach().numpy()
+    expected = 8 * wn
+    expected[:2] += 2 * wn[:2]
+    np.testing.assert_allclose(w.grad.numpy(), expected)
+    x = rnd(2, 3)
+    y = x * 1.0
+    y[:, 0] = 0.0             # gradient through the overwritten entries is zero
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [[0, 1, 1], [0, 1, 1]])
+    with pytest.raises(RuntimeError, match="leaf Variable"):
+        x[0] = 1.0
+
+
+def test_inplace_on_a_tracked_view_is_refused_clearly():
+    x = rnd(2, 3)
+    y = x * 1.0
+    with pytest.raises(NotImplementedError, match="view"):
+        y[0].mul_(2.0)
