@@ -16,6 +16,7 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 # The python3 on PATH builds the Python package and runs its tests.
-PY_PACKAGES=(pyyaml scikit-build-core pybind11 numpy pytest hypothesis safetensors)  # safetensors: interop oracle
-python3 -c "import yaml, scikit_build_core, pybind11, numpy, pytest, hypothesis, safetensors" 2>/dev/null ||
+# safetensors: interop oracle; scikit-learn (its bundled digits) and tqdm: the training demo.
+PY_PACKAGES=(pyyaml scikit-build-core pybind11 numpy pytest hypothesis safetensors scikit-learn tqdm)
+python3 -c "import yaml, scikit_build_core, pybind11, numpy, pytest, hypothesis, safetensors, sklearn, tqdm" 2>/dev/null ||
   python3 -m pip install -q --disable-pip-version-check "${PY_PACKAGES[@]}"

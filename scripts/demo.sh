@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Builds and installs Tessera, then runs the C++ example from the install: a program that
-# links only libtessera.so, while the CPU backend arrives as a plugin at run time.
+# The main demo: installs the build dependencies, builds and installs Tessera (the C++ install and
+# the Python package), runs the C++ hello example from the install, then trains a small CNN on
+# scikit-learn's 8x8 digits with tessera.nn / tessera.optim / autograd (examples/train_digits.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ROOT=$PWD
 bash scripts/bootstrap.sh
 cmake --preset release >/dev/null
 cmake --build --preset release
@@ -11,3 +13,7 @@ echo "installed layout:"; (cd install/release && find lib -name "libtessera*.so*
 echo "hello links: $(ldd install/release/bin/hello | grep -o 'libtessera[^ ]*' | sort -u | tr '\n' ' ')"
 echo
 install/release/bin/hello
+echo
+python3 -m pip install -q --disable-pip-version-check --no-build-isolation "$ROOT"
+# From outside the source tree, so `import tessera` is the installed package.
+(cd /tmp && python3 "$ROOT/examples/train_digits.py" "$@")

@@ -866,3 +866,70 @@ def test_embedding_and_loss_gradients():
     loss().backward()
     np.testing.assert_allclose(to_np(emb.weight.grad), numeric_grad(loss, emb.weight), rtol=1e-5, atol=1e-7)
     assert (to_np(emb.weight.grad)[[2, 3]] == 0).all()
+
+
+# ---------------------------------------------------------------------------- against PyTorch (when installed)
+def copy_weights(src_ts, dst_torch, torch):
+    sd = dst_torch.state_dict()
+    with torch.no_grad():
+        for k, v in src_ts.state_dict().items():
+            sd[k].copy_(torch.tensor(to_np(v)))
+
+
+@pytest.mark.torch
+def test_layers_match_pytorch():
+    torch = pytest.importorskip("torch")
+    ts.manual_seed(0)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2, 5, 8))
+    cases = [
+        (lambda lib: lib.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True), (x,), {}),
+        (lambda lib: lib.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, norm_first=True, activation="gelu"),
+         (x.transpose(1, 0, 2),), {}),
+        (lambda lib: lib.nn.Sequential(lib.nn.Conv1d(5, 4, 3, padding="same"), lib.nn.GroupNorm(2, 4),
+                                       lib.nn.SiLU()), (x,), {}),
+        (lambda lib: lib.nn.Sequential(lib.nn.Linear(8, 6), lib.nn.LayerNorm(6), lib.nn.Tanh()), (x,), {}),
+    ]
+    for make, args, kw in cases:
+        m_ts, m_th = make(ts).double(), make(torch).double()
+        copy_weights(m_ts, m_th, torch)
+        got = m_ts(*(from_np(a, ts.float64) for a in args))
+        want = m_th(*(torch.tensor(a) for a in args)).detach().numpy()
+        assert_close(got, want, ts.float64, rtol=1e-9, atol=1e-9)
+
+    mha_ts = nn.MultiheadAttention(8, 4, batch_first=True, dtype=ts.float64)
+    mha_th = torch.nn.MultiheadAttention(8, 4, batch_first=True, dtype=torch.float64)
+    copy_weights(mha_ts, mha_th, torch)
+    kpm = np.array([[False] * 4 + [True], [False] * 5])
+    am = np.triu(np.ones((5, 5), dtype=bool), 1)
+    o1, w1 = mha_ts(from_np(x), from_np(x), from_np(x), key_padding_mask=ts.tensor(kpm.tolist()),
+                    attn_mask=ts.tensor(am.tolist()))
+    xt = torch.tensor(x)
+    o2, w2 = mha_th(xt, xt, xt, key_padding_mask=torch.tensor(kpm), attn_mask=torch.tensor(am))
+    assert_close(o1, o2.detach().numpy(), ts.float64, rtol=1e-9, atol=1e-9)
+    assert_close(w1, w2.detach().numpy(), ts.float64, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.torch
+def test_functional_losses_match_pytorch():
+    torch = pytest.importorskip("torch")
+    tF = torch.nn.functional
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(6, 5))
+    t = np.array([0, 4, -100, 2, 2, 1])
+    w = rng.uniform(0.5, 2, size=5)
+    for red in ("mean", "sum", "none"):
+        for ls in (0.0, 0.15):
+            got = F.cross_entropy(from_np(x), ts.tensor(t.tolist()), weight=from_np(w), reduction=red,
+                                  label_smoothing=ls)
+            want = tF.cross_entropy(torch.tensor(x), torch.tensor(t), weight=torch.tensor(w), reduction=red,
+                                    label_smoothing=ls)
+            assert_close(got, want.numpy(), ts.float64, rtol=1e-10, atol=1e-12)
+    p = rng.dirichlet(np.ones(5), size=6)
+    assert_close(F.cross_entropy(from_np(x), from_np(p), label_smoothing=0.1),
+                 tF.cross_entropy(torch.tensor(x), torch.tensor(p), label_smoothing=0.1).numpy(), ts.float64,
+                 rtol=1e-10, atol=1e-12)
+    q, k, v = (rng.normal(size=(2, 3, 4, 6)) for _ in range(3))
+    assert_close(F.scaled_dot_product_attention(from_np(q), from_np(k), from_np(v), is_causal=True),
+                 tF.scaled_dot_product_attention(*(torch.tensor(a) for a in (q, k, v)), is_causal=True).numpy(),
+                 ts.float64, rtol=1e-10, atol=1e-12)

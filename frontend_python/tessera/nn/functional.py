@@ -51,7 +51,8 @@ def _ntuple(value, n, name, fname):
     try:
         out = [builtins.int(v) for v in value]
     except TypeError:
-        raise TypeError(f"{fname}: {name} must be an int or a sequence of {n} ints, got {type(value).__name__}") from None
+        raise TypeError(f"{fname}: {name} must be an int or a sequence of {n} ints, got "
+                        f"{type(value).__name__}") from None
     if len(out) == 1:
         return out * n
     if len(out) != n:

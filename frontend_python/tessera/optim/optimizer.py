@@ -16,45 +16,9 @@ class _RequiredParameter:
 required = _RequiredParameter()
 
 
-class _StateDict(defaultdict):
-    """optimizer.state: per-parameter dicts, keyed by the parameter object (by identity)."""
-
-    def __init__(self):
-        super().__init__(dict)
-        self._keys = {}
-
-    def _k(self, p):
-        return id(p)
-
-    def __getitem__(self, p):
-        k = id(p)
-        if k not in self._keys:
-            self._keys[k] = p
-            return super().__getitem__(k)
-        return super().__getitem__(k)
-
-    def __setitem__(self, p, value):
-        self._keys[id(p)] = p
-        super().__setitem__(id(p), value)
-
-    def __contains__(self, p):
-        return super().__contains__(id(p))
-
-    def __delitem__(self, p):
-        super().__delitem__(id(p))
-        self._keys.pop(id(p), None)
-
-    def get(self, p, default=None):
-        return super().get(id(p), default)
-
-    def keys(self):
-        return [self._keys[k] for k in super().keys()]
-
-    def items(self):
-        return [(self._keys[k], v) for k, v in super().items()]
-
-    def __iter__(self):
-        return iter(self.keys())
+def _StateDict():
+    """optimizer.state: per-parameter dicts keyed by the parameter (tensors hash by identity)."""
+    return defaultdict(dict)
 
 
 class Optimizer:
@@ -220,7 +184,3 @@ def _step_tensor(state):
     state["step"].add_(1)
     return state["step"].item()
 
-
-def _validate(name, value, condition, what):
-    if not condition:
-        raise ValueError(f"Invalid {what}: {value}")

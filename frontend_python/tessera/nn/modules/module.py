@@ -103,8 +103,8 @@ class Module:
         if hasattr(self, name) and name not in self._parameters:
             raise KeyError(f"attribute '{name}' already exists")
         if param is not None and not isinstance(param, Parameter):
-            raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter '{name}' (nn.Parameter or None "
-                            "required)")
+            raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter '{name}' "
+                            "(nn.Parameter or None required)")
         self._parameters[name] = param
 
     def add_module(self, name, module):

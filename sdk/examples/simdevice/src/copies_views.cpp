@@ -1,6 +1,10 @@
-// clone, contiguous, copy_ (into a device tensor from this device or the CPU), view, reshape.
+// clone, contiguous, copy_ (into a device tensor from this device or the CPU), view, reshape, and
+// the strided views autograd's formulas use: expand, unsqueeze, transpose, permute.
 // Views share the arena block through the host's tensor_alias; only the geometry changes.
 #include "simdev.h"
+
+#include <algorithm>
+#include <optional>
 
 #include <cstring>
 
@@ -89,12 +93,39 @@ std::vector<int64_t> infer_shape(const char* op, std::span<const int64_t> size, 
   return shape;
 }
 
+// Strides for viewing x as `shape` without copying, or nothing when x's layout does not allow it:
+// each run of new dims must fall inside one run of old dims that are contiguous with each other.
+std::optional<std::vector<int64_t>> view_strides(const sdk::TensorRef& x, const std::vector<int64_t>& shape) {
+  if (x.is_contiguous()) return contiguous_strides(shape);
+  std::vector<int64_t> strides(shape.size(), 1);
+  int64_t view_d = int64_t(shape.size()) - 1;
+  int64_t base_stride = x.dim() ? x.stride(x.dim() - 1) : 1;  // stride of the current chunk's last dim
+  int64_t chunk_numel = 1, view_numel = 1;
+  for (int64_t d = x.dim() - 1; d >= 0; --d) {
+    chunk_numel *= x.size(d);
+    bool chunk_ends = d == 0 || (x.size(d - 1) != 1 && x.stride(d - 1) != chunk_numel * base_stride);
+    if (!chunk_ends) continue;
+    while (view_d >= 0 && (view_numel < chunk_numel || shape[size_t(view_d)] == 1)) {
+      strides[size_t(view_d)] = view_numel * base_stride;
+      view_numel *= shape[size_t(view_d)];
+      --view_d;
+    }
+    if (view_numel != chunk_numel) return std::nullopt;
+    if (d > 0) {
+      base_stride = x.stride(d - 1);
+      chunk_numel = view_numel = 1;
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return strides;
+}
+
 sdk::TensorRef view_of(ts_call call, const char* op, const sdk::TensorRef& x, std::span<const int64_t> size) {
-  TS_SDK_CHECK(x.is_contiguous(), TS_ERROR_VALUE, op, ": ", SIMDEV_NAME,
-               " views need a contiguous input; use .reshape(...) (which copies) instead");
   auto shape = infer_shape(op, size, x.numel());
-  auto strides = contiguous_strides(shape);
-  return sdk::alias(call, x, shape, strides, sdk::host().tensor_storage_offset(x.handle()));
+  auto strides = view_strides(x, shape);
+  TS_SDK_CHECK(strides, TS_ERROR_VALUE, op, ": view size is not compatible with input tensor's size and stride "
+               "(at least one dimension spans across two contiguous subspaces). Use .reshape(...) instead.");
+  return sdk::alias(call, x, shape, *strides, sdk::host().tensor_storage_offset(x.handle()));
 }
 
 void view_kernel(sdk::Args& a) {
@@ -107,13 +138,97 @@ void reshape_kernel(sdk::Args& a) {
   sdk::TensorRef x = a.tensor(0);
   require_here("reshape", x);
   auto size = a.int_list(1);
-  if (x.is_contiguous()) return a.return_tensor(view_of(a.call(), "reshape", x, size));
+  if (view_strides(x, infer_shape("reshape", size, x.numel())))
+    return a.return_tensor(view_of(a.call(), "reshape", x, size));
   sdk::TensorRef copy = clone_of(a.call(), x);
   a.return_tensor(view_of(a.call(), "reshape", copy, size));
+}
+// A strided view of x: new geometry over the same arena block.
+sdk::TensorRef restride(ts_call call, const sdk::TensorRef& x, const std::vector<int64_t>& shape,
+                        const std::vector<int64_t>& strides) {
+  return sdk::alias(call, x, shape, strides, sdk::host().tensor_storage_offset(x.handle()));
+}
+
+int64_t wrap(const char* op, int64_t d, int64_t ndim) {
+  int64_t n = std::max<int64_t>(ndim, 1);
+  TS_SDK_CHECK(d >= -n && d < n, TS_ERROR_INDEX, op, ": dimension ", d, " out of range for ", ndim, " dims");
+  return d < 0 ? d + n : d;
+}
+
+void expand_kernel(sdk::Args& a) {
+  sdk::TensorRef x = a.tensor(0);
+  require_here("expand", x);
+  auto size = a.int_list(1);
+  int64_t lead = int64_t(size.size()) - x.dim();
+  TS_SDK_CHECK(lead >= 0, TS_ERROR_VALUE, "expand: the number of sizes (", size.size(),
+               ") must be at least the tensor's dims (", x.dim(), ")");
+  std::vector<int64_t> shape(size.begin(), size.end()), strides(size.size(), 0);
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    int64_t want = size[size_t(d + lead)];
+    if (want == -1 || want == x.size(d)) {
+      shape[size_t(d + lead)] = x.size(d);
+      strides[size_t(d + lead)] = x.stride(d);
+    } else {
+      TS_SDK_CHECK(x.size(d) == 1, TS_ERROR_VALUE, "expand: size ", want, " does not match ", x.size(d),
+                   " at dim ", d, " (only size-1 dims expand)");
+    }
+  }
+  a.return_tensor(restride(a.call(), x, shape, strides));
+}
+
+void unsqueeze_kernel(sdk::Args& a) {
+  sdk::TensorRef x = a.tensor(0);
+  require_here("unsqueeze", x);
+  int64_t d = wrap("unsqueeze", a.to_int(1), x.dim() + 1);
+  std::vector<int64_t> shape = x.shape_vector(), strides(x.strides().begin(), x.strides().end());
+  int64_t stride = d < x.dim() ? x.stride(d) * x.size(d) : 1;
+  shape.insert(shape.begin() + d, 1);
+  strides.insert(strides.begin() + d, stride);
+  a.return_tensor(restride(a.call(), x, shape, strides));
+}
+
+void permute_to(sdk::Args& a, const sdk::TensorRef& x, const std::vector<int64_t>& order) {
+  std::vector<int64_t> shape, strides;
+  for (int64_t d : order) {
+    shape.push_back(x.size(d));
+    strides.push_back(x.stride(d));
+  }
+  a.return_tensor(restride(a.call(), x, shape, strides));
+}
+
+void transpose_kernel(sdk::Args& a) {
+  sdk::TensorRef x = a.tensor(0);
+  require_here("transpose", x);
+  int64_t d0 = wrap("transpose", a.to_int(1), x.dim()), d1 = wrap("transpose", a.to_int(2), x.dim());
+  std::vector<int64_t> order(size_t(x.dim()));
+  for (int64_t d = 0; d < x.dim(); ++d) order[size_t(d)] = d;
+  if (x.dim() > 0) std::swap(order[size_t(d0)], order[size_t(d1)]);
+  permute_to(a, x, order);
+}
+
+void permute_kernel(sdk::Args& a) {
+  sdk::TensorRef x = a.tensor(0);
+  require_here("permute", x);
+  auto dims = a.int_list(1);
+  TS_SDK_CHECK(int64_t(dims.size()) == x.dim(), TS_ERROR_VALUE, "permute: expected ", x.dim(), " dims, got ",
+               dims.size());
+  std::vector<int64_t> order;
+  std::vector<bool> seen(size_t(x.dim()), false);
+  for (int64_t d : dims) {
+    int64_t w = wrap("permute", d, x.dim());
+    TS_SDK_CHECK(!seen[size_t(w)], TS_ERROR_VALUE, "permute: dimension ", w, " repeats");
+    seen[size_t(w)] = true;
+    order.push_back(w);
+  }
+  permute_to(a, x, order);
 }
 }  // namespace
 
 void register_copies_and_views(sdk::Registrar& reg, ts_dispatch_key key) {
+  reg.kernel("expand", key, expand_kernel);
+  reg.kernel("unsqueeze", key, unsqueeze_kernel);
+  reg.kernel("transpose.int", key, transpose_kernel);
+  reg.kernel("permute", key, permute_kernel);
   reg.kernel("clone", key, clone_kernel);
   reg.kernel("contiguous", key, contiguous_kernel);
   reg.kernel("copy_", key, copy_kernel);

@@ -139,3 +139,17 @@ def test_lazy_loading_by_device_name(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "2.0"
+
+
+def test_autograd_on_the_device():
+    """The plugin writes no gradient code: the autograd plugin's AutogradOther kernels call the
+    device's kernels (and the CPU fallback) for the forward and the backward formulas."""
+    w_cpu = ts.randn(4, 3)
+    x_cpu = ts.randn(5, 4)
+    w = w_cpu.to("simdev").requires_grad_()
+    loss = ((x_cpu.to("simdev") @ w).exp()).sum()
+    loss.backward()
+    wr = w_cpu.clone().requires_grad_()
+    (x_cpu @ wr).exp().sum().backward()
+    assert str(w.grad.device) == "simdev:0"
+    close(w.grad, wr.grad, 1e-4)
