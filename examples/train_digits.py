@@ -1,6 +1,6 @@
 """Train a small CNN on scikit-learn's 8x8 digits with tessera.nn / tessera.optim.
 
-    python examples/train_digits.py [--epochs 15] [--batch-size 32] [--lr 1e-2] [--seed 0] [--out digits.safetensors]
+    python examples/train_digits.py [--epochs 10] [--batch-size 32] [--lr 1e-2] [--seed 0] [--out digits.safetensors]
 
 No download: sklearn.datasets.load_digits() ships with scikit-learn (1797 images). Seeded end to
 end (ts.manual_seed for the weights and dropout-free training, DataLoader(seed=...) for the
@@ -26,8 +26,8 @@ from tessera.utils.data import DataLoader, TensorDataset
 
 def make_model():
     return nn.Sequential(
-        nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),   # 16 x 4 x 4
-        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),  # 32 x 2 x 2
+        nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),   # 16 x 4 x 4
+        nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),  # 32 x 2 x 2
         nn.Flatten(),                                                 # 128
         nn.Linear(128, 10),
     )
@@ -44,7 +44,7 @@ def accuracy(model, x, y, batch_size=512):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--epochs", type=int, default=15)
+    ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--lr", type=float, default=1e-2)
     ap.add_argument("--seed", type=int, default=0)
