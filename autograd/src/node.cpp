@@ -19,6 +19,20 @@ Node::Node() : sequence_nr(next_sequence_nr.fetch_add(1, std::memory_order_relax
 
 Node::~Node() {
   for (auto& [nr, id] : pre_hooks) sdk::host().release_callback(id);
+  // Release the graph behind this node iteratively: a long chain (x = x + 1 a million times)
+  // would otherwise destroy node by node recursively and overflow the stack.
+  thread_local std::vector<std::shared_ptr<Node>> pending;
+  thread_local bool draining = false;
+  for (Edge& e : next_edges)
+    if (e.fn) pending.push_back(std::move(e.fn));
+  if (draining) return;
+  draining = true;
+  while (!pending.empty()) {
+    std::shared_ptr<Node> next = std::move(pending.back());
+    pending.pop_back();
+    next.reset();  // if this was the last reference, its destructor queues its own edges
+  }
+  draining = false;
 }
 
 bool is_floating(int32_t dtype) {

@@ -516,3 +516,16 @@ def test_inplace_on_a_tracked_view_is_refused_clearly():
     y = x * 1.0
     with pytest.raises(NotImplementedError, match="view"):
         y[0].mul_(2.0)
+
+
+def test_long_chains_backward_and_release_without_recursion():
+    x = ts.tensor([1.0], dtype=F64, requires_grad=True)
+    y = x
+    for _ in range(100_000):
+        y = y + 1.0
+    y.backward()
+    assert float(x.grad) == 1.0
+    z = x
+    for _ in range(100_000):
+        z = z * 1.0
+    del z  # releasing an unused 100k-node graph must not overflow the stack
