@@ -158,7 +158,14 @@ void backward(Args& a) {
   o.keep_graph = a.to_bool(2);
   o.create_graph = a.to_bool(3);
   std::vector<TensorRef> inputs = a.is_none(4) ? std::vector<TensorRef>{} : a.tensor_list(4);
-  run_backward(roots, std::move(grads), inputs, o);
+  std::vector<TensorRef> captured = run_backward(roots, std::move(grads), inputs, o);
+  // backward(inputs=[...]) accumulates into .grad of non-leaf inputs too (leaves got theirs).
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    AutogradMeta* m = meta_of(inputs[i].handle());
+    if (!m || !m->grad_fn || !captured[i].defined()) continue;
+    if (!m->retained_grad) m->retained_grad = std::make_shared<TensorRef>();
+    *m->retained_grad = m->retained_grad->defined() ? sdk::ops::add(*m->retained_grad, captured[i]) : captured[i];
+  }
   a.returns({});
 }
 

@@ -529,3 +529,12 @@ def test_long_chains_backward_and_release_without_recursion():
     for _ in range(100_000):
         z = z * 1.0
     del z  # releasing an unused 100k-node graph must not overflow the stack
+
+
+def test_backward_with_inputs_accumulates_only_there():
+    a, b = rnd(3), rnd(3, seed=2)
+    h = a * b
+    (h * h).sum().backward(inputs=[a, h])
+    assert b.grad is None
+    np.testing.assert_allclose(a.grad.numpy(), 2 * (h * b).detach().numpy())
+    np.testing.assert_allclose(h.grad.numpy(), 2 * h.detach().numpy())
