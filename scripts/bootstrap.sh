@@ -3,7 +3,7 @@
 # tools from PyPI. Idempotent: does nothing when everything is present.
 set -euo pipefail
 PACKAGES=(cmake ninja-build g++ ccache binutils python3 python3-yaml libfmt-dev libboost-dev nlohmann-json3-dev
-          libdnnl-dev libgtest-dev libgmock-dev libbenchmark-dev
+          libdnnl-dev libsleef-dev libgtest-dev libgmock-dev libbenchmark-dev
           clang libc++-dev libc++abi-dev libclang-rt-14-dev)  # SDK check (clang+libc++) and libFuzzer
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -16,7 +16,8 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 # The python3 on PATH builds the Python package and runs its tests.
-# safetensors: interop oracle; scikit-learn (its bundled digits) and tqdm: the training demo.
-PY_PACKAGES=(pyyaml scikit-build-core pybind11 numpy pytest hypothesis safetensors scikit-learn tqdm)
-python3 -c "import yaml, scikit_build_core, pybind11, numpy, pytest, hypothesis, safetensors, sklearn, tqdm" 2>/dev/null ||
+# safetensors: interop oracle; scikit-learn (its bundled digits) and tqdm: the training demo;
+# matplotlib: the plot of benchmarks/run.py.
+PY_PACKAGES=(pyyaml scikit-build-core pybind11 numpy pytest hypothesis safetensors scikit-learn tqdm matplotlib)
+python3 -c "import yaml, scikit_build_core, pybind11, numpy, pytest, hypothesis, safetensors, sklearn, tqdm, matplotlib" 2>/dev/null ||
   python3 -m pip install -q --disable-pip-version-check "${PY_PACKAGES[@]}"

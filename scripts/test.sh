@@ -14,6 +14,7 @@ python3 -m pip install -q --disable-pip-version-check --no-build-isolation "$ROO
 # The SDK as a vendor uses it: an out-of-tree device plugin built with clang++/libc++ against the
 # installed Tessera, tested from C++ and Python, twice at once.
 bash scripts/test_sdk.sh
+bash scripts/test_examples_cpp.sh  # the C++ API: examples/cpp built out of tree against the installed package
 # Reliability: each libFuzzer target for a bounded time, the threads tests under TSan, and every
 # C++ suite under ASan + UBSan.
 FUZZ_SECONDS=${FUZZ_SECONDS:-30} bash scripts/fuzz.sh

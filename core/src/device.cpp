@@ -29,6 +29,14 @@ Device::Device(std::string_view spec) {
   }
   type_ = registry.type_id(name);
   index_ = index;
+  // Like torch.device("cpu:1"), an index the device type does not have is refused when parsed.
+  if (const DeviceTypeEntry* entry = registry.find(type_)) {
+    try {
+      check_device_index(*entry, index);
+    } catch (const ValueError& e) {
+      raise<ValueError>("device '{}': {}", spec, e.what());
+    }
+  }
 }
 
 std::string Device::type_name() const { return DeviceRegistry::instance().name_of(type_); }

@@ -18,6 +18,15 @@ struct DeviceRegistry::Impl {
   std::array<std::string, kMaxDeviceTypes> names{"cpu", "cuda", "hip"};
 };
 
+void check_device_index(const DeviceTypeEntry& entry, int32_t index) {
+  if (!entry.desc.device_count) return;
+  int32_t count = entry.desc.device_count(entry.desc.device_data);
+  if (index < 0 || index >= count)
+    raise<ValueError>("device index {} is out of range: device type '{}' (plugin '{}') has {} device{}{}", index,
+                      entry.name, entry.plugin, count, count == 1 ? "" : "s",
+                      count > 0 ? fmt::format(", valid indices are 0..{}", count - 1) : "");
+}
+
 DeviceRegistry::DeviceRegistry() : impl_(new Impl) {}  // lives for the process
 
 DeviceRegistry& DeviceRegistry::instance() {

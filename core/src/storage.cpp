@@ -6,6 +6,9 @@ namespace tessera {
 
 StorageImpl::StorageImpl(Device device, size_t nbytes)
     : nbytes_(nbytes), device_(device), device_type_(&DeviceRegistry::instance().require(device.type())) {
+  // Every allocation comes through here: an index past the plugin's device count (a Device made
+  // from numbers, or over the ABI) is refused before the plugin's allocator sees it.
+  check_device_index(*device_type_, device.index());
   data_ = device_type_->desc.allocate(device_type_->desc.device_data, device.index(), nbytes);
   if (!data_ && nbytes > 0)
     raise<OutOfMemoryError>("out of memory: failed to allocate {} bytes on {} (plugin '{}')", nbytes,

@@ -2,6 +2,8 @@
 #include <tessera/error.h>
 #include <tessera/tensor_impl.h>
 
+#include <algorithm>
+
 namespace tessera {
 
 SizeVector contiguous_strides(IntArrayRef sizes) {
@@ -9,15 +11,20 @@ SizeVector contiguous_strides(IntArrayRef sizes) {
   int64_t s = 1;
   for (size_t i = sizes.size(); i-- > 0;) {
     strides[i] = s;
-    s *= std::max<int64_t>(sizes[i], 1);
+    // Only a zero-size tensor can get here with a product past int64 (checked_numel refuses the
+    // rest); its strides are never used to address memory, so wrapping is harmless (not UB).
+    __builtin_mul_overflow(s, std::max<int64_t>(sizes[i], 1), &s);
   }
   return strides;
 }
 
 int64_t checked_numel(IntArrayRef sizes, std::string_view what) {
+  for (size_t i = 0; i < sizes.size(); ++i)
+    if (sizes[i] < 0) raise<ValueError>("{}: expected non-negative sizes, got size {} at dim {}", what, sizes[i], i);
+  // A zero anywhere makes the count 0, however large the other sizes ([2**62, 2, 0] included).
+  if (std::find(sizes.begin(), sizes.end(), int64_t(0)) != sizes.end()) return 0;
   int64_t n = 1;
   for (size_t i = 0; i < sizes.size(); ++i) {
-    if (sizes[i] < 0) raise<ValueError>("{}: expected non-negative sizes, got size {} at dim {}", what, sizes[i], i);
     if (__builtin_mul_overflow(n, sizes[i], &n))
       raise<ValueError>("{}: the number of elements of shape [{}] overflows int64", what, fmt::join(sizes, ", "));
   }
@@ -66,13 +73,13 @@ void TensorImpl::set_geometry(IntArrayRef sizes, IntArrayRef strides, int64_t st
 
 void TensorImpl::refresh() {
   contiguous_ = true;
+  if (numel_ == 0) return;  // also keeps `expected` below from overflowing on [2**62, 4, 0]
   int64_t expected = 1;
   for (size_t i = sizes_.size(); i-- > 0;) {
     if (sizes_[i] == 1) continue;
     if (strides_[i] != expected) { contiguous_ = false; break; }
     expected *= sizes_[i];
   }
-  if (numel_ == 0) contiguous_ = true;
 }
 
 void TensorImpl::fill_view(ts_tensor_view* v) const {

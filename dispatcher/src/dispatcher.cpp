@@ -237,11 +237,13 @@ void Dispatcher::call_with_keys(OperatorHandle op, DispatchKeySet key_set, ts_st
     if (!kernel) kernel = op->catch_all();
     if (!kernel) kernel = fallback(key);
     if (!kernel) {
-      // A backend key whose plugin is not loaded yet: load it once, then retry.
-      if (!retried && key <= int32_t(DispatchKey::LastDynamicBackend) && missing_kernel_hook_ &&
-          missing_kernel_hook_(key)) {
+      // A backend key whose plugin is not loaded yet: load it once, then retry. The hook also
+      // returns (false) after waiting for another thread that is loading that plugin right now,
+      // so look again either way.
+      if (!retried && key <= int32_t(DispatchKey::LastDynamicBackend) && missing_kernel_hook_) {
+        bool loaded = missing_kernel_hook_(key);
         retried = true;
-        continue;
+        if (loaded || op->kernel(key) || op->catch_all() || fallback(key)) continue;
       }
       // A device without this kernel: run it on CPU with copies (or raise, if that is off).
       if (detail::run_cpu_fallback(op, key, stack)) return;

@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -147,6 +148,23 @@ bool as_int(PyObject* v, int64_t* out) {
   bool ok = as_int(i, out);
   Py_DECREF(i);
   return ok;
+}
+
+// A Python int too large for int64 (2**70): such arguments get an OverflowError naming the
+// operator, the argument and the value, not a "must be int" TypeError.
+constexpr std::string_view kDoesNotFit = "which does not fit in int64";
+bool int_overflows(PyObject* v) {
+  if (!PyLong_Check(v) || PyBool_Check(v)) return false;
+  int overflow = 0;
+  PyLong_AsLongLongAndOverflow(v, &overflow);
+  PyErr_Clear();
+  return overflow != 0;
+}
+std::string too_big(std::string_view argument, PyObject* v, Py_ssize_t element = -1) {
+  std::string digits = py::str(v);
+  return fmt::format("argument '{}'{} is {}, {} (int64 holds {} to {})", argument,
+                     element >= 0 ? fmt::format(" element {}", element) : "", digits, kDoesNotFit,
+                     std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
 }
 
 // A real number: floats, ints (not bools), float-likes (NumPy floats).
@@ -455,11 +473,14 @@ bool push_int_list(const Param& p, PyObject* v, Frame& f, int slot, std::string*
     Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
     for (Py_ssize_t k = 0; k < n; ++k) {
       PyObject* e = PySequence_Fast_GET_ITEM(v, k);
+      if (!as_int(e, &i) && int_overflows(e)) return fail(why, too_big(p.name, e, k));
       if (!as_int(e, &i))
         return fail(why, fmt::format("argument '{}' must be {} (a tuple of ints), but element {} is {}", p.name,
                                      expected_name(p), k, type_name(e)));
       f.ints.push_back(i);
     }
+  } else if (int_overflows(v)) {
+    return fail(why, too_big(p.name, v));
   } else {
     return fail(why, fmt::format("argument '{}' must be {} (an int or a tuple of ints), not {}", p.name,
                                  expected_name(p), type_name(v)));
@@ -486,6 +507,7 @@ bool convert(const Param& p, PyObject* v, Frame& f, int slot, std::string* why) 
       detail::box(out, tensor_of(v));
       return true;
     case Conv::Int:
+      if (int_overflows(v)) return fail(why, too_big(p.name, v));
       if (!as_int(v, &out.u.i)) break;
       out.tag = TS_VALUE_INT;
       return true;
@@ -712,13 +734,19 @@ bool parse(const Overload& ov, PyObject* const* args, Py_ssize_t nargs, PyObject
   }
   std::string text = fmt::format("{}() received an invalid combination of arguments - got ({}), but expected{}:\n",
                                  set.name, fmt::join(got, ", "), set.overloads.size() == 1 ? "" : " one of");
+  std::string overflow;
   for (const Overload& ov : set.overloads) {
     Frame f;
     std::string why;
     parse(ov, args, nargs, kwargs, nkw, f, &why);
+    if (overflow.empty() && why.find(kDoesNotFit) != std::string::npos) overflow = why;
     text += fmt::format(" * {}\n      didn't match because {}\n", ov.op->schema().to_string(), why);
   }
   text.pop_back();
+  if (!overflow.empty()) {  // the value, not its type, is wrong: Python's OverflowError, as int() -> C long
+    PyErr_SetString(PyExc_OverflowError, fmt::format("{}(): {}", set.name, overflow).c_str());
+    throw py::error_already_set();
+  }
   throw TypeError(text);
 }
 

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <mutex>
 #include <set>
+#include <utility>
 
 namespace fs = std::filesystem;
 
@@ -81,20 +82,35 @@ LoadedPlugin& register_plugin(PluginHost& host, InitFn&& init_fn, const std::str
   ts_plugin_info info{};
   info.struct_size = sizeof info;
   ts_status status;
+  bool threw = false;
   {
     auto* saved = host::current_registrar();
     host::current_registrar() = &registrar;
+    // The contract (DESIGN.md, ABI rule 6): no C++ exception crosses tessera_plugin_init. One
+    // that does anyway is caught here when the unwinder can carry it (same Itanium C++ ABI, the
+    // plugin's entry not noexcept, unwind tables present) and refuses the plugin like a failed
+    // init; what it staged is dropped. A plugin whose exception hits a noexcept frame or has no
+    // unwind tables terminates inside the plugin, which no host can catch.
+    auto escaped = [&](const std::string& what) {
+      threw = true;
+      status = TS_ERROR;
+      std::string earlier = std::exchange(registrar.error, {});
+      registrar.error = fmt::format("a C++ exception escaped tessera_plugin_init: {}{}", what,
+                                    earlier.empty() ? "" : fmt::format(" (it had reported: {})", earlier));
+    };
     try {
       status = init_fn(host::api_table(), reinterpret_cast<ts_registrar>(&registrar), &info);
-    } catch (...) {  // a C++ exception must not cross the ABI; treat it as a failed init
-      status = TS_ERROR;
-      if (registrar.error.empty()) registrar.error = "an exception escaped tessera_plugin_init";
+    } catch (const std::exception& e) {
+      escaped(e.what());
+    } catch (...) {
+      escaped("an exception that is not a std::exception");
     }
     host::current_registrar() = saved;
   }
 
   std::string name = info.name && *info.name ? info.name : registrar.plugin;
-  check_versions(info, name, path);
+  // An init that threw may not have filled in its versions yet: report the exception instead.
+  if (!threw) check_versions(info, name, path);
   if (status != TS_OK)
     raise<PluginError>("plugin '{}' ({}) failed to initialise (status {}): {}", name, path, status,
                        registrar.error.empty() ? "no message" : registrar.error);
@@ -198,7 +214,10 @@ std::vector<std::string> plugin_search_path() {
 bool load_plugin_for_device(const std::string& device_name) {
   auto& host = plugin_host();
   std::lock_guard lock(host.mutex);
-  if (DeviceRegistry::instance().find(device_name)) return false;
+  // Registered already, maybe by a thread that loaded it while this one waited for the lock:
+  // true, so that a caller that found no kernel or no device looks again instead of failing
+  // (first use of "cpu" from 8 threads at once: 7 used to get "no kernel for CPU").
+  if (DeviceRegistry::instance().find(device_name)) return true;
   if (!host.lazy_attempted.insert(device_name).second) return false;
   for (auto& dir : plugin_search_path()) {
     fs::path candidate = fs::path(dir) / fmt::format("libtessera_{}.so", device_name);

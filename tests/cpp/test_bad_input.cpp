@@ -140,3 +140,27 @@ TEST(BadInput, RefusedDeviceRegistrationLeavesNothing) {
   // NULL out-pointers are refused, not written through.
   EXPECT_NE(host_api()->find_dispatch_key("CPU", nullptr), TS_OK);
 }
+
+// Found by helper F: an index past the device type's count was accepted ("cpu:5" made a tensor).
+// Now refused when parsed (like torch.device("cpu:1")) and, for a Device made from numbers,
+// where memory is allocated.
+TEST(BadInput, DeviceIndexPastTheDeviceCount) {
+  expect_error<ValueError>([] { Device("cpu:1"); }, {"'cpu:1'", "device index 1 is out of range", "has 1 device"});
+  load_plugin(fixture("good"));
+  EXPECT_EQ(empty({2}, kFloat32, Device("testdev:1")).device(), Device("testdev:1"));
+  expect_error<ValueError>([] { Device("testdev:2"); }, {"device index 2 is out of range", "plugin 'good'", "0..1"});
+  Device bad(Device("testdev").type(), 5);
+  expect_error<ValueError>([&] { empty({2}, kFloat32, bad); }, {"empty", "device index 5 is out of range", "'testdev'"});
+  expect_error<ValueError>([&] { to_device(ones({2}), bad); }, {"device index 5 is out of range"});
+}
+
+// A zero anywhere makes numel 0: [2**62, 2, 0] used to be refused as overflowing int64 while
+// [0, 2**62, 4] was accepted.
+TEST(BadInput, ZeroSizeWithHugeDimensions) {
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{int64_t(1) << 62, 2, 0}, {0, int64_t(1) << 62, 4}}) {
+    Tensor t = zeros(shape);
+    EXPECT_EQ(t.shape(), shape);
+    EXPECT_EQ(t.numel(), 0);
+  }
+  expect_error<OutOfMemoryError>([] { empty({kBig}); }, {"empty", "out of memory", "4398046511104 bytes on cpu"});
+}

@@ -76,7 +76,8 @@ def test_sizes_that_overflow_int64():
     raises(ValueError, lambda: ts.empty(2**62, 4), "empty", "number of elements", "overflows int64")
     raises(ValueError, lambda: ts.zeros((2**40, 2**40)), "zeros", "overflows int64")
     raises(ValueError, lambda: ts.empty(2**61, dtype=ts.float64), "empty", "float64", "overflow the byte size")
-    raises(TypeError, lambda: ts.empty(2**70), "empty()", "size")  # not even an int64
+    # Not even an int64: Python's OverflowError (as int() -> C long), naming operator and value.
+    raises(OverflowError, lambda: ts.empty(2**70), "empty()", "argument 'size'", str(2**70), "int64")
 
 
 def test_negative_sizes():
@@ -90,3 +91,60 @@ def test_too_large_to_allocate():
     raises(MemoryError, lambda: ts.empty(2**45), "empty", "out of memory", "bytes on cpu")
     raises(MemoryError, lambda: ts.zeros(2**44, dtype=ts.float64), "zeros", "out of memory")
     assert ts.add(ts.ones(2), ts.ones(2)).tolist() == [2.0, 2.0]
+
+
+def test_integers_too_large_for_int64():
+    raises(OverflowError, lambda: ts.zeros(2**63), "zeros()", "'size' element 0", str(2**63), "does not fit in int64")
+    raises(OverflowError, lambda: ts.ones(-(2**63) - 1), "ones()", str(-(2**63) - 1))
+    raises(OverflowError, lambda: ts.full((3, 2**64), 1.0), "full()", "element 1", str(2**64))
+    raises(OverflowError, lambda: ts.empty([2**70]), "empty()", str(2**70))
+    raises(OverflowError, lambda: ts.ones(6).view(2**70), "view()", "'size'", str(2**70))
+    raises(OverflowError, lambda: ts.ones(2, 3).reshape(1, 2**64), "reshape()", "'shape' element 1")
+    raises(OverflowError, lambda: ts.ones(3).select(0, 2**70), "select()", "'index'", str(2**70))
+    # Still a TypeError when the type is wrong, not the value.
+    raises(TypeError, lambda: ts.empty(2.5), "empty()", "size")
+
+
+def test_element_count_and_byte_size_overflow():
+    raises(ValueError, lambda: ts.eye(2**32), "eye", "number of elements", "overflows int64")
+    raises(ValueError, lambda: ts.ones(3).expand(2**62, 3), "expand", "overflows int64")
+    raises(ValueError, lambda: ts.ones(1).expand(2**40, 2**40), "expand", "overflows int64")
+    raises(ValueError, lambda: ts.empty(2**61), "empty", "float32", "overflow the byte size")
+    raises(ValueError, lambda: ts.arange(2**62), "arange", "int64", "overflow the byte size")
+
+
+def test_zero_size_with_huge_dimensions_is_fine():
+    # A zero anywhere makes numel 0, whatever the order of the dimensions.
+    for shape in [(2**62, 2, 0), (0, 2**62, 4), (2**40, 0, 2**40)]:
+        t = ts.zeros(*shape)
+        assert t.shape == shape
+        assert t.numel() == 0
+        assert t.sum().item() == 0.0
+
+
+def test_more_negative_and_invalid_sizes():
+    raises(ValueError, lambda: ts.zeros(-1, 0), "zeros", "non-negative", "[-1, 0]")
+    raises(ValueError, lambda: ts.ones(2, 3).view(-2, 3), "view", "invalid size -2")
+    raises(ValueError, lambda: ts.ones(2, 3).reshape(-1, -1), "reshape", "only one dimension can be inferred")
+
+
+def test_out_of_memory_is_memory_error_not_abort():
+    # 4 TiB and more: more than RAM + swap, so the allocator returns NULL and the host raises.
+    raises(MemoryError, lambda: ts.empty(2**40), "empty", "out of memory", "4398046511104 bytes on cpu", "plugin 'cpu'")
+    raises(MemoryError, lambda: ts.full((2**40,), 1.0), "full", "out of memory")
+    raises(MemoryError, lambda: ts.randn(2**40), "randn", "out of memory")
+    raises(MemoryError, lambda: ts.empty(2**31, 2**31, dtype=ts.uint8), "empty", "out of memory")
+    assert ts.add(ts.ones(2), ts.ones(2)).tolist() == [2.0, 2.0]
+
+
+def test_device_index_past_the_device_count():
+    raises(ValueError, lambda: ts.device("cpu:1"), "cpu:1", "device index 1 is out of range", "has 1 device")
+    raises(ValueError, lambda: ts.empty(3, device="cpu:5"), "cpu:5", "out of range", "valid indices are 0..0")
+    raises(ValueError, lambda: ts.ones(2).to("cpu:2"), "cpu:2", "out of range")
+    ts.plugins.load(os.path.join(FIXTURE_DIR, "libtessera_good.so"))
+    assert ts.empty(3, device="testdev:1").device == ts.device("testdev:1")
+    raises(ValueError, lambda: ts.empty(3, device="testdev:2"), "device index 2 is out of range", "'testdev'",
+           "plugin 'good'", "2 devices", "0..1")
+    raises(ValueError, lambda: ts.device("testdev:7"), "testdev:7", "out of range")
+    # The host is untouched: valid indices still work.
+    assert ts.zeros(2, device="cpu:0").tolist() == [0.0, 0.0]

@@ -1,7 +1,9 @@
 // Element-wise arithmetic: add, sub, mul, div (true, trunc, floor), floor_divide, pow, maximum,
 // minimum, with their Scalar overloads and in-place / out= variants. Operands are promoted and
-// cast by the TensorIterator, so each op has one loop per compute dtype.
+// cast by the TensorIterator, so each op has one loop per compute dtype. float32 add, sub, mul
+// and div run contiguous rows (and rows against a broadcast scalar) through the vector kernels.
 #include "kernels.h"
+#include "simd_table.h"
 #include "tensor_iterator.h"
 
 #include <atomic>
@@ -44,11 +46,34 @@ void run_binary(TensorIterator& it, F f) {
   it.run([&f](char** d, const int64_t* s, int64_t n) { binary_row<T, T, T>(d, s, n, f); });
 }
 
+// float32 through the vector kernels: contiguous rows, or a contiguous row against a broadcast
+// scalar; other layouts use `f` row by row. The vector ops are IEEE-exact (+ - * /), so every
+// path gives the same bits.
+template <class F>
+void run_binary_f32(TensorIterator& it, simd::Binary op, F f) {
+  const simd::Table& t = simd::vec();
+  const simd::BinaryVV vv = t.binary_vv[int(op)];
+  const simd::BinaryVS vs = t.binary_vs[int(op)];
+  const simd::BinarySV sv = t.binary_sv[int(op)];
+  it.run([&](char** d, const int64_t* s, int64_t n) {
+    constexpr int64_t k = sizeof(float);
+    if (s[0] == k) {
+      float* o = reinterpret_cast<float*>(d[0]);
+      const float* x = reinterpret_cast<const float*>(d[1]);
+      const float* y = reinterpret_cast<const float*>(d[2]);
+      if (s[1] == k && s[2] == k) return vv(o, x, y, n);
+      if (s[1] == k && s[2] == 0) return vs(o, x, *y, n);
+      if (s[1] == 0 && s[2] == k) return sv(o, *x, y, n);
+    }
+    binary_row<float, float, float>(d, s, n, f);
+  });
+}
+
 // Small-tensor fast path for functional ops on two contiguous tensors of one shape and dtype:
 // below the parallel grain the iterator's set-up costs more than the arithmetic, so this
 // skips it. `f(x, y)` is called in opmath; false (and nothing allocated) when it does not apply.
 template <class F>
-bool try_small_same_layout(sdk::Args& a, Variant v, const TensorRef& x, const Other& y_other, F f) {
+bool try_small_same_layout(sdk::Args& a, Variant v, const TensorRef& x, const Other& y_other, simd::Binary vop, F f) {
   if (v != Variant::Functional || y_other.scalar) return false;
   const TensorRef& y = y_other.tensor;
   if (x.dtype() != y.dtype() || x.dim() != y.dim() || x.numel() > kGrainSize) return false;
@@ -61,7 +86,17 @@ bool try_small_same_layout(sdk::Args& a, Variant v, const TensorRef& x, const Ot
     const T* px = x.data<T>();
     const T* py = y.data<T>();
     T* po = out.data<T>();
-    for (int64_t i = 0, n = x.numel(); i < n; ++i) po[i] = T(f(px[i], py[i]));
+    const int64_t n = x.numel();
+    // A handful of floats is quicker inline than through the table (an indirect call, a tail).
+    bool done = false;
+    if constexpr (std::is_same_v<T, float>) {
+      if (n >= 64) {
+        simd::vec().binary_vv[int(vop)](po, px, py, n);
+        done = true;
+      }
+    }
+    if (!done)
+      for (int64_t i = 0; i < n; ++i) po[i] = T(f(px[i], py[i]));
     a.return_tensor(std::move(out));
     return true;
   };
@@ -109,7 +144,8 @@ void add_sub(sdk::Args& a, Variant v, bool scalar, bool subtract) {
          sdk::dtype_name(self.dtype()), " and ", sdk::dtype_name(other.dtype()),
          " (use logical_xor, or logical_not to invert a mask)");
   if (alpha.kind != ScalarArg::Double && alpha.i == 1 &&
-      try_small_same_layout(a, v, self, other, [subtract](auto x, auto y) { return subtract ? x - y : x + y; }))
+      try_small_same_layout(a, v, self, other, subtract ? simd::Binary::Sub : simd::Binary::Add,
+                            [subtract](auto x, auto y) { return subtract ? x - y : x + y; }))
     return;
   TensorIterator it = binary_iter(a, name, v, self, other, 3);
   if (alpha.kind == ScalarArg::Double && !sdk::is_floating(it.common_dtype()))
@@ -122,7 +158,14 @@ void add_sub(sdk::Args& a, Variant v, bool scalar, bool subtract) {
   TS_DISPATCH_ALL(it.common_dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"), {
     using M = opmath_t<scalar_t>;
     const M al = scalar_to<M>(alpha);
-    run_binary<scalar_t>(it, [al](scalar_t x, scalar_t y) { return scalar_t(M(x) + al * M(y)); });
+    const auto f = [al](scalar_t x, scalar_t y) { return scalar_t(M(x) + al * M(y)); };
+    // x + 1 * y and x + (-1) * y are exactly x + y and x - y.
+    if constexpr (std::is_same_v<scalar_t, float>) {
+      if (al == 1.0f || al == -1.0f) run_binary_f32(it, al == 1.0f ? simd::Binary::Add : simd::Binary::Sub, f);
+      else run_binary<scalar_t>(it, f);
+    } else {
+      run_binary<scalar_t>(it, f);
+    }
   });
   a.return_argument(it.result());
 }
@@ -136,10 +179,11 @@ template <class T> T mul_value(T x, T y) {
 void mul(sdk::Args& a, Variant v, bool scalar) {
   const std::string name = variant_name("mul", v);
   const Other other = read_other(a, 1, scalar);
-  if (try_small_same_layout(a, v, a.tensor(0), other, [](auto x, auto y) { return x * y; })) return;
+  if (try_small_same_layout(a, v, a.tensor(0), other, simd::Binary::Mul, [](auto x, auto y) { return x * y; })) return;
   TensorIterator it = binary_iter(a, name, v, a.tensor(0), other, 2);
-  TS_DISPATCH_ALL(it.common_dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"),
-                  run_binary<scalar_t>(it, [](scalar_t x, scalar_t y) { return mul_value(x, y); }));
+  const auto f = [](auto x, auto y) { return mul_value(x, y); };
+  if (it.common_dtype() == TS_FLOAT32) run_binary_f32(it, simd::Binary::Mul, f);
+  else TS_DISPATCH_ALL(it.common_dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"), run_binary<scalar_t>(it, f));
   a.return_argument(it.result());
 }
 
@@ -174,7 +218,9 @@ void true_divide(sdk::Args& a, Variant v, bool scalar, int out_index) {
   TensorIterator it = binary_iter(a, name, v, a.tensor(0), read_other(a, 1, scalar), out_index, true);
   TS_DISPATCH_FLOAT(it.common_dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"), {
     using M = opmath_t<scalar_t>;
-    run_binary<scalar_t>(it, [](scalar_t x, scalar_t y) { return scalar_t(M(x) / M(y)); });
+    const auto f = [](scalar_t x, scalar_t y) { return scalar_t(M(x) / M(y)); };
+    if constexpr (std::is_same_v<scalar_t, float>) run_binary_f32(it, simd::Binary::Div, f);
+    else run_binary<scalar_t>(it, f);
   });
   a.return_argument(it.result());
 }

@@ -2,7 +2,9 @@
 // logsumexp. Each op is an accumulator (identity / row / combine / write) that the shared
 // driver run_reduction folds over the ReduceGeometry, in parallel over outputs or, when the
 // outputs are few, over each reduction. Float sums accumulate in double; ints in int64.
+// Contiguous float32 rows are summed by the vector kernels (blocked, double lanes).
 #include "kernels.h"
+#include "simd_table.h"
 #include "tensor_iterator.h"
 
 #include <cmath>
@@ -35,6 +37,12 @@ struct SumOp {
   double count = 0;  // mean: the number of elements folded (0 gives NaN, as 0 / 0)
   acc_t identity() const { return 0; }
   void row(acc_t& acc, const char* p, int64_t s, int64_t n, int64_t) const {
+    if constexpr (std::is_same_v<T, float>) {
+      if (s == int64_t(sizeof(float)) && n >= 16) {
+        acc += simd::vec().sum(reinterpret_cast<const float*>(p), n);
+        return;
+      }
+    }
     // Four independent partial sums: better rounding and instruction-level parallelism.
     acc_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
     int64_t i = 0;

@@ -1,6 +1,8 @@
 // softmax and log_softmax along one dim, numerically stable (the row's max is subtracted
-// first). Rows are walked with the shared LoopGeometry over every other dim, in parallel.
+// first). Rows are walked with the shared LoopGeometry over every other dim, in parallel;
+// contiguous float32 rows go through the vector kernels.
 #include "kernels.h"
+#include "simd_table.h"
 #include "tensor_iterator.h"
 
 #include <cmath>
@@ -79,6 +81,20 @@ void softmax_rows(const TensorRef& out, const TensorRef& in, int64_t dim) {
     });
     return;
   }
+  const int64_t grain = std::max<int64_t>(1, kGrainSize / len);
+  if constexpr (std::is_same_v<T, float>) {
+    if (in_step == int64_t(sizeof(float)) && out_step == int64_t(sizeof(float))) {
+      const auto row = Log ? simd::vec().log_softmax : simd::vec().softmax;
+      rows.run(
+          base,
+          [&](char** d, const int64_t* s, int64_t n) {
+            for (int64_t r = 0; r < n; ++r)
+              row(reinterpret_cast<float*>(d[0] + r * s[0]), reinterpret_cast<const float*>(d[1] + r * s[1]), len);
+          },
+          grain);
+      return;
+    }
+  }
   rows.run(
       base,
       [&](char** d, const int64_t* s, int64_t n) {
@@ -101,7 +117,7 @@ void softmax_rows(const TensorRef& out, const TensorRef& in, int64_t dim) {
           }
         }
       },
-      std::max<int64_t>(1, kGrainSize / len));
+      grain);
 }
 
 // softmax.int / log_softmax.int (Tensor self, int dim, ScalarType? dtype=None)

@@ -18,6 +18,10 @@ struct DeviceTypeEntry {
   std::string plugin;
 };
 
+// Raises ValueError when `index` is not one of the device type's devices (as counted by its
+// plugin's device_count; a plugin without device_count is not checked).
+void check_device_index(const DeviceTypeEntry& entry, int32_t index);
+
 class DeviceRegistry {
  public:
   static constexpr int kMaxDeviceTypes = 32;

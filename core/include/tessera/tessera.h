@@ -6,3 +6,7 @@
 #include <tessera/runtime.h>
 #include <tessera/scalar.h>
 #include <tessera/tensor.h>
+#if __has_include(<tessera/cpp/api.h>)
+// The C++ API (frontend_cpp, target Tessera::cpp): autograd, nn, optim, Runtime, save/load.
+#include <tessera/cpp/api.h>
+#endif

@@ -32,7 +32,8 @@ const PluginInfo& load_plugin(const std::string& path);
 // The same handshake for an entry point already in memory (a plugin linked into the program,
 // or a test driving the handshake): `path` only names it in messages. Never deduplicated by path.
 const PluginInfo& load_plugin_from_entry(ts_plugin_init_fn init_fn, const std::string& path);
-// Loads libtessera_<device>.so from the search path, if it is there and not loaded yet.
+// Loads libtessera_<device>.so from the search path, if it is there and not loaded yet; true
+// when the device is registered afterwards (by this call or an earlier or concurrent one).
 bool load_plugin_for_device(const std::string& device_name);
 // Loads libtessera_<name>.so from the search path unless a plugin of that name is loaded (a
 // transform such as "autograd"); false when it is not there. Raises PluginError when refused.

@@ -1,0 +1,232 @@
+#pragma once
+// The vector kernels, written once over a traits type V (register type R of W floats, loads,
+// arithmetic, math functions) and instantiated by each ISA's translation unit. Everything here
+// has internal linkage: a copy compiled with -mavx512f must never be merged with (and replace)
+// a baseline copy of the same inline function elsewhere in the plugin. For the same reason
+// these files call only intrinsics, C library functions and SLEEF, not std:: templates.
+// Tails shorter than W go through a zero-padded buffer, so they take the same vector code path
+// (same rounding) as the body.
+#include "simd_table.h"
+
+#include <math.h>
+#include <stdint.h>
+
+namespace tessera::cpu::simd {
+namespace {
+
+template <class V>
+struct Kernels {
+  using R = typename V::R;
+  static constexpr int W = V::W;
+
+  template <class F>
+  static inline void map1(float* o, const float* a, int64_t n, F f) {
+    int64_t i = 0;
+    for (; i + 2 * W <= n; i += 2 * W) {
+      const R x0 = V::load(a + i), x1 = V::load(a + i + W);
+      V::store(o + i, f(x0));
+      V::store(o + i + W, f(x1));
+    }
+    for (; i + W <= n; i += W) V::store(o + i, f(V::load(a + i)));
+    if (i < n) {
+      alignas(64) float t[W] = {};
+      __builtin_memcpy(t, a + i, size_t(n - i) * sizeof(float));
+      V::store(t, f(V::load(t)));
+      __builtin_memcpy(o + i, t, size_t(n - i) * sizeof(float));
+    }
+  }
+  template <class F>
+  static inline void map2(float* o, const float* a, const float* b, int64_t n, F f) {
+    int64_t i = 0;
+    for (; i + 2 * W <= n; i += 2 * W) {
+      const R x0 = V::load(a + i), x1 = V::load(a + i + W);
+      const R y0 = V::load(b + i), y1 = V::load(b + i + W);
+      V::store(o + i, f(x0, y0));
+      V::store(o + i + W, f(x1, y1));
+    }
+    for (; i + W <= n; i += W) V::store(o + i, f(V::load(a + i), V::load(b + i)));
+    if (i < n) {
+      alignas(64) float t[W] = {}, u[W] = {};
+      __builtin_memcpy(t, a + i, size_t(n - i) * sizeof(float));
+      __builtin_memcpy(u, b + i, size_t(n - i) * sizeof(float));
+      V::store(t, f(V::load(t), V::load(u)));
+      __builtin_memcpy(o + i, t, size_t(n - i) * sizeof(float));
+    }
+  }
+
+  template <Unary U> static inline R apply(R x) {
+    if constexpr (U == Unary::Exp) return V::exp(x);
+    else if constexpr (U == Unary::Log) return V::log(x);
+    else if constexpr (U == Unary::Log1p) return V::log1p(x);
+    else if constexpr (U == Unary::Sqrt) return V::sqrt(x);
+    else if constexpr (U == Unary::Rsqrt) return V::div(V::set1(1.0f), V::sqrt(x));
+    else if constexpr (U == Unary::Sin) return V::sin(x);
+    else if constexpr (U == Unary::Cos) return V::cos(x);
+    else if constexpr (U == Unary::Tanh) return V::tanh(x);
+    else if constexpr (U == Unary::Sigmoid) return V::div(V::set1(1.0f), V::add(V::set1(1.0f), V::exp(V::neg(x))));
+    else if constexpr (U == Unary::Erf) return V::erf(x);
+    else if constexpr (U == Unary::Neg) return V::neg(x);
+    else if constexpr (U == Unary::Abs) return V::abs(x);
+    else return V::relu(x);
+  }
+  template <Binary B> static inline R apply(R x, R y) {
+    if constexpr (B == Binary::Add) return V::add(x, y);
+    else if constexpr (B == Binary::Sub) return V::sub(x, y);
+    else if constexpr (B == Binary::Mul) return V::mul(x, y);
+    else return V::div(x, y);
+  }
+
+  template <Unary U> static void unary(float* o, const float* a, int64_t n) {
+    map1(o, a, n, [](R x) { return apply<U>(x); });
+  }
+  template <Binary B> static void vv(float* o, const float* a, const float* b, int64_t n) {
+    map2(o, a, b, n, [](R x, R y) { return apply<B>(x, y); });
+  }
+  template <Binary B> static void vs(float* o, const float* a, float b, int64_t n) {
+    const R y = V::set1(b);
+    map1(o, a, n, [y](R x) { return apply<B>(x, y); });
+  }
+  template <Binary B> static void sv(float* o, float a, const float* b, int64_t n) {
+    const R x = V::set1(a);
+    map1(o, b, n, [x](R y) { return apply<B>(x, y); });
+  }
+
+  // Blocked sum: 4 * W / 2 independent double lanes, so rounding error grows with n / (2W)
+  // rather than n, and the adds pipeline.
+  static double sum(const float* x, int64_t n) {
+    typename V::D a0 = V::dzero(), a1 = V::dzero(), a2 = V::dzero(), a3 = V::dzero();
+    int64_t i = 0;
+    for (; i + 2 * W <= n; i += 2 * W) {
+      V::widen_add(a0, a1, V::load(x + i));
+      V::widen_add(a2, a3, V::load(x + i + W));
+    }
+    for (; i + W <= n; i += W) V::widen_add(a0, a1, V::load(x + i));
+    double tail = 0;
+    for (; i < n; ++i) tail += double(x[i]);
+    return V::dhsum(V::dadd(V::dadd(a0, a2), V::dadd(a1, a3))) + tail;
+  }
+
+  static float hmax(R m) {
+    alignas(64) float t[W];
+    V::store(t, m);
+    float r = t[0];
+    for (int j = 1; j < W; ++j) r = t[j] > r ? t[j] : r;
+    return r;
+  }
+  static float hsum(R s) {
+    alignas(64) float t[W];
+    V::store(t, s);
+    float r = 0;
+    for (int j = 0; j < W; ++j) r += t[j];
+    return r;
+  }
+  // The row's max; a NaN anywhere makes the whole row NaN later (through exp), as in the
+  // scalar path, whether or not the max itself caught it.
+  static float row_max(const float* x, int64_t n) {
+    R m = V::set1(-__builtin_inff());
+    int64_t i = 0;
+    for (; i + W <= n; i += W) m = V::max(m, V::load(x + i));
+    float r = hmax(m);
+    for (; i < n; ++i) r = x[i] > r ? x[i] : r;
+    return r;
+  }
+  // sum of exp(x - mx), also stored into `e` when it is not null.
+  static float exp_sum(float* e, const float* x, float mx, int64_t n) {
+    const R shift = V::set1(mx);
+    R s = V::set1(0.0f);
+    int64_t i = 0;
+    for (; i + W <= n; i += W) {
+      const R v = V::exp(V::sub(V::load(x + i), shift));
+      if (e) V::store(e + i, v);
+      s = V::add(s, v);
+    }
+    if (i < n) {  // pad with -inf: exp(-inf - mx) adds 0
+      alignas(64) float t[W];
+      for (int j = 0; j < W; ++j) t[j] = i + j < n ? x[i + j] : -__builtin_inff();
+      const R v = V::exp(V::sub(V::load(t), shift));
+      V::store(t, v);
+      if (e) __builtin_memcpy(e + i, t, size_t(n - i) * sizeof(float));
+      s = V::add(s, V::load(t));
+    }
+    return hsum(s);
+  }
+  static void softmax(float* y, const float* x, int64_t n) {
+    const float mx = row_max(x, n);
+    const float inv = 1.0f / exp_sum(y, x, mx, n);
+    vs<Binary::Mul>(y, y, inv, n);
+  }
+  static void log_softmax(float* y, const float* x, int64_t n) {
+    const float mx = row_max(x, n);
+    const float shift = mx + logf(exp_sum(nullptr, x, mx, n));
+    vs<Binary::Sub>(y, x, shift, n);
+  }
+
+  static constexpr Table make(const char* isa) {
+    Table t{};
+    t.isa = isa;
+    t.unary[int(Unary::Exp)] = &unary<Unary::Exp>;
+    t.unary[int(Unary::Log)] = &unary<Unary::Log>;
+    t.unary[int(Unary::Log1p)] = &unary<Unary::Log1p>;
+    t.unary[int(Unary::Sqrt)] = &unary<Unary::Sqrt>;
+    t.unary[int(Unary::Rsqrt)] = &unary<Unary::Rsqrt>;
+    t.unary[int(Unary::Sin)] = &unary<Unary::Sin>;
+    t.unary[int(Unary::Cos)] = &unary<Unary::Cos>;
+    t.unary[int(Unary::Tanh)] = &unary<Unary::Tanh>;
+    t.unary[int(Unary::Sigmoid)] = &unary<Unary::Sigmoid>;
+    t.unary[int(Unary::Erf)] = &unary<Unary::Erf>;
+    t.unary[int(Unary::Neg)] = &unary<Unary::Neg>;
+    t.unary[int(Unary::Abs)] = &unary<Unary::Abs>;
+    t.unary[int(Unary::Relu)] = &unary<Unary::Relu>;
+    t.binary_vv[int(Binary::Add)] = &vv<Binary::Add>;
+    t.binary_vv[int(Binary::Sub)] = &vv<Binary::Sub>;
+    t.binary_vv[int(Binary::Mul)] = &vv<Binary::Mul>;
+    t.binary_vv[int(Binary::Div)] = &vv<Binary::Div>;
+    t.binary_vs[int(Binary::Add)] = &vs<Binary::Add>;
+    t.binary_vs[int(Binary::Sub)] = &vs<Binary::Sub>;
+    t.binary_vs[int(Binary::Mul)] = &vs<Binary::Mul>;
+    t.binary_vs[int(Binary::Div)] = &vs<Binary::Div>;
+    t.binary_sv[int(Binary::Add)] = &sv<Binary::Add>;
+    t.binary_sv[int(Binary::Sub)] = &sv<Binary::Sub>;
+    t.binary_sv[int(Binary::Mul)] = &sv<Binary::Mul>;
+    t.binary_sv[int(Binary::Div)] = &sv<Binary::Div>;
+    t.sum = &sum;
+    t.softmax = &softmax;
+    t.log_softmax = &log_softmax;
+    return t;
+  }
+};
+
+// Applies a C math function lane by lane: the fallback when SLEEF is absent.
+template <class V, float (*F)(float)>
+inline typename V::R lanewise(typename V::R x) {
+  alignas(64) float t[V::W];
+  V::store(t, x);
+  for (int j = 0; j < V::W; ++j) t[j] = F(t[j]);
+  return V::load(t);
+}
+
+// tanh from exp: 1 - 2 / (exp(2|x|) + 1) where |x| >= 0.5 (no cancellation there, tanh >= 0.46),
+// the Taylor series to x^17 below (truncation < 1e-8 relative), then x's sign. About as fast as
+// exp; SLEEF's own tanhf is several times slower. NaN takes the exp branch and stays NaN;
+// exp overflowing (|x| > 44) gives exactly 1.
+template <class V>
+inline typename V::R tanh_via_exp(typename V::R x) {
+  using R = typename V::R;
+  const R a = V::abs(x);
+  const R e = V::exp(V::add(a, a));
+  const R big = V::sub(V::set1(1.0f), V::div(V::set1(2.0f), V::add(e, V::set1(1.0f))));
+  const R x2 = V::mul(a, a);
+  R p = V::set1(float(6404582.0 / 10854718875.0));
+  p = V::fmadd(p, x2, V::set1(float(-929569.0 / 638512875.0)));
+  p = V::fmadd(p, x2, V::set1(float(21844.0 / 6081075.0)));
+  p = V::fmadd(p, x2, V::set1(float(-1382.0 / 155925.0)));
+  p = V::fmadd(p, x2, V::set1(float(62.0 / 2835.0)));
+  p = V::fmadd(p, x2, V::set1(float(-17.0 / 315.0)));
+  p = V::fmadd(p, x2, V::set1(float(2.0 / 15.0)));
+  p = V::fmadd(p, x2, V::set1(float(-1.0 / 3.0)));
+  const R small = V::fmadd(V::mul(p, x2), a, a);
+  return V::copysign(V::lt_select(a, V::set1(0.5f), small, big), x);
+}
+
+}  // namespace
+}  // namespace tessera::cpu::simd

@@ -1,0 +1,46 @@
+#pragma once
+// Vectorised float32 kernels behind one table of function pointers per instruction set. The
+// table is chosen once, when the plugin registers its kernels, from what the CPU supports
+// (__builtin_cpu_supports), or forced with TESSERA_CPU_ISA=scalar|avx2|avx512. Each ISA's code
+// lives in its own translation unit compiled with that ISA's flags (vec_avx2.cpp,
+// vec_avx512.cpp); the rest of the plugin stays baseline x86-64, so it loads on any CPU.
+// Every function takes contiguous float32 arrays; `out` may alias an input element-for-element.
+#include <cstdint>
+
+namespace tessera::cpu::simd {
+
+enum class Unary : int { Exp, Log, Log1p, Sqrt, Rsqrt, Sin, Cos, Tanh, Sigmoid, Erf, Neg, Abs, Relu, Count };
+enum class Binary : int { Add, Sub, Mul, Div, Count };
+
+using UnaryFn = void (*)(float* out, const float* in, int64_t n);
+// Both operands arrays (vv), the right one a scalar (vs), or the left one a scalar (sv).
+using BinaryVV = void (*)(float* out, const float* a, const float* b, int64_t n);
+using BinaryVS = void (*)(float* out, const float* a, float b, int64_t n);
+using BinarySV = void (*)(float* out, float a, const float* b, int64_t n);
+
+struct Table {
+  const char* isa;  // "scalar", "avx2", "avx512"
+  UnaryFn unary[int(Unary::Count)];
+  BinaryVV binary_vv[int(Binary::Count)];
+  BinaryVS binary_vs[int(Binary::Count)];
+  BinarySV binary_sv[int(Binary::Count)];
+  // The sum of n floats, accumulated in double.
+  double (*sum)(const float* x, int64_t n);
+  // One row of softmax / log_softmax: max subtracted first, float arithmetic.
+  void (*softmax)(float* out, const float* in, int64_t n);
+  void (*log_softmax)(float* out, const float* in, int64_t n);
+};
+
+// Per-ISA tables; avx2/avx512 return nullptr when compiled out (non-x86 builds).
+const Table* scalar_table();
+const Table* avx2_table();
+const Table* avx512_table();
+
+// Picks the table (reads TESSERA_CPU_ISA); called once at plugin registration.
+void select_isa();
+// The table in use (the scalar one until select_isa runs).
+const Table& table();
+
+inline const Table& vec() { return table(); }
+
+}  // namespace tessera::cpu::simd

@@ -1,0 +1,92 @@
+#pragma once
+// Host-side pieces shared by the plugin's kernel families: the runtime state (is there a
+// device, and if not, why), the current stream and device of each index, error checks that
+// carry the runtime's own message, and the builders of the loops the .cu files run.
+#include "launch.h"
+
+#include <tessera/sdk/plugin.h>
+
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace tessera::gpu {
+
+namespace sdk = tessera::sdk;
+using sdk::ScalarArg;
+using sdk::TensorRef;
+
+inline constexpr const char* kName = GPU_BACKEND_NAME;  // "cuda", or "hip" for the ROCm build
+
+// Set once while the plugin registers.
+struct Runtime {
+  int32_t device_count = 0;
+  std::string unavailable_reason;  // why device_count is 0 (the runtime's message), else empty
+  ts_dispatch_key key = -1;        // our backend key; our device type id is the same number
+};
+Runtime& runtime();
+// Probes the runtime (device count, or the reason there is none). Called once at registration.
+void probe_runtime();
+// Raises the "no device" error (with the runtime's reason) unless a device is present; `op`
+// (may be null: the host adds the operator's name) starts the message.
+void require_device(const char* op);
+// Raises with `what` and the runtime's error string unless e is success.
+void check(gpuError_t e, const char* what);
+
+// The current stream of a device index (created on first use; plugin-internal until the ABI
+// has streams) and a guard that makes `index` the thread's current device for its lifetime.
+gpuStream_t stream_for(int32_t index);
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int32_t index);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+ private:
+  int32_t previous_ = -1;
+};
+
+// The device-memory callbacks of ts_device_desc (runtime.cpp), backed by the caching allocator.
+ts_device_desc device_desc();
+
+// ---- tensors and devices
+bool is_ours(ts_device d);
+std::string device_str(ts_device d);
+// Every tensor on the same device of ours (the first one's); names `op`, the device, and the tensor.
+ts_device common_device(const char* op, std::initializer_list<const TensorRef*> tensors);
+// The device pointer of a tensor's first element.
+inline char* first_element(const TensorRef& t) { return static_cast<char*>(t.data()); }
+int64_t wrap_dim(const char* op, int64_t dim, int64_t ndim);
+std::vector<int64_t> contiguous_strides(std::span<const int64_t> shape);
+std::string shape_str(std::span<const int64_t> shape);
+std::vector<int64_t> broadcast_shapes(const char* op, std::span<const int64_t> a, std::span<const int64_t> b);
+Compute compute_for(int32_t dtype);
+
+// ---- loops: operands laid over `shape` (broadcast), dims coalesced, index width chosen.
+// A nullptr operand is a Scalar (the kernel uses Loop::scalar_*).
+Loop make_loop(const char* op, std::span<const int64_t> shape, std::initializer_list<const TensorRef*> operands);
+// A new contiguous tensor on `device`.
+TensorRef empty_on(ts_call call, std::span<const int64_t> shape, int32_t dtype, ts_device device);
+// dst = src converted (broadcast src over dst); both on our device. Returns dst.
+void copy_into(const char* op, const TensorRef& dst, const TensorRef& src);
+TensorRef contiguous(ts_call call, const TensorRef& t, int32_t dtype);  // t itself when already so
+// A view of `base` with a new geometry (no copy).
+TensorRef restride(ts_call call, const TensorRef& base, std::span<const int64_t> shape,
+                   std::span<const int64_t> strides, int64_t storage_offset);
+
+// ---- kernel families
+void register_memory_ops(sdk::Registrar& reg);                         // memory_ops.cpp (cuda::*)
+void register_copy_kernels(sdk::Registrar& reg, ts_dispatch_key key);  // copy_ops.cpp
+void register_view_kernels(sdk::Registrar& reg, ts_dispatch_key key);  // views.cpp
+void register_elementwise_kernels(sdk::Registrar& reg, ts_dispatch_key key);  // elementwise_ops.cpp
+void register_reduction_kernels(sdk::Registrar& reg, ts_dispatch_key key);    // reduce_ops.cpp
+void register_blas_kernels(sdk::Registrar& reg, ts_dispatch_key key);         // blas.cpp
+
+// GEMM switches (blas.cpp), set by the cuda:: operators.
+void set_allow_tf32(bool allow);
+bool allow_tf32();
+void set_use_vendor_blas(bool use);  // false: our tiled kernel (always the case on ROCm)
+bool use_vendor_blas();
+
+}  // namespace tessera::gpu

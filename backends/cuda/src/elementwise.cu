@@ -1,0 +1,178 @@
+// The element-wise engine: one grid-stride kernel per (operation, compute type, index width).
+// Operands of any dtype, strides and broadcasting are read through device_io.cuh, so the
+// number of instances is ops x 3 compute types x 2 index widths, not ops x dtypes^2.
+#include "device_io.cuh"
+
+#include <cmath>
+#include <type_traits>
+
+namespace tessera::gpu {
+namespace {
+
+template <class I, int N, class F>
+__global__ void map_kernel(Loop L, F f) {
+  I n = I(L.numel);
+  for (I i = I(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += I(gridDim.x) * blockDim.x) {
+    I off[N];
+    offsets<I, N>(L, i, off);
+    f(L, off);
+  }
+}
+
+template <int N, class F>
+void run(const Loop& L, gpuStream_t s, F f, const char* what) {
+  if (L.numel == 0) return;
+  if (L.index32) map_kernel<int32_t, N><<<blocks_for(L.numel), kThreads, 0, s>>>(L, f);
+  else map_kernel<int64_t, N><<<blocks_for(L.numel), kThreads, 0, s>>>(L, f);
+  check_launch(what);
+}
+
+template <class I>
+GPU_D char* at(const Operand& o, I off) { return o.data + int64_t(off) * o.itemsize; }
+
+// ---- unary
+template <class C> GPU_D C apply_unary(UnaryOp op, C x) {
+  switch (op) {
+    case UnaryOp::Neg: return -x;
+    case UnaryOp::Abs: return x < C(0) ? -x : x;
+    case UnaryOp::Relu: return x > C(0) ? x : C(0);
+    default: return x;
+  }
+}
+template <class C> GPU_D C apply_float_unary(UnaryOp op, C x) {
+  const C one = C(1), half = C(0.5);
+  switch (op) {
+    case UnaryOp::Exp: return exp(x);
+    case UnaryOp::Log: return log(x);
+    case UnaryOp::Sqrt: return sqrt(x);
+    case UnaryOp::Rsqrt: return rsqrt(x);
+    case UnaryOp::Sin: return sin(x);
+    case UnaryOp::Cos: return cos(x);
+    case UnaryOp::Tanh: return tanh(x);
+    case UnaryOp::Sigmoid: return one / (one + exp(-x));
+    case UnaryOp::Gelu: return half * x * (one + erf(x * C(0.70710678118654752440)));
+    case UnaryOp::GeluTanh: {
+      const C k = C(0.79788456080286535588);  // sqrt(2/pi)
+      return half * x * (one + tanh(k * (x + C(0.044715) * x * x * x)));
+    }
+    case UnaryOp::Silu: return x / (one + exp(-x));
+    case UnaryOp::Relu: return x != x ? x : (x > C(0) ? x : C(0));
+    default: return apply_unary(op, x);
+  }
+}
+
+template <class C> struct UnaryF {
+  UnaryOp op;
+  template <class I> GPU_D void operator()(const Loop& L, const I (&off)[2]) const {
+    C x = load<C>(at(L.ops[1], off[1]), L.ops[1].dtype);
+    C y;
+    if constexpr (std::is_floating_point_v<C>) y = apply_float_unary(op, x); else y = apply_unary(op, x);
+    store<C>(at(L.ops[0], off[0]), L.ops[0].dtype, y);
+  }
+};
+
+// ---- binary
+template <class C> struct BinaryF {
+  BinaryOp op;
+  template <class I> GPU_D void operator()(const Loop& L, const I (&off)[3]) const {
+    C a = load<C>(at(L.ops[1], off[1]), L.ops[1].dtype);
+    C b;
+    if (L.ops[2].data) b = load<C>(at(L.ops[2], off[2]), L.ops[2].dtype);
+    else if constexpr (std::is_floating_point_v<C>) b = C(L.scalar_d);
+    else b = C(L.scalar_i);
+    char* out = at(L.ops[0], off[0]);
+    int32_t od = L.ops[0].dtype;
+    switch (op) {
+      case BinaryOp::Add: {
+        C alpha = std::is_floating_point_v<C> ? C(L.alpha_d) : C(L.alpha_i);
+        store<C>(out, od, a + alpha * b);
+        break;
+      }
+      case BinaryOp::Mul: store<C>(out, od, a * b); break;
+      case BinaryOp::Div: store<C>(out, od, a / b); break;
+      case BinaryOp::Eq: store<int64_t>(out, od, a == b); break;
+      case BinaryOp::Ne: store<int64_t>(out, od, a != b); break;
+      case BinaryOp::Lt: store<int64_t>(out, od, a < b); break;
+      case BinaryOp::Le: store<int64_t>(out, od, a <= b); break;
+      case BinaryOp::Gt: store<int64_t>(out, od, a > b); break;
+      case BinaryOp::Ge: store<int64_t>(out, od, a >= b); break;
+    }
+  }
+};
+
+template <class C> struct WhereF {
+  template <class I> GPU_D void operator()(const Loop& L, const I (&off)[4]) const {
+    bool cond = load<int64_t>(at(L.ops[1], off[1]), L.ops[1].dtype) != 0;
+    const Operand& pick = cond ? L.ops[2] : L.ops[3];
+    store<C>(at(L.ops[0], off[0]), L.ops[0].dtype, load<C>(at(pick, off[cond ? 2 : 3]), pick.dtype));
+  }
+};
+
+template <class C> struct ConvertF {
+  template <class I> GPU_D void operator()(const Loop& L, const I (&off)[2]) const {
+    store<C>(at(L.ops[0], off[0]), L.ops[0].dtype, load<C>(at(L.ops[1], off[1]), L.ops[1].dtype));
+  }
+};
+
+template <class W> struct BytesF {  // same dtype: move the bits
+  template <class I> GPU_D void operator()(const Loop& L, const I (&off)[2]) const {
+    *reinterpret_cast<W*>(at(L.ops[0], off[0])) = *reinterpret_cast<const W*>(at(L.ops[1], off[1]));
+  }
+};
+
+template <class C> struct FillF {
+  template <class I> GPU_D void operator()(const Loop& L, const I (&off)[1]) const {
+    C v = std::is_floating_point_v<C> ? C(L.scalar_d) : C(L.scalar_i);
+    store<C>(at(L.ops[0], off[0]), L.ops[0].dtype, v);
+  }
+};
+
+bool is_float_dtype(int32_t d) { return d >= kFloat16; }
+}  // namespace
+
+void launch_unary(UnaryOp op, Compute c, const Loop& L, gpuStream_t s) {
+  switch (c) {
+    case Compute::Float: return run<2>(L, s, UnaryF<float>{op}, "a unary kernel");
+    case Compute::Double: return run<2>(L, s, UnaryF<double>{op}, "a unary kernel");
+    case Compute::Int64: return run<2>(L, s, UnaryF<int64_t>{op}, "a unary kernel");
+  }
+}
+
+void launch_binary(BinaryOp op, Compute c, const Loop& L, gpuStream_t s) {
+  switch (c) {
+    case Compute::Float: return run<3>(L, s, BinaryF<float>{op}, "a binary kernel");
+    case Compute::Double: return run<3>(L, s, BinaryF<double>{op}, "a binary kernel");
+    case Compute::Int64: return run<3>(L, s, BinaryF<int64_t>{op}, "a binary kernel");
+  }
+}
+
+void launch_where(Compute c, const Loop& L, gpuStream_t s) {
+  switch (c) {
+    case Compute::Float: return run<4>(L, s, WhereF<float>{}, "where");
+    case Compute::Double: return run<4>(L, s, WhereF<double>{}, "where");
+    case Compute::Int64: return run<4>(L, s, WhereF<int64_t>{}, "where");
+  }
+}
+
+void launch_copy(const Loop& L, gpuStream_t s) {
+  int32_t od = L.ops[0].dtype, id = L.ops[1].dtype;
+  if (od == id) {
+    switch (L.ops[0].itemsize) {
+      case 1: return run<2>(L, s, BytesF<uint8_t>{}, "a copy");
+      case 2: return run<2>(L, s, BytesF<uint16_t>{}, "a copy");
+      case 4: return run<2>(L, s, BytesF<uint32_t>{}, "a copy");
+      default: return run<2>(L, s, BytesF<uint64_t>{}, "a copy");
+    }
+  }
+  // Floating on either side converts through double (float -> int truncates toward zero);
+  // integer to integer stays exact in int64.
+  if (is_float_dtype(od) || is_float_dtype(id)) return run<2>(L, s, ConvertF<double>{}, "a conversion");
+  run<2>(L, s, ConvertF<int64_t>{}, "a conversion");
+}
+
+void launch_fill(const Loop& L, gpuStream_t s) {
+  if (is_float_dtype(L.ops[0].dtype)) return run<1>(L, s, FillF<double>{}, "fill_");
+  run<1>(L, s, FillF<int64_t>{}, "fill_");
+}
+
+}  // namespace tessera::gpu

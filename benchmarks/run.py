@@ -1,0 +1,345 @@
+#!/usr/bin/env python3
+"""Tessera's CPU performance beside its peers, in one table.
+
+Each row: an operation and size, the median time of Tessera, PyTorch (when importable), NumPy,
+and the roofline: the time the operation needs at this machine's measured memory bandwidth
+(element-wise ops, reductions, softmax) or at its measured peak GEMM rate (matmul, conv2d), so
+"roof/ts" is the fraction of the attainable speed Tessera reaches. The bandwidth comes from a
+STREAM-like loop (NumPy copy and add of large arrays, best of both); the peak GEMM rate from
+Tessera's mm (oneDNN sgemm) on 2048 x 2048. Peers run in the same process, interleaved, so
+machine noise hits them alike. Writes a PNG of the ratios when matplotlib is importable.
+
+    PYTHONPATH=build/release/python python3 benchmarks/run.py [--quick] [--big] [--threads N] [--plot out.png]
+
+On a loaded machine, OpenMP wake-ups dominate mid-size ops; --threads 1 (with
+OPENBLAS_NUM_THREADS=1 for NumPy's matmul) gives the cleanest like-for-like single-core figures.
+"""
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def find_build_python():
+    for p in (os.environ.get("TESSERA_TEST_BUILD_DIR"), os.path.join(ROOT, "build", "release")):
+        if not p:
+            continue
+        for cand in (os.path.join(p, "python"), p):
+            if os.path.isdir(os.path.join(cand, "tessera")):
+                return cand
+    return None
+
+
+BUILD_PYTHON = find_build_python()
+if BUILD_PYTHON and BUILD_PYTHON not in sys.path:
+    sys.path.insert(0, BUILD_PYTHON)
+
+import numpy as np  # noqa: E402
+
+import tessera as ts  # noqa: E402
+
+try:
+    import torch  # noqa: E402
+except ImportError:
+    torch = None
+
+F32 = 4  # bytes per float32
+
+
+def timed(fn, repeat, min_time):
+    """Median seconds per call over `repeat` samples, each long enough to time (>= min_time)."""
+    fn()  # warm up: first-touch page faults, allocator caches, lazy plugin set-up
+    number, t = 1, 0.0
+    while True:  # calibrate calls per sample
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        t = time.perf_counter() - t0
+        if t >= min_time or number >= 1 << 20:
+            break
+        number *= 2 if t <= 0 else max(2, min(100, int(min_time / t) + 1))
+    samples = [t / number]
+    for _ in range(repeat - 1):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        samples.append((time.perf_counter() - t0) / number)
+    return statistics.median(samples)
+
+
+# ---------------------------------------------------------------------------- machine limits
+def stream_bandwidth(repeat):
+    """Bytes per second of a NumPy copy and add of 32M floats (STREAM convention: bytes read +
+    written, no write-allocate traffic counted); the best of the two."""
+    n = 32 << 20
+    a = np.ones(n, np.float32)
+    b = np.ones(n, np.float32)
+    c = np.empty(n, np.float32)
+    t_copy = timed(lambda: np.copyto(c, a), repeat, 0.2)
+    t_add = timed(lambda: np.add(a, b, out=c), repeat, 0.2)
+    return max(2 * n * F32 / t_copy, 3 * n * F32 / t_add)
+
+
+def peak_gemm(repeat):
+    """Flops per second of Tessera's mm (oneDNN sgemm) on 2048 x 2048 float32."""
+    n = 2048
+    a = ts.randn(n, n)
+    b = ts.randn(n, n)
+    t = timed(lambda: ts.mm(a, b), repeat, 0.5)
+    return 2.0 * n ** 3 / t
+
+
+# ---------------------------------------------------------------------------- the cases
+class Case:
+    """One row: callables for each framework (None: no such peer), and the roofline seconds."""
+
+    def __init__(self, op, size, ts_fn, np_fn, torch_fn, roof):
+        self.op, self.size, self.ts_fn, self.np_fn, self.torch_fn, self.roof = op, size, ts_fn, np_fn, torch_fn, roof
+
+
+def elementwise_cases(sizes, bw):
+    rng = np.random.default_rng(0)
+    cases = []
+    for n in sizes:
+        x_np = rng.standard_normal(n, dtype=np.float32)
+        y_np = rng.standard_normal(n, dtype=np.float32) + np.float32(3)
+        x_ts, y_ts = ts.from_numpy(x_np.copy()), ts.from_numpy(y_np.copy())
+        x_th = torch.from_numpy(x_np.copy()) if torch else None
+        y_th = torch.from_numpy(y_np.copy()) if torch else None
+        rows2 = x_np.reshape(-1, 1024) if n >= 1024 else x_np.reshape(1, -1)
+        r_ts = ts.from_numpy(rows2.copy())
+        r_th = torch.from_numpy(rows2.copy()) if torch else None
+        size = human(n)
+
+        def np_softmax(r=rows2):
+            e = np.exp(r - r.max(axis=1, keepdims=True))
+            return e / e.sum(axis=1, keepdims=True)
+
+        bin_bytes, un_bytes = 3 * n * F32 / bw, 2 * n * F32 / bw
+        th = torch is not None
+        cases += [
+            Case("add", size, lambda a=x_ts, b=y_ts: ts.add(a, b), lambda a=x_np, b=y_np: np.add(a, b),
+                 (lambda a=x_th, b=y_th: torch.add(a, b)) if th else None, bin_bytes),
+            Case("mul", size, lambda a=x_ts, b=y_ts: ts.mul(a, b), lambda a=x_np, b=y_np: np.multiply(a, b),
+                 (lambda a=x_th, b=y_th: torch.mul(a, b)) if th else None, bin_bytes),
+            Case("exp", size, lambda a=x_ts: ts.exp(a), lambda a=x_np: np.exp(a),
+                 (lambda a=x_th: torch.exp(a)) if th else None, un_bytes),
+            Case("tanh", size, lambda a=x_ts: ts.tanh(a), lambda a=x_np: np.tanh(a),
+                 (lambda a=x_th: torch.tanh(a)) if th else None, un_bytes),
+            Case("sum", size, lambda a=x_ts: a.sum(), lambda a=x_np: a.sum(),
+                 (lambda a=x_th: a.sum()) if th else None, n * F32 / bw),
+            Case("softmax(-1) rows of 1024" if n >= 1024 else "softmax(-1)", size,
+                 lambda r=r_ts: ts.softmax(r, -1), np_softmax,
+                 (lambda r=r_th: torch.softmax(r, -1)) if th else None, un_bytes),
+        ]
+    return cases
+
+
+def matmul_cases(sizes, peak):
+    cases = []
+    for n in sizes:
+        a_np = np.random.default_rng(1).standard_normal((n, n), dtype=np.float32)
+        b_np = np.random.default_rng(2).standard_normal((n, n), dtype=np.float32)
+        a_ts, b_ts = ts.from_numpy(a_np.copy()), ts.from_numpy(b_np.copy())
+        th = (torch.from_numpy(a_np.copy()), torch.from_numpy(b_np.copy())) if torch else None
+        cases.append(Case("matmul", f"{n}x{n}", lambda a=a_ts, b=b_ts: ts.mm(a, b), lambda a=a_np, b=b_np: a @ b,
+                          (lambda t=th: torch.mm(*t)) if th else None, 2.0 * n ** 3 / peak))
+    return cases
+
+
+def conv_case(peak):
+    """A ResNet basic-block conv: 1x64x56x56 input, 64 3x3 filters, padding 1."""
+    rng = np.random.default_rng(3)
+    x_np = rng.standard_normal((1, 64, 56, 56), dtype=np.float32)
+    w_np = rng.standard_normal((64, 64, 3, 3), dtype=np.float32)
+    x_ts, w_ts = ts.from_numpy(x_np.copy()), ts.from_numpy(w_np.copy())
+    conv = ts.ops.aten.convolution
+
+    def np_conv(x=x_np, w=w_np):  # im2col with a strided view, then one GEMM
+        xp = np.pad(x[0], ((0, 0), (1, 1), (1, 1)))
+        cols = np.lib.stride_tricks.sliding_window_view(xp, (3, 3), axis=(1, 2))  # C, H, W, 3, 3
+        return np.tensordot(w, cols, axes=([1, 2, 3], [0, 3, 4]))
+
+    th = None
+    if torch:
+        xt, wt = torch.from_numpy(x_np.copy()), torch.from_numpy(w_np.copy())
+        th = lambda: torch.nn.functional.conv2d(xt, wt, padding=1)  # noqa: E731
+    flops = 2.0 * 64 * 64 * 9 * 56 * 56
+    return Case("conv2d 3x3 64->64", "1x64x56x56", lambda: conv(x_ts, w_ts, None, [1, 1], [1, 1], [1, 1], 1),
+                np_conv, th, flops / peak)
+
+
+def mlp_case(peak, batch=128):
+    """One SGD training step of a 784-256-10 MLP with cross-entropy, autograd in Tessera and
+    PyTorch, hand-written backprop in NumPy."""
+    rng = np.random.default_rng(4)
+    x_np = rng.standard_normal((batch, 784), dtype=np.float32)
+    y_np = rng.integers(0, 10, batch)
+    w1_np = (rng.standard_normal((784, 256)) * 0.05).astype(np.float32)
+    w2_np = (rng.standard_normal((256, 10)) * 0.05).astype(np.float32)
+    b1_np, b2_np = np.zeros(256, np.float32), np.zeros(10, np.float32)
+    lr = 1e-3
+
+    def make_ts():
+        x, y = ts.from_numpy(x_np.copy()), ts.tensor(y_np, dtype=ts.int64)
+        params = [ts.from_numpy(p.copy()).requires_grad_() for p in (w1_np, b1_np, w2_np, b2_np)]
+        F = ts.nn.functional
+
+        def step():
+            w1, b1, w2, b2 = params
+            h = F.relu(x @ w1 + b1)
+            loss = F.cross_entropy(h @ w2 + b2, y)
+            loss.backward()
+            with ts.no_grad():
+                for p in params:
+                    p.sub_(p.grad, alpha=lr)
+                    p.grad = None
+        return step
+
+    def make_np():
+        w1, b1, w2, b2 = (p.copy() for p in (w1_np, b1_np, w2_np, b2_np))
+        onehot = np.eye(10, dtype=np.float32)[y_np]
+
+        def step():
+            z1 = x_np @ w1 + b1
+            h = np.maximum(z1, 0)
+            z2 = h @ w2 + b2
+            e = np.exp(z2 - z2.max(axis=1, keepdims=True))
+            p = e / e.sum(axis=1, keepdims=True)
+            g2 = (p - onehot) / batch
+            gw2, gb2 = h.T @ g2, g2.sum(0)
+            gh = (g2 @ w2.T) * (z1 > 0)
+            gw1, gb1 = x_np.T @ gh, gh.sum(0)
+            for p_, g in ((w1, gw1), (b1, gb1), (w2, gw2), (b2, gb2)):
+                p_ -= lr * g
+        return step
+
+    def make_torch():
+        x, y = torch.from_numpy(x_np.copy()), torch.from_numpy(y_np.copy())
+        params = [torch.from_numpy(p.copy()).requires_grad_() for p in (w1_np, b1_np, w2_np, b2_np)]
+        F = torch.nn.functional
+
+        def step():
+            w1, b1, w2, b2 = params
+            loss = F.cross_entropy(F.relu(x @ w1 + b1) @ w2 + b2, y)
+            loss.backward()
+            with torch.no_grad():
+                for p in params:
+                    p.sub_(p.grad, alpha=lr)
+                    p.grad = None
+        return step
+
+    flops = 3 * 2.0 * batch * (784 * 256 + 256 * 10)  # forward + two backward GEMMs per layer
+    return Case("MLP 784-256-10 train step", f"batch {batch}", make_ts(), make_np(),
+                make_torch() if torch else None, flops / peak)
+
+
+def human(n):
+    for unit, k in (("M", 1 << 20), ("K", 1 << 10)):
+        if n >= k and n % k == 0:
+            return f"{n // k}{unit}"
+    return str(n)
+
+
+def fmt_time(s):
+    if s is None:
+        return "-"
+    if s < 1e-3:
+        return f"{s * 1e6:.2f} us"
+    if s < 1:
+        return f"{s * 1e3:.2f} ms"
+    return f"{s:.3f} s"
+
+
+def fmt_ratio(a, b):
+    return "-" if a is None or b is None else f"{a / b:.2f}x"
+
+
+def plot(rows, path, have_torch):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("(matplotlib not importable: no plot)")
+        return
+    labels = [f"{r[0].op} {r[0].size}" for r in rows]
+    y = range(len(rows))
+    fig, ax = plt.subplots(figsize=(9, 0.28 * len(rows) + 1.5))
+    ax.barh([i - 0.2 for i in y], [r[2] / r[1] for r in rows], height=0.4, label="numpy / tessera (>1: faster)")
+    if have_torch:
+        ax.barh([i + 0.2 for i in y], [(r[3] / r[1]) if r[3] else 0 for r in rows], height=0.4,
+                label="torch / tessera")
+    ax.scatter([r[0].roof / r[1] for r in rows], list(y), marker="|", color="k", s=80, label="roofline / tessera")
+    ax.axvline(1.0, color="grey", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_yticks(list(y))
+    ax.set_yticklabels(labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("speed relative to tessera")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"plot: {path}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="a fast subset: 4K and 1M, matmul 256/512, fewer repeats")
+    ap.add_argument("--big", action="store_true", help="also matmul 4096")
+    ap.add_argument("--repeat", type=int, default=None, help="samples per measurement (median reported)")
+    ap.add_argument("--plot", default=None,
+                    help="PNG path (default: tessera_benchmarks.png in the temp folder; needs matplotlib)")
+    ap.add_argument("--only", default=None, help="comma-separated op names to keep (e.g. add,exp,sum)")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="tessera's thread count (ts._C.set_num_threads); peers follow OMP_NUM_THREADS etc.")
+    args = ap.parse_args()
+    if args.threads:
+        ts._C.set_num_threads(args.threads)
+        if torch:
+            torch.set_num_threads(args.threads)
+    repeat = args.repeat or (3 if args.quick else 7)
+    min_time = 0.02 if args.quick else 0.1
+
+    sizes = [4 << 10, 1 << 20] if args.quick else [4 << 10, 1 << 20, 16 << 20, 64 << 20]
+    mm_sizes = [256, 512] if args.quick else [256, 512, 1024, 2048] + ([4096] if args.big else [])
+
+    bw = stream_bandwidth(repeat)
+    peak = peak_gemm(3 if args.quick else 5)
+    cases = elementwise_cases(sizes, bw) + matmul_cases(mm_sizes, peak) + [conv_case(peak), mlp_case(peak)]
+    if args.only:
+        keep = set(args.only.split(","))
+        cases = [c for c in cases if c.op.split("(")[0].split()[0] in keep]
+
+    print(f"tessera {ts.__version__} ({os.path.dirname(ts.__file__)}), numpy {np.__version__}, "
+          f"torch {torch.__version__ if torch else 'not installed'}; {os.cpu_count()} CPUs, "
+          f"{ts._C.get_num_threads()} tessera threads")
+    print(f"roofline: STREAM bandwidth {bw / 1e9:.1f} GB/s (numpy copy/add, 32M floats), "
+          f"peak GEMM {peak / 1e9:.1f} GFLOP/s (tessera mm 2048, oneDNN); median of {repeat} samples")
+    cols = ["operation", "size", "tessera", "torch", "numpy", "roofline", "np/ts", "torch/ts", "roof/ts"]
+    widths = [26, 11, 11, 11, 11, 11, 7, 8, 7]
+    line = " ".join(f"{c:>{w}}" if i > 1 else f"{c:<{w}}" for i, (c, w) in enumerate(zip(cols, widths)))
+    print(line)
+    print("-" * len(line))
+    rows = []
+    for c in cases:
+        # Interleave the peers: each measured right after the other, under the same load.
+        t_ts = timed(c.ts_fn, repeat, min_time)
+        t_np = timed(c.np_fn, repeat, min_time)
+        t_th = timed(c.torch_fn, repeat, min_time) if c.torch_fn else None
+        rows.append((c, t_ts, t_np, t_th))
+        vals = [c.op, c.size, fmt_time(t_ts), fmt_time(t_th), fmt_time(t_np), fmt_time(c.roof),
+                fmt_ratio(t_np, t_ts), fmt_ratio(t_th, t_ts), f"{100 * c.roof / t_ts:.0f}%"]
+        print(" ".join(f"{v:>{w}}" if i > 1 else f"{v:<{w}}" for i, (v, w) in enumerate(zip(vals, widths))),
+              flush=True)
+    print("np/ts, torch/ts: >1 means tessera is faster; roof/ts: the share of the roofline tessera reaches")
+    path = args.plot or os.path.join(tempfile.gettempdir(), "tessera_benchmarks.png")
+    plot(rows, path, torch is not None)
+
+
+if __name__ == "__main__":
+    main()

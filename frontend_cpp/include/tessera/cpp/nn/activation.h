@@ -1,0 +1,54 @@
+#pragma once
+// Activation and shape modules without parameters: ReLU, GELU, Tanh, Sigmoid, Identity, Flatten.
+#include <tessera/cpp/nn/module.h>
+
+#include <string>
+
+namespace tessera::nn {
+
+class ReLU : public Module {
+ public:
+  ReLU() : Module("ReLU") {}
+  Tensor forward(const Tensor& input) override;
+};
+
+class GELU : public Module {
+ public:
+  explicit GELU(std::string approximate = "none");  // "none" (erf) or "tanh"
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+
+ private:
+  std::string approximate_;
+};
+
+class Tanh : public Module {
+ public:
+  Tanh() : Module("Tanh") {}
+  Tensor forward(const Tensor& input) override;
+};
+
+class Sigmoid : public Module {
+ public:
+  Sigmoid() : Module("Sigmoid") {}
+  Tensor forward(const Tensor& input) override;
+};
+
+class Identity : public Module {
+ public:
+  Identity() : Module("Identity") {}
+  Tensor forward(const Tensor& input) override { return input; }
+};
+
+// Flattens dims start_dim..end_dim into one (a conv net's features into a Linear's input).
+class Flatten : public Module {
+ public:
+  explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1);
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+
+ private:
+  int64_t start_dim_, end_dim_;
+};
+
+}  // namespace tessera::nn

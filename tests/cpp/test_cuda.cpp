@@ -1,0 +1,289 @@
+// The CUDA plugin. On any machine: it loads without a driver or device, reports 0 devices,
+// and a CUDA tensor request raises a clear error (the runtime's own reason is reported too).
+// On a machine with a GPU: every kernel against the CPU plugin for the same inputs (float32,
+// float64, 16-bit floats, integers; broadcast, transposed and sliced inputs; empty tensors);
+// GTEST_SKIP says why when there is no device.
+#include <tessera/tessera.h>
+
+#include "test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+using namespace tessera;
+using tessera::testing::expect_error;
+
+namespace {
+
+std::string plugin_path() { return std::string(TESSERA_PLUGIN_DIR) + "/libtessera_cuda.so"; }
+
+// Loads the plugin once; false when it was not built.
+bool cuda_plugin() {
+  static bool loaded = [] {
+    if (!std::filesystem::exists(plugin_path())) return false;
+    load_plugin(plugin_path());
+    return true;
+  }();
+  return loaded;
+}
+
+// Calls a cuda:: operator (no generated entry point: it is the plugin's own), returning slot 0.
+ts_value call_cuda(const std::string& name, std::vector<ts_value> args = {}) {
+  auto op = Dispatcher::instance().find_or_throw("cuda::" + name);
+  args.resize(std::max<size_t>(args.size(), 1));
+  ts_stack stack{sizeof(ts_stack), args.data(), int32_t(args.size()), int32_t(args.size())};
+  if (name == "device_count" || name == "empty_cache" || name == "is_available") stack.size = 0;
+  Dispatcher::instance().call(op, &stack);
+  return args[0];
+}
+ts_value int_arg(int64_t i) { ts_value v{TS_VALUE_INT, 0, {}}; v.u.i = i; return v; }
+ts_value bool_arg(bool b) { ts_value v{TS_VALUE_BOOL, 0, {}}; v.u.b = b; return v; }
+
+int64_t device_count() { return call_cuda("device_count").u.i; }
+
+#define REQUIRE_PLUGIN() \
+  if (!cuda_plugin()) GTEST_SKIP() << "libtessera_cuda.so was not built (TESSERA_BUILD_CUDA=OFF or no nvcc)"
+#define REQUIRE_GPU()                                                                                \
+  REQUIRE_PLUGIN();                                                                                  \
+  if (device_count() == 0)                                                                           \
+  GTEST_SKIP() << "no CUDA device on this machine (cuda::device_count() == 0): GPU comparisons skipped"
+
+// ------------------------------------------------------------------ runs everywhere
+
+TEST(CudaPlugin, LoadsAndDefinesItsOperators) {
+  REQUIRE_PLUGIN();
+  bool found = false;
+  for (const PluginInfo& p : loaded_plugins())
+    if (p.name == "cuda") {
+      found = true;
+      EXPECT_EQ(p.devices, std::vector<std::string>{"cuda"});
+      for (const char* op : {"cuda::memory_stats", "cuda::empty_cache", "cuda::synchronize", "cuda::device_count",
+                             "cuda::set_device", "cuda::set_allow_tf32"})
+        EXPECT_NE(std::find(p.operators_defined.begin(), p.operators_defined.end(), op), p.operators_defined.end()) << op;
+    }
+  EXPECT_TRUE(found);
+  EXPECT_GE(device_count(), 0);
+  ts_value v = call_cuda("memory_stats", {int_arg(0)});
+  ASSERT_EQ(v.tag, TS_VALUE_INT_LIST);
+  EXPECT_EQ(v.u.ints.size, 8);  // allocated, reserved, their peaks, and four counters
+  call_cuda("empty_cache");
+  call_cuda("set_allow_tf32", {bool_arg(false)});
+}
+
+TEST(CudaPlugin, WithoutADeviceEveryRequestFailsClearly) {
+  REQUIRE_PLUGIN();
+  if (device_count() > 0) GTEST_SKIP() << "this machine has a CUDA device: the no-device errors do not apply";
+  // Asking for a CUDA tensor: the host refuses the device index, naming the plugin and the count.
+  expect_error<ValueError>([] { zeros({2, 3}, kFloat32, Device("cuda")); },
+                           {"cuda", "plugin 'cuda'", "0 devices"});
+  expect_error<ValueError>([] { to_device(ones({2}), Device("cuda:0")); }, {"0 devices"});
+  // The plugin's own operators carry the runtime's reason (cudaGetDeviceCount's error string).
+  expect_error<Error>([] { call_cuda("synchronize", {int_arg(0)}); },
+                      {"cuda::synchronize", "no cuda driver/device was found", "cudaGetDeviceCount"});
+  expect_error<Error>([] { call_cuda("set_device", {int_arg(0)}); }, {"no cuda driver/device was found"});
+  EXPECT_FALSE(call_cuda("is_available").u.b);
+}
+
+// ------------------------------------------------------------------ GPU comparisons
+
+Tensor on_gpu(const Tensor& t) { return to_device(t, Device("cuda")); }
+Tensor on_cpu(const Tensor& t) { return to_device(t, Device("cpu")); }
+
+double tolerance(ScalarType d) {
+  return d == kFloat16 ? 2e-3 : d == kBFloat16 ? 1.6e-2 : d == kFloat32 ? 2e-5 : d == kFloat64 ? 1e-12 : 0;
+}
+
+void expect_same(const Tensor& gpu, const Tensor& cpu, const std::string& what, double tol_scale = 1) {
+  ASSERT_EQ(gpu.device().type_name(), "cuda") << what;
+  Tensor g = on_cpu(gpu);
+  ASSERT_EQ(std::vector<int64_t>(g.sizes().begin(), g.sizes().end()),
+            std::vector<int64_t>(cpu.sizes().begin(), cpu.sizes().end())) << what;
+  ASSERT_EQ(g.dtype(), cpu.dtype()) << what;
+  auto gv = g.to_double_vector(), cv = cpu.to_double_vector();
+  double tol = tolerance(cpu.dtype()) * tol_scale;
+  for (size_t i = 0; i < gv.size(); ++i) {
+    if (std::isnan(cv[i])) { EXPECT_TRUE(std::isnan(gv[i])) << what << " at " << i; continue; }
+    ASSERT_NEAR(gv[i], cv[i], tol * (1 + std::abs(cv[i]))) << what << " at " << i;
+  }
+}
+
+Tensor data(const std::vector<int64_t>& shape, ScalarType dt, double lo = -2, double hi = 2) {
+  Tensor t = rand(shape, kFloat64);
+  t = add(mul(t, hi - lo), lo);
+  return to(t, dt);
+}
+
+const std::vector<ScalarType> kFloats{kFloat32, kFloat64, kFloat16, kBFloat16};
+
+TEST(CudaKernels, UnaryMatchesCpu) {
+  REQUIRE_GPU();
+  using F = std::function<Tensor(const Tensor&)>;
+  std::vector<std::pair<std::string, F>> ops{
+      {"neg", [](const Tensor& x) { return neg(x); }},       {"abs", [](const Tensor& x) { return abs(x); }},
+      {"exp", [](const Tensor& x) { return exp(x); }},       {"log", [](const Tensor& x) { return log(abs(x)); }},
+      {"sqrt", [](const Tensor& x) { return sqrt(abs(x)); }}, {"rsqrt", [](const Tensor& x) { return rsqrt(add(abs(x), 0.5)); }},
+      {"sin", [](const Tensor& x) { return sin(x); }},       {"cos", [](const Tensor& x) { return cos(x); }},
+      {"tanh", [](const Tensor& x) { return tanh(x); }},     {"sigmoid", [](const Tensor& x) { return sigmoid(x); }},
+      {"relu", [](const Tensor& x) { return relu(x); }},     {"gelu", [](const Tensor& x) { return gelu(x); }},
+      {"gelu_tanh", [](const Tensor& x) { return gelu(x, "tanh"); }},
+      {"silu", [](const Tensor& x) { return silu(x); }}};
+  for (ScalarType dt : kFloats)
+    for (auto& [name, f] : ops) {
+      Tensor x = data({5, 7}, dt);
+      expect_same(f(on_gpu(x)), f(x), name + " " + std::string(tessera::name(dt)), 4);
+      Tensor xt = transpose(x, 0, 1);  // non-contiguous
+      expect_same(f(transpose(on_gpu(x), 0, 1)), f(xt), name + " transposed");
+      Tensor e = data({0, 3}, dt);
+      expect_same(f(on_gpu(e)), f(e), name + " empty");
+    }
+  Tensor i = to(data({4, 4}, kFloat64, -9, 9), kInt64);
+  expect_same(neg(on_gpu(i)), neg(i), "neg int64");
+  expect_same(abs(on_gpu(i)), abs(i), "abs int64");
+  expect_same(exp(on_gpu(i)), exp(i), "exp int64 -> float");
+}
+
+TEST(CudaKernels, BinaryAndComparisonsMatchCpu) {
+  REQUIRE_GPU();
+  for (ScalarType dt : {kFloat32, kFloat64, kFloat16, kInt64, kInt32}) {
+    Tensor a = to(data({3, 1, 5}, kFloat64, -5, 5), dt), b = to(data({4, 5}, kFloat64, 1, 5), dt);
+    Tensor ga = on_gpu(a), gb = on_gpu(b);
+    std::string n = std::string(tessera::name(dt));
+    expect_same(add(ga, gb), add(a, b), "add " + n);
+    expect_same(add(ga, gb, 3), add(a, b, 3), "add alpha " + n);
+    expect_same(sub(ga, gb), sub(a, b), "sub " + n);
+    expect_same(mul(ga, gb), mul(a, b), "mul " + n);
+    expect_same(div(ga, gb), div(a, b), "div " + n, 4);
+    expect_same(add(ga, 2.5), add(a, 2.5), "add scalar " + n);
+    expect_same(mul(ga, 3), mul(a, 3), "mul int scalar " + n);
+    expect_same(eq(ga, gb), eq(a, b), "eq " + n);
+    expect_same(lt(ga, gb), lt(a, b), "lt " + n);
+    expect_same(ge(ga, 1), ge(a, 1), "ge scalar " + n);
+    expect_same(where(gt(ga, gb), ga, gb), where(gt(a, b), a, b), "where " + n);
+    // A 0-dim CPU tensor acts as a scalar.
+    Tensor s = to(tensor_from_values(std::vector<double>{2}, {}, kFloat64), kFloat64);
+    expect_same(mul(ga, s), mul(a, s), "mul by 0-dim cpu " + n);
+  }
+  // Mixed dtypes promote like the CPU.
+  Tensor i = to(data({6}, kFloat64, -5, 5), kInt32), f = data({6}, kFloat16);
+  expect_same(add(on_gpu(i), on_gpu(f)), add(i, f), "int32 + float16");
+  // In place, on a strided view.
+  Tensor x = data({4, 6}, kFloat32);
+  Tensor gx = on_gpu(x);
+  Tensor view = slice(gx, 1, 0, 6, 2);
+  add_(view, 1.0);
+  add_(slice(x, 1, 0, 6, 2), 1.0);
+  expect_same(gx, x, "add_ on a strided view");
+  expect_error<Error>([&] { add(on_gpu(data({2, 3}, kFloat32)), on_gpu(data({4}, kFloat32))); }, {"add", "size"});
+  expect_error<Error>([&] { add(on_gpu(data({2}, kFloat32)), data({2}, kFloat32)); }, {"add", "cpu"});
+}
+
+TEST(CudaKernels, CopiesViewsAndFactoriesMatchCpu) {
+  REQUIRE_GPU();
+  Tensor x = data({2, 3, 4}, kFloat32);
+  Tensor g = on_gpu(x);
+  expect_same(permute(g, {2, 0, 1}), permute(x, {2, 0, 1}), "permute");
+  expect_same(contiguous(permute(g, {2, 0, 1})), contiguous(permute(x, {2, 0, 1})), "contiguous");
+  expect_same(reshape(transpose(g, 0, 2), {-1}), reshape(transpose(x, 0, 2), {-1}), "reshape (copy)");
+  expect_same(view(g, {6, 4}), view(x, {6, 4}), "view");
+  expect_same(expand(unsqueeze(select(g, 0, 1), 0), {3, 3, 4}), expand(unsqueeze(select(x, 0, 1), 0), {3, 3, 4}), "expand");
+  expect_same(narrow(g, 2, 1, 2), narrow(x, 2, 1, 2), "narrow");
+  expect_same(flatten(g, 1, 2), flatten(x, 1, 2), "flatten");
+  expect_same(squeeze(unsqueeze(g, 1)), squeeze(unsqueeze(x, 1)), "squeeze");
+  expect_same(clone(transpose(g, 0, 1)), clone(transpose(x, 0, 1)), "clone");
+  for (ScalarType dt : {kFloat64, kFloat16, kBFloat16, kInt64, kInt8, kBool})
+    expect_same(to(g, dt), to(x, dt), "to " + std::string(tessera::name(dt)));
+  expect_same(zeros({3, 2}, kFloat32, Device("cuda")), zeros({3, 2}), "zeros");
+  expect_same(ones({3}, kInt64, Device("cuda")), ones({3}, kInt64), "ones");
+  expect_same(full({2, 2}, 1.5, std::nullopt, Device("cuda")), full({2, 2}, 1.5), "full");
+  Tensor y = zeros({3, 4}, kFloat64, Device("cuda"));
+  copy_(y, transpose(data({4, 3}, kFloat32), 0, 1));  // from the CPU, converting, strided
+  Tensor yc = zeros({3, 4}, kFloat64);
+  fill_(y, 2.0);
+  fill_(yc, 2.0);
+  expect_same(y, yc, "fill_");
+  Tensor host = zeros({4, 3}, kFloat32);
+  copy_(host, transpose(select(g, 0, 0), 0, 1));  // to the CPU, strided
+  expect_same(on_gpu(host), transpose(select(x, 0, 0), 0, 1), "copy_ to host");
+}
+
+TEST(CudaKernels, ReductionsAndSoftmaxMatchCpu) {
+  REQUIRE_GPU();
+  for (ScalarType dt : kFloats) {
+    Tensor x = data({3, 5, 7}, dt);
+    Tensor g = on_gpu(x);
+    std::string n = std::string(tessera::name(dt));
+    double t = dt == kFloat16 || dt == kBFloat16 ? 8 : 4;
+    expect_same(sum(g), sum(x), "sum all " + n, t);
+    expect_same(sum(g, std::vector<int64_t>{0, 2}, true), sum(x, std::vector<int64_t>{0, 2}, true), "sum dims " + n, t);
+    expect_same(mean(g, std::vector<int64_t>{1}), mean(x, std::vector<int64_t>{1}), "mean " + n, t);
+    expect_same(amax(g, {2}), amax(x, {2}), "amax " + n);
+    expect_same(amin(transpose(g, 0, 2), {0, 1}, true), amin(transpose(x, 0, 2), {0, 1}, true), "amin " + n);
+    expect_same(softmax(g, 1), softmax(x, 1), "softmax " + n, t);
+    expect_same(log_softmax(g, -1), log_softmax(x, -1), "log_softmax " + n, t);
+  }
+  Tensor i = to(data({4, 6}, kFloat64, -9, 9), kInt32);
+  expect_same(sum(on_gpu(i), std::vector<int64_t>{1}), sum(i, std::vector<int64_t>{1}), "sum int32 -> int64");
+  Tensor e = data({0, 4}, kFloat32);
+  expect_same(sum(on_gpu(e), std::vector<int64_t>{0}), sum(e, std::vector<int64_t>{0}), "sum over an empty dim");
+  expect_error<Error>([&] { amax(on_gpu(e), {0}); }, {"amax"});
+}
+
+TEST(CudaKernels, MatmulsMatchCpuWithCublasAndTheTiledKernel) {
+  REQUIRE_GPU();
+  for (bool vendor : {true, false}) {
+    call_cuda("set_use_vendor_blas", {bool_arg(vendor)});
+    for (ScalarType dt : kFloats) {
+      std::string n = std::string(tessera::name(dt)) + (vendor ? " cublas" : " tiled");
+      double t = dt == kFloat16 || dt == kBFloat16 ? 16 : 8;
+      Tensor a = data({33, 17}, dt), b = data({17, 9}, dt), c = data({33, 9}, dt);
+      expect_same(mm(on_gpu(a), on_gpu(b)), mm(a, b), "mm " + n, t);
+      expect_same(mm(transpose(on_gpu(b), 0, 1), transpose(on_gpu(a), 0, 1)), mm(transpose(b, 0, 1), transpose(a, 0, 1)),
+                  "mm transposed " + n, t);
+      expect_same(addmm(on_gpu(c), on_gpu(a), on_gpu(b), 0.5, 2), addmm(c, a, b, 0.5, 2), "addmm " + n, t);
+      Tensor p = data({4, 6, 5}, dt), q = data({4, 5, 3}, dt);
+      expect_same(bmm(on_gpu(p), on_gpu(q)), bmm(p, q), "bmm " + n, t);
+      Tensor r = data({2, 1, 6, 5}, dt), s = data({3, 5, 2}, dt), v = data({5}, dt);
+      expect_same(matmul(on_gpu(r), on_gpu(s)), matmul(r, s), "matmul broadcast " + n, t);
+      expect_same(matmul(on_gpu(r), on_gpu(v)), matmul(r, v), "matmul nd x 1d " + n, t);
+      expect_same(matmul(on_gpu(v), on_gpu(v)), matmul(v, v), "matmul dot " + n, t);
+      Tensor z = data({3, 0}, dt), zz = data({0, 4}, dt);
+      expect_same(mm(on_gpu(z), on_gpu(zz)), mm(z, zz), "mm with k = 0 " + n);
+    }
+  }
+  call_cuda("set_use_vendor_blas", {bool_arg(true)});
+  expect_error<Error>([] { mm(on_gpu(ones({2, 2}, kInt64)), on_gpu(ones({2, 2}, kInt64))); }, {"mm", "int64"});
+  expect_error<Error>([] { mm(on_gpu(ones({2, 3})), on_gpu(ones({2, 3}))); }, {"mm", "cannot be multiplied"});
+}
+
+TEST(CudaKernels, CachingAllocatorReusesBlocksAndReportsStats) {
+  REQUIRE_GPU();
+  call_cuda("synchronize", {int_arg(0)});
+  call_cuda("empty_cache");
+  auto stats = [] {
+    ts_value v = call_cuda("memory_stats", {int_arg(0)});
+    return std::vector<int64_t>(v.u.ints.data, v.u.ints.data + v.u.ints.size);
+  };
+  auto before = stats();
+  { Tensor t = empty({1 << 20}, kFloat32, Device("cuda")); }
+  auto mid = stats();
+  EXPECT_GE(mid[1], before[1] + (4 << 20));  // reserved grew by the rounded block
+  { Tensor t = empty({1 << 20}, kFloat32, Device("cuda")); }
+  auto after = stats();
+  EXPECT_GT(after[5], mid[5]);                // served from the cache
+  EXPECT_EQ(after[6], mid[6]);                // no new device allocation
+  call_cuda("empty_cache");
+  EXPECT_LT(stats()[1], after[1]);
+}
+
+TEST(CudaKernels, OperatorsWithoutACudaKernelFallBackToCpu) {
+  REQUIRE_GPU();
+  Tensor x = data({4, 5}, kFloat32);
+  expect_same(clamp(on_gpu(x), -0.5, 0.5), clamp(x, -0.5, 0.5), "clamp (CPU fallback)");
+}
+
+}  // namespace
