@@ -24,7 +24,9 @@ void check_device_index(const DeviceTypeEntry& entry, int32_t index) {
   if (index < 0 || index >= count)
     raise<ValueError>("device index {} is out of range: device type '{}' (plugin '{}') has {} device{}{}", index,
                       entry.name, entry.plugin, count, count == 1 ? "" : "s",
-                      count > 0 ? fmt::format(", valid indices are 0..{}", count - 1) : "");
+                      count > 0 ? fmt::format(", valid indices are 0..{}", count - 1)
+                      : entry.load_notes.empty() ? std::string()
+                                                 : fmt::format(" (when it loaded, the plugin said: {})", entry.load_notes));
 }
 
 DeviceRegistry::DeviceRegistry() : impl_(new Impl) {}  // lives for the process
@@ -60,7 +62,8 @@ int32_t DeviceRegistry::backend_key(std::string_view name) {
   return key;
 }
 
-const DeviceTypeEntry& DeviceRegistry::add(const ts_device_desc& desc, const std::string& plugin) {
+const DeviceTypeEntry& DeviceRegistry::add(const ts_device_desc& desc, const std::string& plugin,
+                                           std::string load_notes) {
   if (!desc.name || !*desc.name) raise<PluginError>("plugin '{}' registers a device without a name", plugin);
   if (!desc.allocate || !desc.deallocate || !desc.copy_to_host || !desc.copy_from_host)
     raise<PluginError>("plugin '{}' registers device '{}' without allocate/deallocate/copy_to_host/copy_from_host",
@@ -71,7 +74,7 @@ const DeviceTypeEntry& DeviceRegistry::add(const ts_device_desc& desc, const std
   if (auto* existing = impl_->entries[size_t(id)].load())
     raise<PluginError>("plugin '{}' registers device '{}', which plugin '{}' already registered", plugin,
                        desc.name, existing->plugin);
-  auto* entry = new DeviceTypeEntry{desc.name, id, key, {}, plugin};
+  auto* entry = new DeviceTypeEntry{desc.name, id, key, {}, plugin, std::move(load_notes)};
   // Copy only what the plugin's struct holds; newer fields stay zero (= optional default).
   std::memcpy(&entry->desc, &desc, std::min(desc.struct_size, sizeof(ts_device_desc)));
   entry->desc.struct_size = sizeof(ts_device_desc);

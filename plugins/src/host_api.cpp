@@ -43,6 +43,8 @@ void api_set_error(ts_call call, const char* message) { set_call_error(call, mes
 
 void api_warn(ts_call call, const char* message) {
   std::string where = call ? reinterpret_cast<CallContext*>(call)->op->name() : "plugin init";
+  if (!call)
+    if (auto* reg = current_registrar()) reg->warnings.push_back(message ? message : "");  // kept for errors later
   std::fprintf(stderr, "[tessera warning] %s: %s\n", where.c_str(), message ? message : "");
 }
 

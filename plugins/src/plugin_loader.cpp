@@ -137,7 +137,7 @@ LoadedPlugin& register_plugin(PluginHost& host, InitFn&& init_fn, const std::str
   record.abi_major = info.abi_major;
   record.abi_minor = info.abi_minor;
   for (auto& d : registrar.devices) {
-    DeviceRegistry::instance().add(d, name);
+    DeviceRegistry::instance().add(d, name, fmt::format("{}", fmt::join(registrar.warnings, "; ")));
     record.devices.push_back(d.name);
   }
   Dispatcher::instance().commit(registrar.batch);

@@ -132,3 +132,16 @@ def test_views_copies_and_memory_stats():
     close(g.to(ts.float16), x.to(ts.float16), 1e-3, 1e-3)
     ts.ops.cuda.synchronize(0)
     assert ts.ops.cuda.memory_stats(0)[0] > 0
+
+
+def test_no_device_error_says_why():
+    """Without a driver, asking for a CUDA tensor names the runtime's own reason (captured from the
+    plugin's load-time warning), not just 'index out of range'."""
+    import tessera as ts
+
+    if not ts._C.plugins_load_named("cuda"):
+        pytest.skip("the CUDA plugin is not built")
+    if ts.ops.cuda.device_count() > 0:
+        pytest.skip("a CUDA device is present")
+    with pytest.raises(ValueError, match="when it loaded, the plugin said: .*cuda"):
+        ts.zeros(3, device="cuda")

@@ -16,6 +16,7 @@ struct DeviceTypeEntry {
   int32_t key = -1;  // its backend dispatch key
   ts_device_desc desc{};
   std::string plugin;
+  std::string load_notes;  // what the plugin warned while loading (why it sees no device, say)
 };
 
 // Raises ValueError when `index` is not one of the device type's devices (as counted by its
@@ -33,7 +34,7 @@ class DeviceRegistry {
   // The backend dispatch key reserved for a device type name.
   int32_t backend_key(std::string_view name);
   // Registers the device a plugin provides. Raises PluginError if the name is taken.
-  const DeviceTypeEntry& add(const ts_device_desc& desc, const std::string& plugin);
+  const DeviceTypeEntry& add(const ts_device_desc& desc, const std::string& plugin, std::string load_notes = {});
   void remove(std::string_view name);  // undoes add (used when a plugin is refused)
   // Gives back the type id (and key) a name reserved without ever being registered: a
   // refused plugin's device names must not use up the dynamic keys.
