@@ -31,9 +31,10 @@ for target in "${targets[@]}"; do
   echo "== $target: ${SECONDS_EACH}s"
   log=build/fuzz/$target.log
   extra=()
+  asan_options=${ASAN_OPTIONS:-}
   # The embedded interpreter keeps its objects until exit: leaks there are not tessera's.
-  [ "$target" = fuzz_index ] && extra=(-detect_leaks=0)
-  if build/fuzz/$target -max_total_time="$SECONDS_EACH" -print_final_stats=1 -rss_limit_mb=4096 "${extra[@]}" \
+  [ "$target" = fuzz_index ] && extra=(-detect_leaks=0) && asan_options=detect_leaks=0
+  if ASAN_OPTIONS=$asan_options build/fuzz/$target -max_total_time="$SECONDS_EACH" -print_final_stats=1 -rss_limit_mb=4096 "${extra[@]}" \
        -artifact_prefix=build/fuzz/artifacts/$target- "$work" "fuzz/corpus/$target" >"$log" 2>&1; then
     echo "$target: no crash"
   else
