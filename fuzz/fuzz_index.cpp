@@ -97,7 +97,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   g_tessera = PyImport_ImportModule("tessera");
   if (!g_tessera) {
     PyErr_Print();
-    std::fprintf(stderr, "fuzz_index: cannot import tessera (set PYTHONPATH to build/release/python)\n");
+    std::fprintf(stderr, "fuzz_index: cannot import tessera (pip install the package for this Python, or set PYTHONPATH)\n");
     std::exit(2);
   }
   const char* shapes[] = {"ts.arange(60.0).reshape(3, 4, 5)", "ts.arange(6).reshape(2, 3)", "ts.tensor(7.0)",

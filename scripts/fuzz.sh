@@ -13,7 +13,11 @@ if [ ! -e "$BUILD_DIR/lib/libtessera.so" ] || [ ! -e "$BUILD_DIR/lib/tessera/plu
   # fuzz_safetensors makes CPU tensors: it needs the CPU plugin next to libtessera.so.
   cmake --preset release >/dev/null && cmake --build --preset release -j1 --target tessera tessera_cpu
 fi
-CC=clang CXX=clang++ cmake -S fuzz -B build/fuzz -G Ninja -DTESSERA_BUILD_DIR="$PWD/$BUILD_DIR" >/dev/null
+# fuzz_index embeds the Python that `python3` runs (not whichever libpython CMake finds first), so
+# that it sees the site-packages where the package is installed.
+PYTHON=$(python3 -c "import sys; print(sys.executable)")
+CC=clang CXX=clang++ cmake -S fuzz -B build/fuzz -G Ninja -DTESSERA_BUILD_DIR="$PWD/$BUILD_DIR" \
+  -DPython3_EXECUTABLE="$PYTHON" >/dev/null
 cmake --build build/fuzz -j1
 mkdir -p build/fuzz/artifacts
 status=0
@@ -39,7 +43,7 @@ for target in "${targets[@]}"; do
     echo "$target: no crash"
   else
     echo "$target: CRASH (see $log and build/fuzz/artifacts/)"
-    grep -E "ERROR|SUMMARY|==ABORTING|Test unit written" "$log" | head -5 || true
+    grep -E "ERROR|SUMMARY|==ABORTING|Test unit written|cannot import" "$log" | head -5 || true
     status=1
   fi
   grep -E "stat::number_of_executed_units|stat::average_exec_per_sec" "$log" | sed "s/^/  $target /"
