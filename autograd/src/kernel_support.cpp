@@ -1,4 +1,5 @@
 #include "kernel_support.h"
+#include "view_inplace.h"
 
 namespace tessera::autograd {
 
@@ -62,10 +63,16 @@ void check_inplace(ts_tensor self, const char* op) {
   if (m->requires_grad && !m->grad_fn)
     throw sdk::Error(TS_ERROR, sdk::cat(op, ": a leaf Variable that requires grad is being used in an in-place "
                                         "operation (do it under no_grad(), or on a clone)"));
-  if (m->is_view)
-    throw sdk::Error(TS_ERROR_NOT_IMPLEMENTED,
-                     sdk::cat(op, ": in-place operation on a view of a tensor that autograd tracks is not supported; "
-                                  "use the out-of-place operator, or clone() the view first"));
+  if (!m->is_view) return;
+  AutogradMeta* base = m->base.defined() ? meta_of(m->base.handle()) : nullptr;
+  if (base && base->requires_grad && !base->grad_fn)
+    throw sdk::Error(TS_ERROR, sdk::cat(op, ": a view of a leaf Variable that requires grad is being used in an "
+                                        "in-place operation (do it under no_grad(), or on a clone)"));
+  TensorRef view = TensorRef::borrow(self);
+  for (int64_t d = 0; d < view.dim(); ++d)
+    if (view.stride(d) == 0 && view.size(d) > 1)
+      throw sdk::Error(TS_ERROR, sdk::cat(op, ": unsupported operation: more than one element of the written-to tensor "
+                                          "refers to a single memory location (an expanded view); clone() it first"));
 }
 
 void raise_out_requires_grad(const char* op) {
@@ -81,7 +88,7 @@ void record_output(ts_tensor t, const std::shared_ptr<Node>& node, uint32_t nr,
   TensorRef out = TensorRef::borrow(t);
   if (!is_floating(out.dtype())) return;
   set_history(out, node, nr);
-  if (is_view) ensure_meta(t).is_view = true;
+  if (is_view && inputs.size() > 0 && *inputs.begin()) record_view(out, TensorRef::borrow(*inputs.begin()));
 }
 
 std::vector<TensorRef> unpack_list(const std::vector<SavedTensor>& saved, Node* owner, const char* what) {

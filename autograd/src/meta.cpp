@@ -1,6 +1,7 @@
 #include "meta.h"
 
 #include "node.h"
+#include "view_inplace.h"
 
 #include <atomic>
 
@@ -16,7 +17,9 @@ AutogradMeta::~AutogradMeta() {
 }
 
 AutogradMeta* meta_of(ts_tensor t) {
-  return static_cast<AutogradMeta*>(sdk::host().tensor_get_slot(t, TS_SLOT_AUTOGRAD));
+  auto* m = static_cast<AutogradMeta*>(sdk::host().tensor_get_slot(t, TS_SLOT_AUTOGRAD));
+  if (m && m->is_view && m->base.defined()) refresh_view_history(t, *m);
+  return m;
 }
 
 AutogradMeta& ensure_meta(ts_tensor t) {

@@ -20,11 +20,15 @@ struct AutogradMeta {
   TensorRef grad;                      // .grad of a leaf
   std::shared_ptr<TensorRef> retained_grad;  // .grad of a non-leaf after retain_grad()
   bool is_view = false;                // made by a view operator from a tracked tensor
+  TensorRef base;                      // views: the tensor owning the storage (never itself a view)
+  uint64_t base_generation = 0;        // views: the base's history_generation grad_fn was made for
+  uint64_t history_generation = 0;     // bumped when an in-place operator gives this tensor new history
   std::vector<int64_t> hooks;          // frontend callback ids, run on the gradient in order
   ~AutogradMeta();
 };
 
-// The tensor's meta, or nullptr when it has none.
+// The tensor's meta, or nullptr when it has none. A view whose base was changed in place since
+// its history was made gets its history rebuilt here (view_inplace.h).
 AutogradMeta* meta_of(ts_tensor t);
 // The tensor's meta, created (and the tensor tagged with its Autograd key) when missing.
 AutogradMeta& ensure_meta(ts_tensor t);

@@ -204,6 +204,20 @@ TEST(CppApiAutograd, NoGradGuardDetachHooksAndErrors) {
   EXPECT_THROW(ts::autograd::backward({x * 2}, {g, g}), ts::ValueError);
 }
 
+// In-place on views: the base's gradient sees the change (closed form: y = x * 1, row 0 of y
+// doubled through a view, then column 1 of its transpose scaled by w; d(sum y)/dx and /dw).
+TEST(CppApiAutograd, InplaceOnViewsReachesTheBase) {
+  Tensor x = from({1, 2, 3, 4, 5, 6}, {2, 3}, ts::kFloat64).requires_grad_();
+  Tensor w = from({0.5, -1}, {2}, ts::kFloat64).requires_grad_();
+  Tensor y = x * 1;
+  y.select(0, 0).mul_(2);
+  y.transpose(0, 1).select(0, 1).mul_(w);  // y[:, 1] *= w
+  y.sum().backward();
+  expect_close(x.grad(), {2, 2 * 0.5, 2, 1, -1, 1});
+  expect_close(w.grad(), {2 * 2, 5});  // y[0, 1] (= 2 * 2) and y[1, 1] (= 5) before the scaling
+  expect_error<ts::RuntimeError>([&] { x.select(0, 0).mul_(2); }, {"view of a leaf Variable"});
+}
+
 // ---------------------------------------------------------------------------- custom functions
 namespace {
 

@@ -511,11 +511,117 @@ def test_setitem_with_gradients():
         x[0] = 1.0
 
 
-def test_inplace_on_a_tracked_view_is_refused_clearly():
+def _row_scaled(x, w):
+    y = x * 1.0
+    y[1].mul_(w)             # select view, in-place with a second differentiable input
+    return y * y
+
+
+def _block_sin(x):
+    y = x.clone()
+    y[:, 1:3].sin_()         # slice view
+    return y
+
+
+def _view_of_view(x, w):
+    y = x.clone()
+    y.t()[2].add_(w)         # transpose, then select: the base is y
+    return y.exp()
+
+
+def _flat_view(x):
+    y = x * 2.0
+    y.view(-1)[3:8].tanh_()  # a view of the whole, then a slice of it
+    return y
+
+
+def _python_augmented_assign(x):
+    y = x * 1.0
+    y[:, 0] *= 3.0           # getitem, imul on the view, setitem of the view into itself
+    y[1] += y[0]
+    return y
+
+
+def _stale_view_of_base(x):
+    y = x.clone()
+    v = y[0]                 # made before y changes: it must see the new values and history
+    y.mul_(2.0)
+    return v * 3.0
+
+
+def _stale_sibling_view(x, w):
+    y = x.clone()
+    row = y[0]
+    col = y[:, 0]            # shares y[0, 0] with row
+    row.mul_(w)
+    return col * col
+
+
+INPLACE_ON_VIEWS = [
+    ("select_mul_tensor", _row_scaled, lambda: (rnd(3, 4), rnd(4, seed=1))),
+    ("slice_sin", _block_sin, lambda: (rnd(3, 4),)),
+    ("transpose_select_add", _view_of_view, lambda: (rnd(3, 4), rnd(3, seed=2))),
+    ("view_slice_tanh", _flat_view, lambda: (rnd(3, 4),)),
+    ("python_augmented_assign", _python_augmented_assign, lambda: (rnd(3, 4),)),
+    ("stale_view_of_base", _stale_view_of_base, lambda: (rnd(3, 4),)),
+    ("stale_sibling_view", _stale_sibling_view, lambda: (rnd(3, 4), rnd(4, seed=3))),
+]
+
+
+@pytest.mark.parametrize("name,fn,make", INPLACE_ON_VIEWS, ids=[c[0] for c in INPLACE_ON_VIEWS])
+def test_gradcheck_inplace_on_views(name, fn, make):
+    assert gradcheck(fn, make())
+
+
+def test_inplace_on_a_view_updates_the_base_history():
     x = rnd(2, 3)
     y = x * 1.0
-    with pytest.raises(NotImplementedError, match="view"):
-        y[0].mul_(2.0)
+    v = y[0]
+    v.mul_(2.0)
+    assert y.grad_fn.name() == "CopySlices"
+    assert v.grad_fn.name() == "AsStridedBackward"
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [[2, 2, 2], [1, 1, 1]])
+
+
+def test_inplace_on_views_matches_torch():
+    torch = pytest.importorskip("torch")
+    x0 = np.random.default_rng(5).uniform(-1, 1, size=(3, 4))
+    w0 = np.random.default_rng(6).uniform(-1, 1, size=4)
+
+    def run(lib, x, w):
+        y = x * 1.5
+        y[1].mul_(w)
+        v = y[:, 2:]
+        v.add_(w[1:3])
+        y.t()[0].sigmoid_()  # last: sigmoid saves its result, which a later in-place would invalidate
+        return (y * y).sum() + (v * 2.0).sum()
+
+    x, w = ts.tensor(x0, requires_grad=True), ts.tensor(w0, requires_grad=True)
+    tx, tw = torch.tensor(x0, requires_grad=True), torch.tensor(w0, requires_grad=True)
+    run(ts, x, w).backward()
+    run(torch, tx, tw).backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_inplace_on_views_refuses_what_pytorch_refuses():
+    x = rnd(2, 3)
+    with pytest.raises(RuntimeError, match="view of a leaf Variable"):
+        x[0].mul_(2.0)
+    y = (x * 1.0)[0:1].expand(4, 3)
+    with pytest.raises(RuntimeError, match="single memory location"):
+        y.mul_(2.0)
+
+
+def test_create_graph_through_an_inplace_on_a_view_is_refused_clearly():
+    x = rnd(2, 3)
+    y = x * 1.0
+    y[0].mul_(2.0)
+    (g,) = ts.autograd.grad((y * y).sum(), [x], create_graph=False)
+    np.testing.assert_allclose(g.numpy(), 2 * x.detach().numpy() * [[4], [1]])
+    with pytest.raises(NotImplementedError, match="create_graph"):
+        ts.autograd.grad((y * y).sum(), [x], create_graph=True)
 
 
 def test_long_chains_backward_and_release_without_recursion():
