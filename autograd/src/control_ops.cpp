@@ -2,6 +2,7 @@
 // any other, so both frontends reach them through the dispatcher; their kernels are registered
 // under every key, since they work on any tensor.
 #include "custom_function.h"
+#include "device_workers.h"
 #include "engine.h"
 #include "kernel_support.h"
 
@@ -222,6 +223,9 @@ void attach_function(Args& a) {
   a.returns({});
 }
 
+// How many backward nodes ran on device workers (device_workers.h) since the plugin loaded.
+void device_worker_nodes(Args& a) { a.returns({sdk::value(int64_t(DeviceWorkers::nodes_run()))}); }
+
 void version(Args& a) {
   a.returns({sdk::value(int64_t(sdk::host().tensor_version(a.tensor(0).handle())))});
 }
@@ -256,6 +260,7 @@ void register_control_ops(sdk::Registrar& reg, const std::vector<ts_dispatch_key
       {"autograd::attach_function(Tensor[] inputs, Tensor[] outputs, int callback, str name) -> ()",
        "autograd::attach_function", attach_function},
       {"autograd::version(Tensor self) -> int", "autograd::version", version},
+      {"autograd::device_worker_nodes() -> int", "autograd::device_worker_nodes", device_worker_nodes},
   };
   for (const Op& op : control_ops) {
     reg.def(op.schema);

@@ -1,7 +1,13 @@
-// The backward engine. It runs on the calling thread: the graph is walked once to count each
-// node's dependencies, then nodes run from a ready queue (latest recorded first) as soon as every
-// gradient they wait for has arrived. Separate graphs on separate threads run independently.
+// The backward engine. The graph is walked once to count each node's dependencies, then nodes
+// run from a ready queue (latest recorded first) as soon as every gradient they wait for has
+// arrived. The calling thread is the CPU worker and keeps all the bookkeeping; the formulas of
+// nodes whose gradients live on another device type run on one worker thread per device type
+// (started for the backward call that needs it), so a device's work overlaps the CPU's.
+// Separate graphs on separate threads run independently.
 #include "engine.h"
+
+#include "custom_function.h"
+#include "device_workers.h"
 
 #include <tessera/sdk/ops.h>
 
@@ -44,7 +50,33 @@ struct ByNewestFirst {
   bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
 };
 
+// Where a node's formula runs: on the worker of the device type its gradients live on. Nodes
+// that call back into a frontend (a leaf's hooks in AccumulateGrad, a custom Function's
+// backward) stay on the calling thread, where the frontend expects them.
+int32_t worker_device_type(const Node* n) {
+  if (n->input_meta.empty() || dynamic_cast<const AccumulateGrad*>(n) || dynamic_cast<const CustomFunctionNode*>(n))
+    return kCpuDeviceType;
+  return n->input_meta[0].device.type;
+}
+
 }  // namespace
+
+GradList apply_node(Node* n, GradList grads) {
+  GradList outputs;
+  try {
+    outputs = n->apply(std::move(grads));
+  } catch (const sdk::Error& e) {
+    if (!anomaly_mode_enabled()) throw;
+    throw sdk::Error(e.status(), sdk::cat(e.what(), " [anomaly mode: in the backward of '", n->op_name(), "' (",
+                                          n->name(), ")]"));
+  }
+  if (anomaly_mode_enabled())
+    for (size_t j = 0; j < outputs.size(); ++j)
+      if (has_nan(outputs[j]))
+        throw sdk::Error(TS_ERROR, sdk::cat("Function '", n->name(), "' returned nan values in its ", j,
+                                            "th output; the forward operator was '", n->op_name(), "'"));
+  return outputs;
+}
 
 TensorRef run_hooks(const std::vector<int64_t>& ids, TensorRef grad) {
   for (int64_t id : ids) {
@@ -147,8 +179,32 @@ std::vector<TensorRef> run_backward(const std::vector<TensorRef>& roots, std::ve
     }
   }
 
+  // After a node ran (or was skipped): release what it saved, pass its outputs along its edges.
+  auto finish = [&](Node* n, bool ran, GradList& outputs) {
+    if (ran && !options.keep_graph) {
+      n->release_saved();
+      n->released = true;
+    }
+    for (size_t j = 0; j < n->next_edges.size(); ++j) {
+      const Edge& e = n->next_edges[j];
+      if (!e.valid()) continue;
+      if (ran && j < outputs.size()) add_to(e.fn.get(), e.input_nr, std::move(outputs[j]));
+      if (--deps[e.fn.get()] == 0) {
+        deps[e.fn.get()] = -1;
+        ready.push(e.fn.get());
+      }
+    }
+  };
+
+  DeviceWorkers workers;  // declared after everything its threads touch: joined first on unwinding
   std::vector<TensorRef> captured(targets.size());
-  while (!ready.empty()) {
+  while (!ready.empty() || workers.in_flight()) {
+    while (auto r = workers.poll()) finish(r->node, true, r->outputs);
+    if (ready.empty()) {  // only device work is left: wait for a node to come back
+      DeviceWorkers::Result r = workers.wait();
+      finish(r.node, true, r.outputs);
+      continue;
+    }
     Node* n = ready.top();
     ready.pop();
     GradList grads = std::move(buffers[n]);
@@ -185,33 +241,14 @@ std::vector<TensorRef> run_backward(const std::vector<TensorRef>& roots, std::ve
             const InputMeta& m = n->input_meta[i];
             grads[i] = sdk::ops::zeros(m.shape, m.dtype, m.device);
           }
-        try {
-          outputs = n->apply(std::move(grads));
-        } catch (const sdk::Error& e) {
-          if (!anomaly_mode_enabled()) throw;
-          throw sdk::Error(e.status(), sdk::cat(e.what(), " [anomaly mode: in the backward of '", n->op_name(), "' (",
-                                                n->name(), ")]"));
+        if (int32_t type = worker_device_type(n); type != kCpuDeviceType) {
+          workers.submit(type, n, std::move(grads));  // finished when its result comes back
+          continue;
         }
-        if (anomaly_mode_enabled())
-          for (size_t j = 0; j < outputs.size(); ++j)
-            if (has_nan(outputs[j]))
-              throw sdk::Error(TS_ERROR, sdk::cat("Function '", n->name(), "' returned nan values in its ", j,
-                                                  "th output; the forward operator was '", n->op_name(), "'"));
-      }
-      if (!options.keep_graph) {
-        n->release_saved();
-        n->released = true;
+        outputs = apply_node(n, std::move(grads));
       }
     }
-    for (size_t j = 0; j < n->next_edges.size(); ++j) {
-      const Edge& e = n->next_edges[j];
-      if (!e.valid()) continue;
-      if (run && j < outputs.size()) add_to(e.fn.get(), e.input_nr, std::move(outputs[j]));
-      if (--deps[e.fn.get()] == 0) {
-        deps[e.fn.get()] = -1;
-        ready.push(e.fn.get());
-      }
-    }
+    finish(n, run, outputs);
   }
 
   for (size_t k = 0; k < captured.size(); ++k)

@@ -17,6 +17,9 @@ struct BackwardOptions {
 std::vector<TensorRef> run_backward(const std::vector<TensorRef>& roots, std::vector<TensorRef> root_grads,
                                     const std::vector<TensorRef>& inputs, const BackwardOptions& options);
 
+// Runs one node's formula (with anomaly mode's checks), on whichever thread calls it.
+GradList apply_node(Node* n, GradList grads);
+
 // Runs frontend hooks (callback ids) on a gradient in order; a hook returning None keeps it.
 TensorRef run_hooks(const std::vector<int64_t>& ids, TensorRef grad);
 

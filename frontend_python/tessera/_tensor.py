@@ -320,7 +320,16 @@ def _same_device(a, b):
 
 def _to_device(self, device, dtype):
     """A copy on another device, moved by the two device plugins' copy functions; the dtype
-    is converted on whichever side has the kernels (the source first)."""
+    is converted on whichever side has the kernels (the source first). Recorded by autograd
+    when `self` requires grad."""
+    from tessera.autograd import _plugin as autograd_plugin
+    if autograd_plugin.loaded() and self.requires_grad and autograd_plugin.call("is_grad_enabled", ()):
+        from tessera.autograd.device_copy import ToDevice
+        return ToDevice.apply(self, _move_to_device, device, dtype)
+    return _move_to_device(self, device, dtype)
+
+
+def _move_to_device(self, device, dtype):
     src = self
     if dtype is not None and dtype != self.dtype:
         try:

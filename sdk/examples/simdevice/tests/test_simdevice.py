@@ -148,8 +148,34 @@ def test_autograd_on_the_device():
     x_cpu = ts.randn(5, 4)
     w = w_cpu.to("simdev").requires_grad_()
     loss = ((x_cpu.to("simdev") @ w).exp()).sum()
+    on_workers = ts.autograd._plugin.call("device_worker_nodes", ())
     loss.backward()
+    # sum, exp and mm ran on the simdev worker thread of the engine (AccumulateGrad on the caller's)
+    assert ts.autograd._plugin.call("device_worker_nodes", ()) - on_workers == 3
     wr = w_cpu.clone().requires_grad_()
     (x_cpu @ wr).exp().sum().backward()
     assert str(w.grad.device) == "simdev:0"
     close(w.grad, wr.grad, 1e-4)
+
+
+def test_autograd_device_worker_errors_and_mixed_devices():
+    """A graph across the CPU and the device: the device's nodes run on its worker, the CPU's on
+    the calling thread, and an error on the worker reaches the caller as the same exception."""
+    a_cpu = ts.randn(3, 3)
+    a = a_cpu.clone().requires_grad_()
+    b = (a * 2.0).to("simdev")           # CPU node, then the copy to the device
+    loss = (b.exp() * b).sum()
+    loss.backward()
+    ar = a_cpu.clone().requires_grad_()
+    br = ar * 2.0
+    (br.exp() * br).sum().backward()
+    close(a.grad, ar.grad, 1e-4)
+    w = ts.randn(2, 2).to("simdev").requires_grad_()
+    e = w.exp()
+    e.mul_(2.0)                          # exp saved its result: its backward (on the worker) refuses
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        e.sum().backward()
+    z = (w.exp()).sum()
+    z.backward(retain_graph=True)
+    z.backward()
+    close(w.grad, (w.detach().to("cpu").exp() * 2.0), 1e-4)
