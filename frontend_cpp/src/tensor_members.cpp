@@ -2,6 +2,7 @@
 #include "autograd_calls.h"
 
 #include <tessera/cpp/autograd.h>
+#include <tessera/cpp/function.h>
 #include <tessera/ops.h>
 #include <tessera/runtime.h>
 
@@ -14,6 +15,17 @@ const Tensor& defined_or_raise(const Tensor& t, const char* fname) {
   if (!t.defined()) raise<ValueError>("Tensor.{}: called on an undefined tensor", fname);
   return t;
 }
+
+// A move to another device, recorded by autograd: the gradient moves back to the source device.
+struct ToDevice : autograd::Function<ToDevice> {
+  static Tensor forward(autograd::AutogradContext* ctx, const Tensor& x, Device device) {
+    ctx->saved_data["source"] = x.device();
+    return to_device(x, device);
+  }
+  static std::vector<Tensor> backward(autograd::AutogradContext* ctx, std::vector<Tensor> grads) {
+    return {to_device(grads[0], std::any_cast<Device>(ctx->saved_data["source"])), Tensor()};
+  }
+};
 }  // namespace
 
 const Tensor& Tensor::requires_grad_(bool requires_grad) const {
@@ -73,7 +85,8 @@ std::string Tensor::grad_fn_name() const {
 
 Tensor Tensor::to(Device device) const {
   defined_or_raise(*this, "to");
-  return this->device() == device ? *this : to_device(*this, device);
+  if (this->device() == device) return *this;
+  return requires_grad() ? ToDevice::apply(*this, device) : to_device(*this, device);
 }
 
 Tensor Tensor::cpu() const { return to(Device()); }

@@ -3,6 +3,7 @@
 // computed here (a loop or a closed-form gradient).
 #include "test_util.h"
 
+#include <tessera/runtime.h>
 #include <tessera/tessera.h>
 
 #include <gtest/gtest.h>
@@ -216,6 +217,19 @@ TEST(CppApiAutograd, InplaceOnViewsReachesTheBase) {
   expect_close(x.grad(), {2, 2 * 0.5, 2, 1, -1, 1});
   expect_close(w.grad(), {2 * 2, 5});  // y[0, 1] (= 2 * 2) and y[1, 1] (= 5) before the scaling
   expect_error<ts::RuntimeError>([&] { x.select(0, 0).mul_(2); }, {"view of a leaf Variable"});
+}
+
+// A move to another device is recorded: the gradient comes back to the source device. The
+// fallback_device fixture's memory is unreadable by the host, so only its copies can move data.
+TEST(CppApiAutograd, DeviceMovesAreDifferentiable) {
+  ts::load_plugin(std::string(TESSERA_FIXTURE_DIR) + "/libtessera_fallback_device.so");
+  Tensor x = from({1, -2, 3}, {3}, ts::kFloat64).requires_grad_();
+  Tensor on_device = x.to(ts::Device("fallbackdev"));
+  EXPECT_TRUE(on_device.requires_grad());
+  Tensor back = on_device.to(ts::Device());
+  (back * back).sum().backward();
+  EXPECT_EQ(x.grad().device(), ts::Device());
+  expect_close(x.grad(), {2, -4, 6});
 }
 
 // ---------------------------------------------------------------------------- custom functions
