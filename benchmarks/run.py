@@ -238,6 +238,44 @@ def mlp_case(peak, batch=128):
                 make_torch() if torch else None, flops / peak)
 
 
+def digits_cnn_case(peak, batch=32):
+    """One Adam step of examples/train_digits.py's CNN (two 3x3 convs with BatchNorm, ReLU and
+    max-pooling, then Linear) on a batch of 8x8 images, in Tessera and PyTorch from the same
+    weights; NumPy has no peer for it."""
+    rng = np.random.default_rng(5)
+    x_np = rng.standard_normal((batch, 1, 8, 8), dtype=np.float32)
+    y_np = rng.integers(0, 10, batch)
+
+    def build(lib):
+        nn = lib.nn
+        return nn.Sequential(
+            nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Flatten(), nn.Linear(128, 10))
+
+    def stepper(lib, model, x, y):
+        opt = lib.optim.Adam(model.parameters(), lr=1e-3)
+        loss_fn = lib.nn.functional.cross_entropy
+
+        def step():
+            opt.zero_grad()
+            loss_fn(model(x), y).backward()
+            opt.step()
+        return step
+
+    model = build(ts)
+    ts_step = stepper(ts, model, ts.from_numpy(x_np.copy()), ts.tensor(y_np, dtype=ts.int64))
+    th_step = None
+    if torch:
+        tmodel = build(torch)
+        with torch.no_grad():  # the same initial weights
+            for p, q in zip(tmodel.parameters(), model.parameters()):
+                p.copy_(torch.from_numpy(q.detach().numpy().copy()))
+        th_step = stepper(torch, tmodel, torch.from_numpy(x_np.copy()), torch.from_numpy(y_np.copy()))
+    flops = 3 * 2.0 * batch * (16 * 9 * 64 + 32 * 16 * 9 * 16 + 128 * 10)
+    return Case("digits CNN train step", f"batch {batch}", ts_step, None, th_step, flops / peak)
+
+
 def human(n):
     for unit, k in (("M", 1 << 20), ("K", 1 << 10)):
         if n >= k and n % k == 0:
@@ -270,7 +308,8 @@ def plot(rows, path, have_torch):
     labels = [f"{r[0].op} {r[0].size}" for r in rows]
     y = range(len(rows))
     fig, ax = plt.subplots(figsize=(9, 0.28 * len(rows) + 1.5))
-    ax.barh([i - 0.2 for i in y], [r[2] / r[1] for r in rows], height=0.4, label="numpy / tessera (>1: faster)")
+    ax.barh([i - 0.2 for i in y], [(r[2] / r[1]) if r[2] else 0 for r in rows], height=0.4,
+            label="numpy / tessera (>1: faster)")
     if have_torch:
         ax.barh([i + 0.2 for i in y], [(r[3] / r[1]) if r[3] else 0 for r in rows], height=0.4,
                 label="torch / tessera")
@@ -310,7 +349,8 @@ def main():
 
     bw = stream_bandwidth(repeat)
     peak = peak_gemm(3 if args.quick else 5)
-    cases = elementwise_cases(sizes, bw) + matmul_cases(mm_sizes, peak) + [conv_case(peak), mlp_case(peak)]
+    cases = elementwise_cases(sizes, bw) + matmul_cases(mm_sizes, peak)
+    cases += [conv_case(peak), mlp_case(peak), digits_cnn_case(peak)]
     if args.only:
         keep = set(args.only.split(","))
         cases = [c for c in cases if c.op.split("(")[0].split()[0] in keep]
@@ -329,7 +369,7 @@ def main():
     for c in cases:
         # Interleave the peers: each measured right after the other, under the same load.
         t_ts = timed(c.ts_fn, repeat, min_time)
-        t_np = timed(c.np_fn, repeat, min_time)
+        t_np = timed(c.np_fn, repeat, min_time) if c.np_fn else None
         t_th = timed(c.torch_fn, repeat, min_time) if c.torch_fn else None
         rows.append((c, t_ts, t_np, t_th))
         vals = [c.op, c.size, fmt_time(t_ts), fmt_time(t_th), fmt_time(t_np), fmt_time(c.roof),
