@@ -79,7 +79,8 @@ void Tensor::retain_grad() const { BoxedCall().arg(defined_or_raise(*this, "reta
 std::string Tensor::grad_fn_name() const {
   OperatorHandle op = autograd_op("grad_fn_name", false);
   if (!op) return "";
-  const ts_value& v = BoxedCall().arg(defined_or_raise(*this, "grad_fn_name")).call(op).ret(0);
+  BoxedCall call;  // owns the returned value: it must outlive `v`
+  const ts_value& v = call.arg(defined_or_raise(*this, "grad_fn_name")).call(op).ret(0);
   return v.tag == TS_VALUE_STRING && v.u.str ? v.u.str : "";
 }
 
