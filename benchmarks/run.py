@@ -5,7 +5,7 @@ Each row: an operation and size, the median time of Tessera, PyTorch (when impor
 and the roofline: the time the operation needs at this machine's measured memory bandwidth
 (element-wise ops, reductions, softmax) or at its measured peak GEMM rate (matmul, conv2d), so
 "roof/ts" is the fraction of the attainable speed Tessera reaches. The bandwidth comes from a
-STREAM-like loop (NumPy copy and add of large arrays, best of both); the peak GEMM rate from
+STREAM-like loop (NumPy copy and add of large arrays on every core, best of both); the peak GEMM rate from
 Tessera's mm (oneDNN sgemm) on 2048 x 2048. Peers run in the same process, interleaved, so
 machine noise hits them alike. Writes a PNG of the ratios when matplotlib is importable.
 
@@ -20,6 +20,7 @@ import statistics
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -73,14 +74,21 @@ def timed(fn, repeat, min_time):
 
 # ---------------------------------------------------------------------------- machine limits
 def stream_bandwidth(repeat):
-    """Bytes per second of a NumPy copy and add of 32M floats (STREAM convention: bytes read +
-    written, no write-allocate traffic counted); the best of the two."""
+    """Bytes per second of a NumPy copy and add of 32M floats on every core (STREAM convention:
+    bytes read + written, no write-allocate traffic counted); the best of the two. As STREAM runs
+    one OpenMP thread per core, the arrays are cut into one slice per CPU, each handled by its own
+    thread (NumPy releases the GIL), so the roofline is the machine's, not one core's."""
     n = 32 << 20
     a = np.ones(n, np.float32)
     b = np.ones(n, np.float32)
     c = np.empty(n, np.float32)
-    t_copy = timed(lambda: np.copyto(c, a), repeat, 0.2)
-    t_add = timed(lambda: np.add(a, b, out=c), repeat, 0.2)
+    parts = os.cpu_count() or 1
+    bounds = [(i * n // parts, (i + 1) * n // parts) for i in range(parts)]
+    with ThreadPoolExecutor(parts) as pool:
+        def on_every_core(kernel):
+            return lambda: list(pool.map(lambda r: kernel(slice(*r)), bounds))
+        t_copy = timed(on_every_core(lambda s: np.copyto(c[s], a[s])), repeat, 0.2)
+        t_add = timed(on_every_core(lambda s: np.add(a[s], b[s], out=c[s])), repeat, 0.2)
     return max(2 * n * F32 / t_copy, 3 * n * F32 / t_add)
 
 
@@ -358,7 +366,7 @@ def main():
     print(f"tessera {ts.__version__} ({os.path.dirname(ts.__file__)}), numpy {np.__version__}, "
           f"torch {torch.__version__ if torch else 'not installed'}; {os.cpu_count()} CPUs, "
           f"{ts._C.get_num_threads()} tessera threads")
-    print(f"roofline: STREAM bandwidth {bw / 1e9:.1f} GB/s (numpy copy/add, 32M floats), "
+    print(f"roofline: STREAM bandwidth {bw / 1e9:.1f} GB/s (numpy copy/add, 32M floats, every core), "
           f"peak GEMM {peak / 1e9:.1f} GFLOP/s (tessera mm 2048, oneDNN); median of {repeat} samples")
     cols = ["operation", "size", "tessera", "torch", "numpy", "roofline", "np/ts", "torch/ts", "roof/ts"]
     widths = [26, 11, 11, 11, 11, 11, 7, 8, 7]
