@@ -21,7 +21,7 @@ PREFIX=$WORK/prefix
 step "install $BUILD to $PREFIX"
 cmake --install "$BUILD" --prefix "$PREFIX" >/dev/null
 LIBDIR=$(dirname "$(find "$PREFIX" -name libtessera.so -print -quit)")
-for f in "$LIBDIR/libtessera_cpp.so" "$LIBDIR/tessera/plugins/libtessera_cpu.so" "$LIBDIR/tessera/plugins/libtessera_autograd.so" \
+for f in "$LIBDIR/libtessera-cpp.so" "$LIBDIR/tessera/plugins/libtessera_cpu.so" "$LIBDIR/tessera/plugins/libtessera_autograd.so" \
          "$PREFIX/include/tessera/tensor_methods.h" "$PREFIX/include/tessera/cpp/api.h"; do
   [ -e "$f" ] || { echo "error: the install lacks $f" >&2; exit 1; }
 done
@@ -47,6 +47,6 @@ du -ch "$LIBDIR"/libtessera.so* | tail -1 | sed 's/total/libtessera.so (core + d
 du -h "$LIBDIR/tessera/plugins/libtessera_cpu.so" | sed 's|\t.*|\tlibtessera_cpu.so (CPU plugin)|'
 du -cbL "$LIBDIR/libtessera.so" "$LIBDIR/tessera/plugins/libtessera_cpu.so" | tail -1 |
   awk '{printf "libtessera + CPU plugin: %.1f MiB (%d bytes)\n", $1 / 1048576, $1}'
-du -hL "$LIBDIR/libtessera_cpp.so" "$LIBDIR/tessera/plugins/libtessera_autograd.so" | sed 's|\t.*/|\t|'
+du -hL "$LIBDIR/libtessera-cpp.so" "$LIBDIR/tessera/plugins/libtessera_autograd.so" | sed 's|\t.*/|\t|'
 
 step "C++ examples passed in $((SECONDS - START)) s"

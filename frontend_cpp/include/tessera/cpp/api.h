@@ -1,5 +1,5 @@
 #pragma once
-// The C++ API (target Tessera::cpp, libtessera_cpp.so): everything <tessera/tessera.h> adds on top
+// The C++ API (target Tessera::cpp, libtessera-cpp.so): everything <tessera/tessera.h> adds on top
 // of the core when it is installed. Tensor methods (t.add(u), t.backward(), ...) are members of
 // tessera::Tensor itself (tensor.h + the generated tensor_methods.h).
 #include <tessera/cpp/autograd.h>

@@ -49,7 +49,7 @@ class AutogradContext {
 
 using BackwardFn = std::function<std::vector<Tensor>(AutogradContext*, std::vector<Tensor>)>;
 
-// The non-template half of Function<T>::apply, in libtessera_cpp.
+// The non-template half of Function<T>::apply, in libtessera-cpp.
 struct FunctionSupport {
   static void set_needs_input_grad(AutogradContext& ctx, std::vector<bool> needs) { ctx.needs_input_grad_ = std::move(needs); }
   // Records the call in the graph: `outputs` (those returned as-is from the inputs become views)
