@@ -17,8 +17,7 @@ NO_LSAN_TEST='CpuLinalg.MmFloat32ManyShapes'
 AUTOGRAD_TESTS='AutogradEngine'
 cmake --preset asan >/dev/null
 cmake --build --preset asan
-ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1:intercept_tls_get_addr=0 ctest --preset asan --timeout 600 \
-  -E "$NO_LSAN_TEST|$AUTOGRAD_TESTS"
-OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1:intercept_tls_get_addr=0 \
-  ctest --preset asan --timeout 600 -R "$AUTOGRAD_TESTS"
+WITH_LEAKS=detect_leaks=1:allocator_may_return_null=1:intercept_tls_get_addr=0
+ASAN_OPTIONS=$WITH_LEAKS ctest --preset asan --timeout 600 -E "$NO_LSAN_TEST|$AUTOGRAD_TESTS"
+OMP_NUM_THREADS=1 ASAN_OPTIONS=$WITH_LEAKS ctest --preset asan --timeout 600 -R "$AUTOGRAD_TESTS"
 ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 ctest --preset asan --timeout 600 -R "$NO_LSAN_TEST"

@@ -9,8 +9,6 @@ namespace {
 std::atomic<uint64_t> total_run{0};
 }
 
-DeviceWorkers::DeviceWorkers() : call_(sdk::current_call()) { sdk::host().tls_keys(&included_, &excluded_); }
-
 DeviceWorkers::~DeviceWorkers() {
   {
     std::lock_guard lock(mutex_);
@@ -23,6 +21,10 @@ DeviceWorkers::~DeviceWorkers() {
 uint64_t DeviceWorkers::nodes_run() { return total_run.load(std::memory_order_relaxed); }
 
 void DeviceWorkers::submit(int32_t device_type, Node* node, GradList grads) {
+  if (workers_.empty()) {  // the first device node: what the workers run with is the caller's now
+    call_ = sdk::current_call();
+    sdk::host().tls_keys(&included_, &excluded_);
+  }
   std::unique_ptr<Worker>& w = workers_[device_type];
   bool start = !w;
   if (start) w = std::make_unique<Worker>();

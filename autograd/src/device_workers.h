@@ -26,7 +26,7 @@ class DeviceWorkers {
     std::exception_ptr error;
   };
 
-  DeviceWorkers();   // captures the calling thread's call and thread keys
+  DeviceWorkers() = default;  // nothing starts (or is captured) before the first submit
   ~DeviceWorkers();  // stops the workers (a node being run finishes first) and joins them
   DeviceWorkers(const DeviceWorkers&) = delete;
   DeviceWorkers& operator=(const DeviceWorkers&) = delete;
@@ -54,7 +54,7 @@ class DeviceWorkers {
   void run(Worker& worker);
   Result take(std::unique_lock<std::mutex>& lock);
 
-  ts_call call_;
+  ts_call call_ = nullptr;  // the calling thread's call and thread keys, at the first submit
   ts_keyset included_ = 0, excluded_ = 0;
   std::mutex mutex_;
   std::condition_variable finished_;

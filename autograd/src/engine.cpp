@@ -54,8 +54,8 @@ struct ByNewestFirst {
 // that call back into a frontend (a leaf's hooks in AccumulateGrad, a custom Function's
 // backward) stay on the calling thread, where the frontend expects them.
 int32_t worker_device_type(const Node* n) {
-  if (n->input_meta.empty() || dynamic_cast<const AccumulateGrad*>(n) || dynamic_cast<const CustomFunctionNode*>(n))
-    return kCpuDeviceType;
+  if (n->input_meta.empty() || n->input_meta[0].device.type == kCpuDeviceType) return kCpuDeviceType;
+  if (dynamic_cast<const AccumulateGrad*>(n) || dynamic_cast<const CustomFunctionNode*>(n)) return kCpuDeviceType;
   return n->input_meta[0].device.type;
 }
 

@@ -108,7 +108,7 @@ void set_inplace_history(const TensorRef& self, const std::shared_ptr<Node>& fn,
   slices->next_edges = std::move(edges);
   set_history(base, slices, 0);
   ++ensure_meta(base.handle()).history_generation;
-  meta_of(self.handle());  // the view's own history is rebuilt from the base's new one
+  refresh_view_history(self.handle(), *m);  // the view's own history: its part of the base's new one
 }
 
 void refresh_view_history(ts_tensor view, AutogradMeta& m) {

@@ -322,10 +322,11 @@ def _to_device(self, device, dtype):
     """A copy on another device, moved by the two device plugins' copy functions; the dtype
     is converted on whichever side has the kernels (the source first). Recorded by autograd
     when `self` requires grad."""
-    from tessera.autograd import _plugin as autograd_plugin
-    if autograd_plugin.loaded() and self.requires_grad and autograd_plugin.call("is_grad_enabled", ()):
+    if self.requires_grad:  # False without a loaded autograd plugin
         from tessera.autograd.device_copy import ToDevice
-        return ToDevice.apply(self, _move_to_device, device, dtype)
+        from tessera.autograd.grad_mode import is_grad_enabled
+        if is_grad_enabled():
+            return ToDevice.apply(self, device, dtype)
     return _move_to_device(self, device, dtype)
 
 
