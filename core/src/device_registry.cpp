@@ -8,6 +8,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <utility>
 
 namespace tessera {
 
@@ -17,6 +18,18 @@ struct DeviceRegistry::Impl {
   std::array<std::atomic<DeviceTypeEntry*>, kMaxDeviceTypes> entries{};
   std::array<std::string, kMaxDeviceTypes> names{"cpu", "cuda", "hip"};
 };
+
+std::string& device_function_error() {
+  thread_local std::string message;
+  return message;
+}
+
+void check_device_call(const DeviceTypeEntry& entry, int32_t index, const char* function, ts_status status) {
+  if (status == TS_OK) return;
+  std::string said = std::exchange(device_function_error(), {});
+  raise_for_status(status, fmt::format("{}:{}: {} failed: {} [plugin '{}']", entry.name, index, function,
+                                       said.empty() ? "the plugin gave no message" : said, entry.plugin));
+}
 
 void check_device_index(const DeviceTypeEntry& entry, int32_t index) {
   if (!entry.desc.device_count) return;

@@ -12,18 +12,6 @@ namespace tessera {
 namespace {
 thread_local LocalDispatchKeySet tls_keys;
 
-// Maps a kernel's status to the host's error type.
-[[noreturn]] void raise_status(ts_status status, std::string message) {
-  switch (status) {
-    case TS_ERROR_TYPE: throw TypeError(std::move(message));
-    case TS_ERROR_VALUE: throw ValueError(std::move(message));
-    case TS_ERROR_INDEX: throw IndexError(std::move(message));
-    case TS_ERROR_NOT_IMPLEMENTED: throw NotImplementedError(std::move(message));
-    case TS_ERROR_OUT_OF_MEMORY: throw OutOfMemoryError(std::move(message));
-    default: throw RuntimeError(std::move(message));
-  }
-}
-
 std::string first_device(const ts_stack* stack) {
   for (int i = 0; i < stack->size; ++i)
     if (stack->values[i].tag == TS_VALUE_TENSOR && stack->values[i].u.tensor)
@@ -259,7 +247,7 @@ void Dispatcher::call_with_keys(OperatorHandle op, DispatchKeySet key_set, ts_st
       if (ctx.error.empty()) ctx.error = fmt::format("kernel failed with status {} and no message", status);
       // Kernels usually name their operator first ("view: shape [3, 5] is invalid..."); add it if not.
       bool named = ctx.error.starts_with(op->schema().name);
-      raise_status(status, fmt::format("{}{}{} [plugin '{}', key {}, device {}]", named ? "" : op->name(),
+      raise_for_status(status, fmt::format("{}{}{} [plugin '{}', key {}, device {}]", named ? "" : op->name(),
                                        named ? "" : ": ", ctx.error, kernel->plugin, dispatch_key_name(key),
                                        first_device(stack)));
     }

@@ -5,6 +5,7 @@
 #include <tessera/cpp/function.h>
 #include <tessera/ops.h>
 #include <tessera/runtime.h>
+#include <tessera/stream.h>
 
 namespace tessera {
 using cpp_detail::autograd_op;
@@ -84,10 +85,20 @@ std::string Tensor::grad_fn_name() const {
   return v.tag == TS_VALUE_STRING && v.u.str ? v.u.str : "";
 }
 
-Tensor Tensor::to(Device device) const {
+Tensor Tensor::to(Device device, bool non_blocking) const {
   defined_or_raise(*this, "to");
   if (this->device() == device) return *this;
-  return requires_grad() ? ToDevice::apply(*this, device) : to_device(*this, device);
+  return requires_grad() ? ToDevice::apply(*this, device) : to_device(*this, device, non_blocking);
+}
+
+Tensor Tensor::pin_memory(std::string_view device_type) const {
+  return ::tessera::pin_memory(defined_or_raise(*this, "pin_memory"), device_type);
+}
+
+bool Tensor::is_pinned() const { return ::tessera::is_pinned(defined_or_raise(*this, "is_pinned")); }
+
+void Tensor::record_stream(const Stream& stream) const {
+  ::tessera::record_stream(defined_or_raise(*this, "record_stream"), stream);
 }
 
 Tensor Tensor::cpu() const { return to(Device()); }

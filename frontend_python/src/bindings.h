@@ -10,6 +10,7 @@ void bind_ops(pybind11::module_& m);       // call_op + schema-driven argument p
 void bind_plugins(pybind11::module_& m);   // plugins_load / plugins_list / plugins_describe    (plugins.cpp)
 void bind_interop(pybind11::module_& m);   // numpy(), from_numpy, __dlpack__, from_dlpack     (interop.cpp)
 void bind_callbacks(pybind11::module_& m);      // register_callback / release_callback     (callbacks.cpp)
+void bind_streams(pybind11::module_& m);         // Stream, Event, pin_memory, _to_device     (streams.cpp)
 void bind_serialization(pybind11::module_& m);  // _save_safetensors / _load_safetensors     (serialization.cpp)
 
 }  // namespace tessera::python

@@ -11,4 +11,5 @@ PYBIND11_MODULE(_C, m) {
   tessera::python::bind_interop(m);
   tessera::python::bind_serialization(m);
   tessera::python::bind_callbacks(m);
+  tessera::python::bind_streams(m);
 }

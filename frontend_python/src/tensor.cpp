@@ -517,14 +517,6 @@ void bind_tensor(py::module_& m) {
   g_tensor_type = reinterpret_cast<PyTypeObject*>(type);  // one reference kept for the process
   m.add_object("Tensor", py::handle(type));
 
-  m.def("_to_device", [](py::handle t, py::handle device) {
-    const tessera::Tensor& src = unwrap_tensor(t);
-    tessera::Device d = to_device(device);
-    GilRelease release;
-    tessera::Tensor out = ::tessera::to_device(src, d);
-    return out;
-  }, "A contiguous copy on another device through the two device plugins' copy functions.");
-
   py::handle cls(type);
   py::cpp_function make_subclass(
       [](py::handle cls, py::handle data) -> py::object {

@@ -42,6 +42,9 @@ from tessera._functions import (  # noqa: E402
 from tessera._ops import ops  # noqa: E402
 from tessera._printing import get_printoptions, set_printoptions  # noqa: E402
 from tessera._serialization import load, save  # noqa: E402  (safetensors state dicts)
+from tessera._streams import (  # noqa: E402
+    Event, Stream, current_stream, default_stream, set_stream, stream, synchronize,
+)
 from tessera import plugins  # noqa: E402
 from tessera import autograd  # noqa: E402  (the plugin itself loads on first use)
 from tessera.autograd._tensor_methods import install as _install_autograd_methods  # noqa: E402

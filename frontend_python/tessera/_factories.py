@@ -168,7 +168,13 @@ def _from_array_like(data, dtype, device):
 def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
     """A new tensor holding a copy of `data`: a Python number, nested lists/tuples, a tensor or an
     array (NumPy or anything with __array__). Inference as PyTorch: bools -> bool, ints -> int64,
-    any float -> the default dtype; an array keeps its dtype."""
+    any float -> the default dtype; an array keeps its dtype. pin_memory: a CPU tensor in
+    page-locked memory (see Tensor.pin_memory)."""
+    t = _copy_data(data, dtype, device)
+    return t.pin_memory() if pin_memory else t
+
+
+def _copy_data(data, dtype, device):
     t = type(data)
     if t is builtins.list or t is builtins.tuple or t is builtins.float or t is builtins.int or t is builtins.bool:
         return _C.tensor(data, dtype=dtype, device=device)

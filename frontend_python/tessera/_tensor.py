@@ -318,26 +318,27 @@ def _same_device(a, b):
     return a.type == b.type and (a.index is None or b.index is None or a.index == b.index)
 
 
-def _to_device(self, device, dtype):
+def _to_device(self, device, dtype, non_blocking=False):
     """A copy on another device, moved by the two device plugins' copy functions; the dtype
     is converted on whichever side has the kernels (the source first). Recorded by autograd
-    when `self` requires grad."""
+    when `self` requires grad. non_blocking: a copy between a device and pinned memory is
+    queued on the device's current stream (see tessera.Stream)."""
     if self.requires_grad:  # False without a loaded autograd plugin
         from tessera.autograd.device_copy import ToDevice
         from tessera.autograd.grad_mode import is_grad_enabled
         if is_grad_enabled():
             return ToDevice.apply(self, device, dtype)
-    return _move_to_device(self, device, dtype)
+    return _move_to_device(self, device, dtype, non_blocking)
 
 
-def _move_to_device(self, device, dtype):
+def _move_to_device(self, device, dtype, non_blocking=False):
     src = self
     if dtype is not None and dtype != self.dtype:
         try:
             src = _call("to", (self, dtype), _E)
         except NotImplementedError:
-            return _call("to", (_C._to_device(self, device), dtype), _E)
-    return _C._to_device(src, device)
+            return _call("to", (_C._to_device(self, device, non_blocking), dtype), _E)
+    return _C._to_device(src, device, non_blocking)
 
 
 def to(self, *args, **kwargs):
@@ -346,7 +347,7 @@ def to(self, *args, **kwargs):
     dtype = kwargs.pop("dtype", None)
     device = kwargs.pop("device", None)
     copy = kwargs.pop("copy", False)
-    kwargs.pop("non_blocking", None)
+    non_blocking = kwargs.pop("non_blocking", False)
     kwargs.pop("memory_format", None)
     if kwargs:
         raise TypeError(f"to() got an unexpected keyword argument '{next(iter(kwargs))}'")
@@ -363,6 +364,8 @@ def to(self, *args, **kwargs):
         else:
             raise TypeError(f"to() received an invalid combination of arguments: got {type(a).__name__}; expected "
                             "(dtype), (device, dtype), (Tensor other) with optional non_blocking and copy")
+    if flags:
+        non_blocking = flags[0]
     if len(flags) > 1:
         copy = flags[1]
     result = self
@@ -370,7 +373,7 @@ def to(self, *args, **kwargs):
         if not isinstance(device, _C.device):
             device = _C.device(device)
         if not _same_device(device, self.device):
-            return _to_device(self, device, self.dtype if dtype is None else dtype)
+            return _to_device(self, device, self.dtype if dtype is None else dtype, non_blocking)
     if dtype is not None and dtype != result.dtype:
         return _call("to", (result, dtype), _E)
     if copy:
@@ -419,7 +422,26 @@ def cpu(self):
 
 
 def cuda(self, device=None, non_blocking=False):
-    return to(self, "cuda" if device is None else (f"cuda:{device}" if isinstance(device, builtins.int) else device))
+    return to(self, "cuda" if device is None else (f"cuda:{device}" if isinstance(device, builtins.int) else device),
+              non_blocking=non_blocking)
+
+
+def record_stream(self, stream):
+    """Marks this tensor's memory as used by the work queued on `stream`: when the tensor is
+    freed, its device allocator does not reuse the memory before that work is done."""
+    _C._record_stream(self, stream)
+
+
+def pin_memory(self, device="cuda"):
+    """A copy in page-locked host memory of `device`'s plugin (self if pinned already), which
+    to(device, non_blocking=True) copies asynchronously."""
+    device = device.type if isinstance(device, _C.device) else device.split(":")[0]
+    return _C._pin_memory(self, device)
+
+
+def is_pinned(self, device=None):
+    """True when this CPU tensor lives in page-locked memory (see pin_memory)."""
+    return _C._is_pinned(self)
 
 
 def new_empty(self, *size, dtype=None, device=None):
@@ -523,7 +545,8 @@ def _install():
     T.__format__ = _printing.tensor_format
 
     for f in (view, reshape, permute, expand, view_as, reshape_as, expand_as, flatten, ravel, squeeze, detach,
-              detach_, to, type_as, cpu, cuda, new_empty, new_zeros, new_ones, new_full, new_tensor, zero_):
+              detach_, to, type_as, cpu, cuda, new_empty, new_zeros, new_ones, new_full, new_tensor, zero_,
+              record_stream, pin_memory, is_pinned):
         put(f.__name__, f)
     for f in (is_floating_point, is_signed, is_complex, nelement, ndimension):  # C++ versions win
         put(f.__name__, f, override=False)

@@ -34,6 +34,8 @@ void set_call_error(ts_call call, std::string message) {
     reinterpret_cast<CallContext*>(call)->error = std::move(message);
   } else if (auto* reg = current_registrar()) {
     reg->error = std::move(message);
+  } else {
+    device_function_error() = std::move(message);  // a ts_device_desc function about to fail (1.3)
   }
 }
 

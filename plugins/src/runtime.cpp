@@ -90,35 +90,88 @@ int get_num_threads() {
   return n > 0 ? n : hardware;
 }
 
-Tensor to_device(const Tensor& t, Device device) {
+namespace {
+// A contiguous CPU tensor in page-locked memory from `entry`'s plugin.
+Tensor empty_pinned(IntArrayRef shape, ScalarType dtype, const DeviceTypeEntry& entry) {
+  const ts_device_desc& d = entry.desc;
+  if (!d.host_allocate || !d.host_deallocate)
+    raise<NotImplementedError>("pin_memory: device '{}' (plugin '{}') offers no page-locked host memory", entry.name,
+                               entry.plugin);
+  if (d.device_count && d.device_count(d.device_data) == 0)
+    raise<RuntimeError>("pin_memory: device type '{}' (plugin '{}') has no devices{}", entry.name, entry.plugin,
+                        entry.load_notes.empty() ? "" : fmt::format(" (when it loaded, the plugin said: {})", entry.load_notes));
+  int64_t numel = 1;
+  for (int64_t s : shape) numel *= s;
+  size_t nbytes = size_t(numel * itemsize(dtype));
+  void* data = d.host_allocate(d.device_data, nbytes);
+  if (!data)
+    raise<OutOfMemoryError>("pin_memory: {} could not allocate {} bytes of page-locked host memory: {}", entry.name,
+                            nbytes, std::exchange(device_function_error(), {}));
+  auto release = [&d, data, nbytes] { d.host_deallocate(d.device_data, data, nbytes); };
+  Storage storage = Storage::adopt(new StorageImpl(Device(Device::kCpuType, 0), data, nbytes, release));
+  storage->set_pinned_by(entry.type);
+  return Tensor(IntrusivePtr<TensorImpl>::adopt(new TensorImpl(std::move(storage), dtype, shape, {}, 0)));
+}
+}  // namespace
+
+Tensor to_device(const Tensor& t, Device device, bool non_blocking) {
   if (t.device() == device) return t;
   Tensor src = t.is_contiguous() ? t : contiguous(t);  // made contiguous on its own device
   auto& registry = DeviceRegistry::instance();
-  const auto& from = registry.require(src.device().type()).desc;
-  const auto& to = registry.require(device.type()).desc;
-  Tensor out = empty(src.shape(), src.dtype(), device);
+  const DeviceTypeEntry& from_entry = registry.require(src.device().type());
+  const DeviceTypeEntry& to_entry = registry.require(device.type());
+  const auto& from = from_entry.desc;
+  const auto& to = to_entry.desc;
+  // Device -> CPU without blocking lands in page-locked memory, which the copy may still fill.
+  bool async_out = non_blocking && device.is_cpu() && from.copy_to_host_async && from.host_allocate;
+  bool async_in = non_blocking && src.device().is_cpu() && to.copy_from_host_async &&
+                  src.impl()->storage()->pinned_by() == device.type();
+  Tensor out = async_out ? empty_pinned(src.sizes(), src.dtype(), from_entry) : empty(src.shape(), src.dtype(), device);
   size_t nbytes = size_t(src.numel() * itemsize(src.dtype()));
   if (nbytes == 0) return out;
   const void* s = src.impl()->data();
   void* d = out.impl()->data();
-  auto check = [&](ts_status status, const char* what) {
+  auto check = [&](const DeviceTypeEntry& entry, Device on, ts_status status, const char* what) {
     if (status != TS_OK)
-      raise<RuntimeError>("to_device: {} failed copying {} bytes from {} to {}", what, nbytes, src.device().str(),
-                          device.str());
+      check_device_call(entry, on.index(), fmt::format("{} of {} bytes from {} to {}", what, nbytes,
+                                                       src.device().str(), device.str()).c_str(), status);
   };
-  if (from.host_accessible && to.host_accessible) {
+  if (async_in) {
+    check(to_entry, device, to.copy_from_host_async(to.device_data, device.index(), d, s, nbytes), "copy_from_host_async");
+  } else if (async_out) {
+    check(from_entry, src.device(), from.copy_to_host_async(from.device_data, src.device().index(), d, s, nbytes),
+          "copy_to_host_async");
+  } else if (from.host_accessible && to.host_accessible) {
     std::memcpy(d, s, nbytes);
   } else if (from.host_accessible) {
-    check(to.copy_from_host(to.device_data, device.index(), d, s, nbytes), "copy_from_host");
+    check(to_entry, device, to.copy_from_host(to.device_data, device.index(), d, s, nbytes), "copy_from_host");
   } else if (to.host_accessible) {
-    check(from.copy_to_host(from.device_data, src.device().index(), d, s, nbytes), "copy_to_host");
+    check(from_entry, src.device(), from.copy_to_host(from.device_data, src.device().index(), d, s, nbytes), "copy_to_host");
   } else {
     std::vector<char> staging(nbytes);
-    check(from.copy_to_host(from.device_data, src.device().index(), staging.data(), s, nbytes), "copy_to_host");
-    check(to.copy_from_host(to.device_data, device.index(), d, staging.data(), nbytes), "copy_from_host");
+    check(from_entry, src.device(), from.copy_to_host(from.device_data, src.device().index(), staging.data(), s, nbytes),
+          "copy_to_host");
+    check(to_entry, device, to.copy_from_host(to.device_data, device.index(), d, staging.data(), nbytes), "copy_from_host");
   }
   return out;
 }
+
+Tensor pin_memory(const Tensor& t, std::string_view device_type) {
+  if (!t.device().is_cpu())
+    raise<ValueError>("pin_memory: only CPU tensors can be pinned, got a tensor on {}", t.device().str());
+  if (is_pinned(t)) return t;
+  // By type name, not Device(...): pinning needs the plugin, not a device index that exists.
+  auto& registry = DeviceRegistry::instance();
+  const DeviceTypeEntry* entry = registry.find(device_type);
+  if (!entry && registry.try_lazy_load(std::string(device_type))) entry = registry.find(device_type);
+  if (!entry) raise<ValueError>("pin_memory: no device type '{}' is loaded or found on the plugin path", device_type);
+  Tensor src = t.is_contiguous() ? t : contiguous(t);
+  Tensor out = empty_pinned(src.sizes(), src.dtype(), *entry);
+  if (src.numel() > 0) std::memcpy(out.impl()->data(), src.impl()->data(), size_t(src.numel() * itemsize(src.dtype())));
+  return out;
+}
+
+bool is_pinned(const Tensor& t) { return t.impl()->storage()->pinned_by() >= 0; }
 
 Tensor tensor_from_values(std::span<const double> values, std::vector<int64_t> shape, ScalarType dtype) {
   int64_t numel = checked_numel(shape, "tensor_from_values");

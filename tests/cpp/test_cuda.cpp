@@ -3,6 +3,7 @@
 // On a machine with a GPU: every kernel against the CPU plugin for the same inputs (float32,
 // float64, 16-bit floats, integers; broadcast, transposed and sliced inputs; empty tensors);
 // GTEST_SKIP says why when there is no device.
+#include <tessera/device_registry.h>
 #include <tessera/tessera.h>
 
 #include "test_util.h"
@@ -13,6 +14,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 using namespace tessera;
@@ -70,7 +72,7 @@ TEST(CudaPlugin, LoadsAndDefinesItsOperators) {
   EXPECT_GE(device_count(), 0);
   ts_value v = call_cuda("memory_stats", {int_arg(0)});
   ASSERT_EQ(v.tag, TS_VALUE_INT_LIST);
-  EXPECT_EQ(v.u.ints.size, 8);  // allocated, reserved, their peaks, and four counters
+  EXPECT_EQ(v.u.ints.size, 10);  // allocated, reserved, their peaks, four counters, two for record_stream
   call_cuda("empty_cache");
   call_cuda("set_allow_tf32", {bool_arg(false)});
 }
@@ -87,6 +89,67 @@ TEST(CudaPlugin, WithoutADeviceEveryRequestFailsClearly) {
                       {"cuda::synchronize", "no cuda driver/device was found", "cudaGetDeviceCount"});
   expect_error<Error>([] { call_cuda("set_device", {int_arg(0)}); }, {"no cuda driver/device was found"});
   EXPECT_FALSE(call_cuda("is_available").u.b);
+}
+
+// The device table of ABI 1.3 (streams, events, record_stream, page-locked memory, async
+// copies): every function is there, and without a device each fails with the runtime's reason
+// (through set_error) instead of crashing.
+const ts_device_desc& cuda_desc() {
+  const DeviceTypeEntry* entry = DeviceRegistry::instance().find("cuda");
+  if (!entry) throw std::runtime_error("the cuda device type is not registered");
+  return entry->desc;
+}
+
+TEST(CudaPlugin, FillsTheStreamEventAndPinnedMemoryFunctions) {
+  REQUIRE_PLUGIN();
+  const ts_device_desc& d = cuda_desc();
+  ASSERT_TRUE(TS_STRUCT_HAS(&d, ts_device_desc, copy_from_host_async));
+  for (const void* fn : {(const void*)d.stream_create, (const void*)d.stream_destroy, (const void*)d.set_current_stream,
+                         (const void*)d.stream_synchronize, (const void*)d.stream_query, (const void*)d.stream_wait_event,
+                         (const void*)d.event_create, (const void*)d.event_destroy, (const void*)d.event_record,
+                         (const void*)d.event_synchronize, (const void*)d.event_query, (const void*)d.event_elapsed_ms,
+                         (const void*)d.record_stream, (const void*)d.host_allocate, (const void*)d.host_deallocate,
+                         (const void*)d.copy_to_host_async, (const void*)d.copy_from_host_async})
+    EXPECT_NE(fn, nullptr);
+}
+
+TEST(CudaPlugin, WithoutADeviceStreamAndEventFunctionsFailWithTheReason) {
+  REQUIRE_PLUGIN();
+  if (device_count() > 0) GTEST_SKIP() << "this machine has a CUDA device: the no-device errors do not apply";
+  const ts_device_desc& d = cuda_desc();
+  void* dd = d.device_data;
+  auto expect_reason = [](ts_status status, const std::string& function) {
+    EXPECT_NE(status, TS_OK) << function;
+    std::string said = std::exchange(device_function_error(), {});
+    EXPECT_NE(said.find(function), std::string::npos) << said;
+    EXPECT_NE(said.find("no cuda"), std::string::npos) << said;  // "no cuda driver/device was found: ..."
+  };
+  ts_stream stream = nullptr;
+  expect_reason(d.stream_create(dd, 0, 0, &stream), "stream_create");
+  EXPECT_EQ(stream, nullptr);
+  expect_reason(d.set_current_stream(dd, 0, nullptr), "set_current_stream");
+  expect_reason(d.stream_synchronize(dd, 0, nullptr), "stream_synchronize");
+  int32_t done = -1;
+  expect_reason(d.stream_query(dd, 0, nullptr, &done), "stream_query");
+  expect_reason(d.stream_wait_event(dd, 0, nullptr, nullptr), "stream_wait_event");
+  ts_event event = nullptr;
+  expect_reason(d.event_create(dd, 0, TS_EVENT_TIMING, &event), "event_create");
+  EXPECT_EQ(event, nullptr);
+  expect_reason(d.event_record(dd, 0, nullptr, nullptr), "event_record");
+  expect_reason(d.event_synchronize(dd, 0, nullptr), "event_synchronize");
+  expect_reason(d.event_query(dd, 0, nullptr, &done), "event_query");
+  double ms = 0;
+  expect_reason(d.event_elapsed_ms(dd, 0, nullptr, nullptr, &ms), "event_elapsed_ms");
+  int dummy = 0;
+  expect_reason(d.record_stream(dd, 0, &dummy, nullptr), "record_stream");
+  expect_reason(d.copy_to_host_async(dd, 0, &dummy, &dummy, sizeof dummy), "copy_to_host_async");
+  expect_reason(d.copy_from_host_async(dd, 0, &dummy, &dummy, sizeof dummy), "copy_from_host_async");
+  EXPECT_EQ(d.host_allocate(dd, 16), nullptr);
+  expect_reason(TS_ERROR, "host_allocate");
+  // The void functions have nothing to report and must not crash.
+  d.stream_destroy(dd, 0, nullptr);
+  d.event_destroy(dd, 0, nullptr);
+  d.host_deallocate(dd, nullptr, 0);
 }
 
 // ------------------------------------------------------------------ GPU comparisons
@@ -278,6 +341,69 @@ TEST(CudaKernels, CachingAllocatorReusesBlocksAndReportsStats) {
   EXPECT_EQ(after[6], mid[6]);                // no new device allocation
   call_cuda("empty_cache");
   EXPECT_LT(stats()[1], after[1]);
+}
+
+// Through the device table: work queued on a side stream (the thread's current one) and timed
+// with events; the default stream waits for it; record_stream and page-locked async copies.
+TEST(CudaKernels, StreamsEventsAndPinnedCopiesThroughTheDeviceTable) {
+  REQUIRE_GPU();
+  const ts_device_desc& d = cuda_desc();
+  void* dd = d.device_data;
+  auto ok = [](ts_status s, const char* what) {
+    ASSERT_EQ(s, TS_OK) << what << ": " << std::exchange(device_function_error(), {});
+  };
+  ts_stream side = nullptr;
+  ok(d.stream_create(dd, 0, -100, &side), "stream_create (a priority beyond the range is clamped)");
+  ts_event start = nullptr, end = nullptr, untimed = nullptr;
+  ok(d.event_create(dd, 0, TS_EVENT_TIMING, &start), "event_create");
+  ok(d.event_create(dd, 0, TS_EVENT_TIMING, &end), "event_create");
+  ok(d.event_create(dd, 0, TS_EVENT_DEFAULT, &untimed), "event_create");
+  Tensor x = data({256, 256}, kFloat32);
+  Tensor gx = on_gpu(x);
+  ok(d.set_current_stream(dd, 0, side), "set_current_stream");
+  ok(d.event_record(dd, 0, start, side), "event_record");
+  Tensor gy = gx;
+  for (int i = 0; i < 4; ++i) gy = mul(mm(gy, gx), 0.01);
+  ok(d.event_record(dd, 0, end, side), "event_record");
+  ok(d.record_stream(dd, 0, gy.impl()->storage()->data(), side), "record_stream");
+  ok(d.set_current_stream(dd, 0, nullptr), "set_current_stream");
+  ok(d.stream_wait_event(dd, 0, nullptr, end), "stream_wait_event");
+  Tensor y = x;
+  for (int i = 0; i < 4; ++i) y = mul(mm(y, x), 0.01);
+  expect_same(gy, y, "mm chain on a side stream", 10);
+  ok(d.event_synchronize(dd, 0, end), "event_synchronize");
+  int32_t done = 0;
+  ok(d.event_query(dd, 0, end, &done), "event_query");
+  EXPECT_EQ(done, 1);
+  ok(d.stream_query(dd, 0, side, &done), "stream_query");
+  EXPECT_EQ(done, 1);
+  double ms = -1;
+  ok(d.event_elapsed_ms(dd, 0, start, end, &ms), "event_elapsed_ms");
+  EXPECT_GT(ms, 0);
+  ok(d.event_record(dd, 0, untimed, nullptr), "event_record");
+  EXPECT_NE(d.event_elapsed_ms(dd, 0, start, untimed, &ms), TS_OK);
+  EXPECT_NE(std::exchange(device_function_error(), {}).find("without timing"), std::string::npos);
+  // Page-locked memory: 0 bytes work; an async round trip gives the same bytes.
+  void* empty_block = d.host_allocate(dd, 0);
+  EXPECT_NE(empty_block, nullptr);
+  d.host_deallocate(dd, empty_block, 0);
+  std::vector<float> values(1 << 16);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = float(i) * 0.5f;
+  size_t n = values.size() * sizeof(float);
+  auto* pinned = static_cast<float*>(d.host_allocate(dd, n));
+  ASSERT_NE(pinned, nullptr);
+  std::copy(values.begin(), values.end(), pinned);
+  Tensor dev = empty({int64_t(values.size())}, kFloat32, Device("cuda"));
+  ok(d.copy_from_host_async(dd, 0, dev.impl()->data(), pinned, n), "copy_from_host_async");
+  std::fill(values.begin(), values.end(), 0.f);
+  auto* back = static_cast<float*>(d.host_allocate(dd, n));
+  ok(d.copy_to_host_async(dd, 0, back, dev.impl()->data(), n), "copy_to_host_async");
+  d.host_deallocate(dd, pinned, n);  // still read by the copy: freed once it is done
+  ok(d.stream_synchronize(dd, 0, nullptr), "stream_synchronize");
+  for (size_t i = 0; i < values.size(); i += 997) ASSERT_EQ(back[i], float(i) * 0.5f) << i;
+  d.host_deallocate(dd, back, n);
+  for (ts_event e : {start, end, untimed}) d.event_destroy(dd, 0, e);
+  d.stream_destroy(dd, 0, side);
 }
 
 TEST(CudaKernels, OperatorsWithoutACudaKernelFallBackToCpu) {

@@ -1,13 +1,16 @@
 // The CUDA plugin's caching allocator, on a fake device (host memory with a capacity), so it
 // runs on any machine: rounding, reuse per (device, stream), bounded waste, statistics,
-// empty_cache, and the release-and-retry on a failed device allocation.
+// empty_cache, the release-and-retry on a failed device allocation, and stream-ordered frees
+// (record_stream) with fake events whose completion the test decides.
 #include <gtest/gtest.h>
 
 // The allocator has no CUDA dependency; compiled into this test directly.
 #include "../../backends/cuda/src/caching_allocator.cpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <initializer_list>
+#include <set>
 
 using tessera::gpu::CachingAllocator;
 using tessera::gpu::RawAllocator;
@@ -35,6 +38,52 @@ void fake_free(void* ctx, int32_t, void* p) {
   std::free(p);
 }
 RawAllocator raw(FakeDevice& d) { return RawAllocator{fake_alloc, fake_free, &d}; }
+
+// Fake streams and events: a stream is "busy" until the test finishes it; an event recorded on
+// a busy stream completes when that stream is finished (or waited for).
+struct FakeEvent {
+  uintptr_t stream;
+  bool done;
+};
+struct FakeStreams : FakeDevice {
+  std::set<uintptr_t> busy;
+  std::vector<FakeEvent*> live;
+  int recorded = 0, waited = 0, released = 0;
+  bool fail_record = false;
+  void finish(uintptr_t stream) {
+    busy.erase(stream);
+    for (FakeEvent* e : live)
+      if (e->stream == stream) e->done = true;
+  }
+};
+// The context is the FakeDevice base (what fake_alloc expects).
+FakeStreams* streams_of(void* ctx) { return static_cast<FakeStreams*>(static_cast<FakeDevice*>(ctx)); }
+void* fake_record(void* ctx, int32_t, uintptr_t stream, std::string* error) {
+  FakeStreams* d = streams_of(ctx);
+  if (d->fail_record) { *error = "fake record failure"; return nullptr; }
+  ++d->recorded;
+  d->live.push_back(new FakeEvent{stream, !d->busy.count(stream)});
+  return d->live.back();
+}
+bool fake_done(void*, int32_t, void* e) { return static_cast<FakeEvent*>(e)->done; }
+void fake_wait(void* ctx, int32_t, void* e) {
+  ++streams_of(ctx)->waited;
+  static_cast<FakeEvent*>(e)->done = true;
+}
+void fake_release(void* ctx, int32_t, void* e) {
+  FakeStreams* d = streams_of(ctx);
+  ++d->released;
+  d->live.erase(std::find(d->live.begin(), d->live.end(), static_cast<FakeEvent*>(e)));
+  delete static_cast<FakeEvent*>(e);
+}
+RawAllocator raw_with_events(FakeStreams& d) {
+  RawAllocator r{fake_alloc, fake_free, static_cast<FakeDevice*>(&d)};
+  r.record_event = fake_record;
+  r.event_done = fake_done;
+  r.event_wait = fake_wait;
+  r.event_release = fake_release;
+  return r;
+}
 
 // The allocator, like PyTorch's, never frees device memory on destruction (the device context may
 // be gone by then): each test hands its blocks back and empties the cache, and checks that this
@@ -118,4 +167,126 @@ TEST(CudaCachingAllocator, ReleasesTheCacheAndRetriesWhenTheDeviceIsFull) {
   EXPECT_NE(a.last_error().find("fake device out of memory"), std::string::npos);
   EXPECT_EQ(a.stats(0).num_ooms, 1);
   give_everything_back(a, dev, {q});
+}
+
+// ---- record_stream: a block used on another stream waits for that stream's work when freed.
+
+TEST(CudaCachingAllocator, ABlockRecordedOnAnotherStreamIsReusedOnlyAfterItsEventCompletes) {
+  FakeStreams dev;
+  CachingAllocator a(raw_with_events(dev));
+  void* p = a.allocate(0, 1000, /*stream=*/1);
+  ASSERT_TRUE(a.record_stream(p, 2));
+  ASSERT_TRUE(a.record_stream(p, 2));  // recorded once
+  dev.busy.insert(2);                   // stream 2 still has work reading p
+  EXPECT_TRUE(a.deallocate(p));
+  EXPECT_EQ(dev.recorded, 1);
+  auto st = a.stats(0);
+  EXPECT_EQ(st.num_deferred_frees, 1);
+  EXPECT_EQ(st.pending_frees, 1);
+  EXPECT_EQ(st.allocated, 0);           // freed for the statistics already, as in PyTorch
+  void* q = a.allocate(0, 1000, 1);     // stream 2 busy: p must not come back
+  EXPECT_NE(q, p);
+  dev.finish(2);
+  void* r = a.allocate(0, 1000, 1);     // its event completed: p is back in stream 1's pool
+  EXPECT_EQ(r, p);
+  EXPECT_EQ(a.stats(0).pending_frees, 0);
+  EXPECT_EQ(dev.released, 1);
+  EXPECT_EQ(dev.waited, 0);             // nothing blocked
+  EXPECT_EQ(a.stats(0).to_vector().size(), 10u);
+  give_everything_back(a, dev, {q, r});
+}
+
+TEST(CudaCachingAllocator, ABlockWaitsForEveryStreamItWasRecordedOn) {
+  FakeStreams dev;
+  CachingAllocator a(raw_with_events(dev));
+  void* p = a.allocate(0, 1000, 1);
+  a.record_stream(p, 2);
+  a.record_stream(p, 3);
+  dev.busy = {2, 3};
+  a.deallocate(p);
+  EXPECT_EQ(dev.recorded, 2);
+  dev.finish(2);
+  void* q = a.allocate(0, 1000, 1);  // stream 3 still busy
+  EXPECT_NE(q, p);
+  dev.finish(3);
+  void* r = a.allocate(0, 1000, 1);
+  EXPECT_EQ(r, p);
+  give_everything_back(a, dev, {q, r});
+}
+
+TEST(CudaCachingAllocator, RecordingTheBlocksOwnStreamIsANoOp) {
+  FakeStreams dev;
+  CachingAllocator a(raw_with_events(dev));
+  void* p = a.allocate(0, 1000, 1);
+  EXPECT_TRUE(a.record_stream(p, 1));
+  dev.busy.insert(1);
+  a.deallocate(p);
+  EXPECT_EQ(dev.recorded, 0);
+  EXPECT_EQ(a.allocate(0, 1000, 1), p);  // stream order protects reuse on its own stream
+  EXPECT_EQ(a.stats(0).num_deferred_frees, 0);
+  EXPECT_FALSE(a.record_stream(reinterpret_cast<void*>(0x1234), 2));  // not a block of ours
+  give_everything_back(a, dev, {p});
+  EXPECT_FALSE(a.record_stream(p, 2));  // freed already
+}
+
+TEST(CudaCachingAllocator, AForgottenStreamIsNotWaitedFor) {
+  FakeStreams dev;
+  CachingAllocator a(raw_with_events(dev));
+  void* p = a.allocate(0, 1000, 1);
+  a.record_stream(p, 2);
+  a.forget_stream(2);  // destroyed after its work finished
+  a.deallocate(p);
+  EXPECT_EQ(dev.recorded, 0);
+  EXPECT_EQ(a.allocate(0, 1000, 1), p);
+  give_everything_back(a, dev, {p});
+}
+
+TEST(CudaCachingAllocator, EmptyCacheWaitsForPendingFrees) {
+  FakeStreams dev;
+  CachingAllocator a(raw_with_events(dev));
+  void* p = a.allocate(0, 1000, 1);
+  a.record_stream(p, 2);
+  dev.busy.insert(2);
+  a.deallocate(p);
+  a.empty_cache(-1);
+  EXPECT_EQ(dev.waited, 1);
+  EXPECT_EQ(dev.used, 0u);
+  EXPECT_EQ(a.stats(0).reserved, 0);
+  EXPECT_EQ(a.stats(0).pending_frees, 0);
+  EXPECT_TRUE(dev.live.empty());
+}
+
+TEST(CudaCachingAllocator, AFullDeviceWaitsForPendingFreesBeforeGivingUp) {
+  FakeStreams dev;
+  dev.capacity = size_t(7) << 20;
+  CachingAllocator a(raw_with_events(dev));
+  void* p = a.allocate(0, size_t(6) << 20, 1);
+  a.record_stream(p, 2);
+  dev.busy.insert(2);
+  a.deallocate(p);
+  void* q = a.allocate(0, size_t(6) << 20, 1);  // no room: waits for stream 2, then reuses p
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(dev.waited, 1);
+  EXPECT_EQ(dev.mallocs, 1);
+  EXPECT_EQ(a.stats(0).num_ooms, 0);
+  give_everything_back(a, dev, {q});
+}
+
+TEST(CudaCachingAllocator, ABlockWhoseStreamsCannotBeMarkedGoesBackToTheDevice) {
+  FakeStreams dev;
+  CachingAllocator a(raw_with_events(dev));
+  void* p = a.allocate(0, 1000, 1);
+  a.record_stream(p, 2);
+  dev.fail_record = true;
+  a.deallocate(p);  // cudaFree waits for the device's work: safe without an event
+  EXPECT_EQ(dev.frees, 1);
+  EXPECT_EQ(a.stats(0).reserved, 0);
+  // Without event functions at all the same holds.
+  FakeDevice plain;
+  CachingAllocator b(raw(plain));
+  void* r = b.allocate(0, 1000, 1);
+  EXPECT_TRUE(b.record_stream(r, 2));
+  b.deallocate(r);
+  EXPECT_EQ(plain.frees, 1);
+  EXPECT_EQ(plain.used, 0u);
 }

@@ -39,7 +39,7 @@ def test_plugin_loads_and_reports_its_devices():
     assert device_count() >= 0
     assert ts.ops.cuda.is_available() == (device_count() > 0)
     stats = ts.ops.cuda.memory_stats(0)
-    assert len(stats) == 8 and all(isinstance(v, int) for v in stats)
+    assert len(stats) == 10 and all(isinstance(v, int) for v in stats)
     ts.ops.cuda.empty_cache()
     ts.ops.cuda.set_allow_tf32(False)
     assert ts.ops.cuda.allow_tf32() is False
@@ -132,6 +132,125 @@ def test_views_copies_and_memory_stats():
     close(g.to(ts.float16), x.to(ts.float16), 1e-3, 1e-3)
     ts.ops.cuda.synchronize(0)
     assert ts.ops.cuda.memory_stats(0)[0] > 0
+
+
+# ---------------------------------------------------------------- streams, events, pinned memory
+
+@pytest.mark.skipif(_plugin_available() and device_count() > 0, reason="this machine has a CUDA device")
+def test_without_a_device_streams_and_pinned_memory_fail_clearly():
+    with pytest.raises(ValueError, match="0 devices"):
+        ts.Stream(device="cuda:0")
+    # The plugin's own reason, through set_error, not a crash.
+    with pytest.raises(RuntimeError, match=r"no cuda (driver/)?device was found"):
+        ts.ones(4).pin_memory("cuda")
+
+
+@needs_gpu
+def test_default_current_and_side_streams():
+    default = ts.default_stream("cuda")
+    assert ts.current_stream("cuda") == default
+    s = ts.Stream(device="cuda:0", priority=0)
+    assert s != default
+    with ts.stream(s):
+        assert ts.current_stream("cuda") == s
+        with ts.stream(default):
+            assert ts.current_stream("cuda") == default
+        assert ts.current_stream("cuda") == s
+    assert ts.current_stream("cuda") == default
+    s.synchronize()
+    assert s.query()
+    urgent = ts.Stream(device="cuda", priority=-100)  # clamped into the device's range
+    urgent.synchronize()
+    assert urgent.query()
+
+
+@needs_gpu
+def test_a_matmul_chain_timed_with_events():
+    a = ts.randn(1024, 1024).to("cuda")
+    s = ts.current_stream("cuda")
+    start, end = ts.Event(enable_timing=True), ts.Event(enable_timing=True)
+    start.record(s)
+    y = a
+    for _ in range(8):
+        y = ts.mm(y, a) * (1.0 / 32)
+    end.record(s)
+    end.synchronize()
+    assert start.query() and end.query()
+    ms = start.elapsed_time(end)
+    assert isinstance(ms, float) and ms > 0
+    untimed = ts.Event()
+    untimed.record(s)
+    with pytest.raises(ValueError, match="enable_timing"):
+        start.elapsed_time(untimed)
+
+
+@needs_gpu
+def test_work_on_a_side_stream_waited_for_matches_cpu():
+    x = ts.randn(512, 512)
+    want = ts.relu(ts.mm(x, x) * 0.05 + 1.0)
+    main = ts.current_stream("cuda")
+    g = x.to("cuda")
+    side = ts.Stream(device="cuda")
+    side.wait_stream(main)  # g was written on the main stream
+    with ts.stream(side):
+        out = ts.relu(ts.mm(g, g) * 0.05 + 1.0)
+        done = side.record_event()
+    g.record_stream(side)  # freed while side may still read it: not reused before side is done
+    main.wait_event(done)
+    out.record_stream(main)  # made on side, used on main from here
+    close(out, want, 1e-4, 1e-4)
+
+
+@needs_gpu
+def test_record_stream_delays_reuse_until_that_streams_work_is_done():
+    C = ts.ops.cuda
+    C.synchronize(0)
+    C.empty_cache()
+    side = ts.Stream(device="cuda")
+    big = ts.randn(4096, 4096).to("cuda")
+    side.wait_stream(ts.current_stream("cuda"))
+    t = ts.empty(1 << 20, device="cuda")  # on the default stream
+    with ts.stream(side):
+        y = big
+        for _ in range(10):  # tens of milliseconds of work that "uses" t
+            y = ts.mm(y, big) * (1.0 / 64)
+    t.record_stream(side)
+    t.record_stream(ts.current_stream("cuda"))  # its own stream: nothing to note
+    stats = C.memory_stats(0)
+    del t  # side is still busy: the block waits for it
+    after_free = C.memory_stats(0)
+    assert after_free[8] == stats[8] + 1  # num_deferred_frees
+    assert after_free[9] == stats[9] + 1  # pending_frees
+    u = ts.empty(1 << 20, device="cuda")  # cannot have t's block yet
+    assert C.memory_stats(0)[6] == after_free[6] + 1  # a new device allocation
+    side.synchronize()
+    del u
+    v = ts.empty(1 << 20, device="cuda")
+    assert C.memory_stats(0)[9] == 0  # the pending free went back to its pool
+    del v, y
+    C.empty_cache()
+
+
+@needs_gpu
+def test_non_blocking_copies_with_pinned_memory_are_exact():
+    x = ts.randn(1 << 16)
+    p = x.pin_memory("cuda")
+    assert p.is_pinned() and not x.is_pinned()
+    assert p.pin_memory("cuda").is_pinned()
+    g = p.to("cuda", non_blocking=True)
+    del p  # still read by the copy: kept until it is done
+    back = g.to("cpu", non_blocking=True)  # lands in pinned memory
+    assert back.is_pinned()
+    ts.current_stream("cuda").synchronize()
+    assert back.tolist() == x.tolist()
+    dst = ts.zeros(1 << 16).pin_memory("cuda")
+    dst.copy_(g * 2, non_blocking=True)
+    ts.synchronize("cuda")
+    assert dst.tolist() == (x * 2).tolist()
+    empty = ts.empty(0).pin_memory("cuda")  # zero bytes work too
+    assert empty.is_pinned() and tuple(empty.to("cuda", non_blocking=True).shape) == (0,)
+    # Pageable memory: non_blocking is allowed and simply synchronous.
+    assert x.to("cuda", non_blocking=True).to("cpu").tolist() == x.tolist()
 
 
 def test_no_device_error_says_why():

@@ -5,6 +5,7 @@
 #include "cuda_plugin.h"
 
 #include <atomic>
+#include <memory>
 #include <mutex>
 
 #if !defined(TESSERA_GPU_HIP)
@@ -79,14 +80,28 @@ void check_blas(cublasStatus_t s, const char* what) {
   TS_SDK_CHECK(s == CUBLAS_STATUS_SUCCESS, TS_ERROR, kName, ": ", what, " failed: ", cublas_status(s));
 }
 
-cublasHandle_t handle_for(int32_t index) {
-  static std::mutex mutex;
-  static std::vector<cublasHandle_t>* handles = new std::vector<cublasHandle_t>;  // kept for the process
-  std::lock_guard lock(mutex);
-  if (handles->size() <= size_t(index)) handles->resize(size_t(index) + 1, nullptr);
-  cublasHandle_t& h = (*handles)[size_t(index)];
-  if (!h) check_blas(cublasCreate(&h), "cublasCreate");
-  return h;
+// The device's handle, locked: it carries the stream it queues on (the calling thread's current
+// stream), so setting that stream and queuing the GEMM must not interleave with another thread's.
+struct LockedHandle {
+  std::unique_lock<std::mutex> lock;
+  cublasHandle_t handle;
+};
+LockedHandle handle_for(int32_t index) {
+  struct Entry {
+    std::mutex mutex;
+    cublasHandle_t handle = nullptr;
+  };
+  static std::mutex table_mutex;
+  static auto* table = new std::vector<std::unique_ptr<Entry>>;  // kept for the process
+  Entry* entry;
+  {
+    std::lock_guard table_lock(table_mutex);
+    while (table->size() <= size_t(index)) table->push_back(std::make_unique<Entry>());
+    entry = (*table)[size_t(index)].get();
+  }
+  std::unique_lock lock(entry->mutex);
+  if (!entry->handle) check_blas(cublasCreate(&entry->handle), "cublasCreate");
+  return {std::move(lock), entry->handle};
 }
 
 // How cuBLAS (column-major) sees a row-major operand: not transposed with ld = row stride,
@@ -125,7 +140,8 @@ void cublas_gemm(ts_call call, Mat A, Mat B, const Mat& C, double alpha, double 
   }
   int32_t dtype = C.t.dtype();
   int32_t index = C.t.device().index;
-  cublasHandle_t h = handle_for(index);
+  LockedHandle locked = handle_for(index);
+  cublasHandle_t h = locked.handle;
   check_blas(cublasSetStream(h, stream_for(index)), "cublasSetStream");
   cublasComputeType_t compute = dtype == TS_FLOAT64 ? CUBLAS_COMPUTE_64F
                                 : dtype == TS_FLOAT32 && allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32

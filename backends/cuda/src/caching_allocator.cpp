@@ -24,28 +24,35 @@ void* CachingAllocator::take_cached(int32_t device, uintptr_t stream, size_t siz
 
 void* CachingAllocator::allocate(int32_t device, size_t nbytes, uintptr_t stream) {
   std::lock_guard lock(mutex_);
+  process_events();
   AllocatorStats& st = stats_of(device);
   ++st.num_allocations;
   size_t size = round_size(nbytes);
   void* ptr = take_cached(device, stream, size);
-  if (ptr) {
-    ++st.num_cache_hits;
-  } else {
-    std::string error;
-    ptr = raw_.allocate(raw_.context, device, size, &error);
-    if (!ptr) {  // the cache may hold what we need in the wrong sizes: give it back and retry
+  bool hit = ptr != nullptr;
+  std::string error;
+  if (!ptr && !(ptr = raw_.allocate(raw_.context, device, size, &error))) {
+    // Wait for the pending frees, one may fit; else give the cache back to the device and retry.
+    wait_pending(device);
+    if ((ptr = take_cached(device, stream, size))) {
+      hit = true;
+    } else {
       release_cached(device);
       ptr = raw_.allocate(raw_.context, device, size, &error);
     }
-    if (!ptr) {
-      ++st.num_ooms;
-      last_error_ = "failed to allocate " + std::to_string(nbytes) + " bytes on device " + std::to_string(device) +
-                    " (" + std::to_string(st.allocated) + " bytes allocated, " + std::to_string(st.reserved) +
-                    " reserved): " + error;
-      return nullptr;
-    }
+  }
+  if (!ptr) {
+    ++st.num_ooms;
+    last_error_ = "failed to allocate " + std::to_string(nbytes) + " bytes on device " + std::to_string(device) +
+                  " (" + std::to_string(st.allocated) + " bytes allocated, " + std::to_string(st.reserved) +
+                  " reserved): " + error;
+    return nullptr;
+  }
+  if (hit) {
+    ++st.num_cache_hits;
+  } else {
     ++st.num_device_allocations;
-    blocks_[ptr] = Block{ptr, size, device, stream};
+    blocks_[ptr] = Block{ptr, size, device, stream, {}, 0};
     st.reserved += int64_t(size);
     if (st.reserved > st.peak_reserved) st.peak_reserved = st.reserved;
   }
@@ -60,10 +67,94 @@ bool CachingAllocator::deallocate(void* ptr) {
   auto use = in_use_.find(ptr);
   if (use == in_use_.end()) return false;
   in_use_.erase(use);
-  const Block& b = blocks_.at(ptr);
+  Block& b = blocks_.at(ptr);
   stats_of(b.device).allocated -= int64_t(b.size);
-  free_[{b.device, b.stream}].emplace(b.size, ptr);
+  free_block(b);
   return true;
+}
+
+bool CachingAllocator::record_stream(void* ptr, uintptr_t stream) {
+  std::lock_guard lock(mutex_);
+  if (!in_use_.count(ptr)) return false;
+  Block& b = blocks_.at(ptr);
+  if (stream == b.stream) return true;  // its own stream orders its reuse already
+  for (uintptr_t s : b.stream_uses)
+    if (s == stream) return true;
+  b.stream_uses.push_back(stream);
+  return true;
+}
+
+void CachingAllocator::forget_stream(uintptr_t stream) {
+  std::lock_guard lock(mutex_);
+  for (auto& [ptr, b] : blocks_) std::erase(b.stream_uses, stream);
+}
+
+void CachingAllocator::free_block(Block& b) {
+  if (b.stream_uses.empty()) {
+    free_[{b.device, b.stream}].emplace(b.size, b.ptr);
+    return;
+  }
+  std::vector<uintptr_t> uses;
+  uses.swap(b.stream_uses);
+  std::vector<void*> events;
+  bool recorded = raw_.record_event && raw_.event_done && raw_.event_wait && raw_.event_release;
+  for (uintptr_t s : uses) {
+    if (!recorded) break;
+    std::string error;
+    void* event = raw_.record_event(raw_.context, b.device, s, &error);
+    if (event) events.push_back(event);
+    else recorded = false;
+  }
+  AllocatorStats& st = stats_of(b.device);
+  if (!recorded) {
+    // The other streams' work cannot be marked: release the block to the device, whose free
+    // waits for all of its work, rather than risk handing it out early.
+    for (void* event : events) {
+      raw_.event_wait(raw_.context, b.device, event);
+      raw_.event_release(raw_.context, b.device, event);
+    }
+    void* ptr = b.ptr;  // a copy: b is destroyed by the erase
+    raw_.release(raw_.context, b.device, ptr);
+    st.reserved -= int64_t(b.size);
+    blocks_.erase(ptr);
+    return;
+  }
+  ++st.num_deferred_frees;
+  ++st.pending_frees;
+  b.pending_events = int32_t(events.size());
+  for (void* event : events) pending_.push_back(PendingFree{event, b.device, b.ptr});
+}
+
+void CachingAllocator::event_completed(const PendingFree& p) {
+  raw_.event_release(raw_.context, p.device, p.event);
+  Block& b = blocks_.at(p.ptr);
+  if (--b.pending_events > 0) return;
+  free_[{b.device, b.stream}].emplace(b.size, b.ptr);
+  --stats_of(b.device).pending_frees;
+}
+
+void CachingAllocator::process_events() {
+  size_t kept = 0;
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    const PendingFree& p = pending_[i];
+    if (raw_.event_done(raw_.context, p.device, p.event)) event_completed(p);
+    else pending_[kept++] = p;
+  }
+  pending_.resize(kept);
+}
+
+void CachingAllocator::wait_pending(int32_t device) {
+  size_t kept = 0;
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    const PendingFree& p = pending_[i];
+    if (device < 0 || p.device == device) {
+      raw_.event_wait(raw_.context, p.device, p.event);
+      event_completed(p);
+    } else {
+      pending_[kept++] = p;
+    }
+  }
+  pending_.resize(kept);
 }
 
 void CachingAllocator::release_cached(int32_t device) {
@@ -81,6 +172,7 @@ void CachingAllocator::release_cached(int32_t device) {
 
 void CachingAllocator::empty_cache(int32_t device) {
   std::lock_guard lock(mutex_);
+  wait_pending(device);
   release_cached(device);
 }
 

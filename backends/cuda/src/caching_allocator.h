@@ -6,10 +6,14 @@
 //     so reuse never races with work still queued on another stream;
 //   - best fit, bounded waste (a block at most 2x a small request, request + 1/4 + 2 MiB for
 //     large ones); no block splitting (simpler, at the cost of some fragmentation);
+//   - stream-ordered frees (PyTorch's record_stream): a block also used on other streams goes
+//     back to its pool only once an event recorded on each of them at free time has completed;
+//     pending frees are checked on every allocation, waited for by empty_cache and before the
+//     out-of-memory retry;
 //   - on a failed device allocation the device's cache is released and the allocation retried;
 //   - statistics: allocated, reserved (held from the device), their peaks, and counters.
-// It knows nothing of CUDA: the raw allocation functions are given, so it is testable on a
-// machine without a GPU (tests/cpp/test_cuda_allocator.cpp) and shared with the HIP build.
+// It knows nothing of CUDA: the raw allocation and event functions are given, so it is testable
+// on a machine without a GPU (tests/cpp/test_cuda_allocator.cpp) and shared with the HIP build.
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -25,6 +29,15 @@ struct RawAllocator {
   void* (*allocate)(void* context, int32_t device, size_t nbytes, std::string* error) = nullptr;
   void (*release)(void* context, int32_t device, void* ptr) = nullptr;
   void* context = nullptr;
+  // Events for stream-ordered frees. record_event: an event that completes when the work queued
+  // on `stream` so far has (nullptr on failure, reason in *error); event_done: has it (an error
+  // counts as done: nothing more will run); event_wait: blocks until it has; event_release: gives
+  // it back. All four or none: without them (or when recording fails) such a block is released
+  // to the device, which waits for its work (cudaFree synchronises).
+  void* (*record_event)(void* context, int32_t device, uintptr_t stream, std::string* error) = nullptr;
+  bool (*event_done)(void* context, int32_t device, void* event) = nullptr;
+  void (*event_wait)(void* context, int32_t device, void* event) = nullptr;
+  void (*event_release)(void* context, int32_t device, void* event) = nullptr;
 };
 
 struct AllocatorStats {
@@ -36,10 +49,12 @@ struct AllocatorStats {
   int64_t num_cache_hits = 0;  // allocations served from the cache
   int64_t num_device_allocations = 0;
   int64_t num_ooms = 0;        // allocations that failed even after releasing the cache
+  int64_t num_deferred_frees = 0;  // frees that waited for other streams (record_stream)
+  int64_t pending_frees = 0;       // blocks waiting for those streams now
   // The order memory_stats returns them in.
   std::vector<int64_t> to_vector() const {
     return {allocated, reserved, peak_allocated, peak_reserved, num_allocations, num_cache_hits,
-            num_device_allocations, num_ooms};
+            num_device_allocations, num_ooms, num_deferred_frees, pending_frees};
   }
 };
 
@@ -56,9 +71,17 @@ class CachingAllocator {
   static size_t round_size(size_t nbytes);
   // nullptr on failure; last_error() then says why. `stream` identifies the pool.
   void* allocate(int32_t device, size_t nbytes, uintptr_t stream);
-  // Returns the block to its pool (unknown pointers are ignored: false).
+  // Returns the block to its pool (unknown pointers are ignored: false); a block recorded on
+  // other streams goes there once their work queued so far is done.
   bool deallocate(void* ptr);
-  // Releases every cached (free) block of `device` (-1: every device) back to the device.
+  // The in-use block at `ptr` is also used by work queued on `stream` (a no-op for the stream it
+  // was allocated on). False when `ptr` is not an in-use block of this allocator.
+  bool record_stream(void* ptr, uintptr_t stream);
+  // `stream` is about to be destroyed, its work done: blocks recorded on it need not wait for
+  // it (nor can an event be recorded on it any more).
+  void forget_stream(uintptr_t stream);
+  // Waits for the pending frees of `device` (-1: every device), then releases every cached
+  // (free) block of it back to the device.
   void empty_cache(int32_t device);
   AllocatorStats stats(int32_t device) const;
   void reset_peaks(int32_t device);
@@ -69,11 +92,22 @@ class CachingAllocator {
     void* ptr;
     size_t size;
     int32_t device;
-    uintptr_t stream;
+    uintptr_t stream;                     // the pool it belongs to
+    std::vector<uintptr_t> stream_uses;   // other streams it was recorded on
+    int32_t pending_events = 0;           // freed, waiting for this many events
+  };
+  struct PendingFree {
+    void* event;
+    int32_t device;
+    void* ptr;
   };
   using PoolKey = std::pair<int32_t, uintptr_t>;  // (device, stream)
   void* take_cached(int32_t device, uintptr_t stream, size_t size);
   void release_cached(int32_t device);
+  void free_block(Block& b);                  // into its pool, or pending on its streams' events
+  void process_events();                      // pools the blocks whose events have completed
+  void wait_pending(int32_t device);          // waits for every pending free of `device` (-1: all)
+  void event_completed(const PendingFree& p);
   AllocatorStats& stats_of(int32_t device);
 
   RawAllocator raw_;
@@ -81,6 +115,7 @@ class CachingAllocator {
   std::map<PoolKey, std::multimap<size_t, void*>> free_;  // size -> ptr of cached blocks
   std::unordered_map<void*, Block> blocks_;                // every block held, by pointer
   std::unordered_map<void*, bool> in_use_;
+  std::vector<PendingFree> pending_;  // in the order they were recorded
   std::map<int32_t, AllocatorStats> stats_;
   std::string last_error_;
 };

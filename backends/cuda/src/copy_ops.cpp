@@ -1,5 +1,6 @@
 // Factories, copies and conversions: empty/zeros/ones/full, copy_ (device<->device,
-// host->device, device->host), clone, contiguous, to.dtype, fill_. New tensors are contiguous.
+// host->device, device->host; non_blocking with page-locked host memory), clone, contiguous,
+// to.dtype, fill_. New tensors are contiguous.
 #include "cuda_plugin.h"
 
 #include <cstring>
@@ -8,15 +9,6 @@ namespace tessera::gpu {
 namespace {
 
 constexpr ts_device kCpu{0, 0};
-
-void memcpy_sync(int32_t index, void* dst, const void* src, size_t n, decltype(gpuMemcpyHostToDevice) kind,
-                 const char* what) {
-  if (!n) return;
-  DeviceGuard guard(index);
-  gpuStream_t s = stream_for(index);
-  check(gpuMemcpyAsync(dst, src, n, kind, s), what);
-  check(gpuStreamSynchronize(s), what);  // the host buffer may go away when we return
-}
 
 // (size, [fill], dtype, device) -> an unfilled tensor on our device.
 TensorRef make(sdk::Args& a, const char* op, int first_option, int32_t default_dtype) {
@@ -85,8 +77,10 @@ const sdk::Operator& cpu_contiguous() { static sdk::Operator op("contiguous"); r
 const sdk::Operator& cpu_copy() { static sdk::Operator op("copy_"); return op; }
 
 // copy_(Tensor(a!) self, Tensor src, bool non_blocking=False): either side may be the CPU.
+// non_blocking: a copy straight between the device and a page-locked CPU tensor returns at once.
 void copy_k(sdk::Args& a) {
   TensorRef self = a.tensor(0), src = a.tensor(1);
+  const bool non_blocking = !a.is_none(2) && a.to_bool(2);
   const bool dst_ours = is_ours(self.device()), src_ours = is_ours(src.device());
   TS_SDK_CHECK((dst_ours || self.device().type == 0) && (src_ours || src.device().type == 0), TS_ERROR_VALUE,
                "copy_: ", kName, " copies between ", kName, " and cpu tensors only, got ", device_str(src.device()),
@@ -100,30 +94,32 @@ void copy_k(sdk::Args& a) {
     if (src_ours) {
       TensorRef c = contiguous(a.call(), src, src.dtype());
       host = sdk::empty(a.call(), c.sizes(), c.dtype(), kCpu);
-      memcpy_sync(c.device().index, host.data(), c.data(), size_t(c.numel() * c.itemsize()), gpuMemcpyDeviceToHost,
-                  "copy_ (device to host)");
+      copy_host(c.device().index, host.data(), c.data(), size_t(c.numel() * c.itemsize()), gpuMemcpyDeviceToHost,
+                false, "copy_ (device to host)");
     } else if (!host.is_contiguous()) {
       host = cpu_contiguous().call(a.call(), {sdk::value(src)});
     }
+    // A temporary `host` is pageable, so only the caller's own pinned tensor goes without waiting.
     if (same_layout(self, host)) {
-      memcpy_sync(self.device().index, self.data(), host.data(), size_t(host.numel() * host.itemsize()),
-                  gpuMemcpyHostToDevice, "copy_ (host to device)");
+      copy_host(self.device().index, self.data(), host.data(), size_t(host.numel() * host.itemsize()),
+                gpuMemcpyHostToDevice, non_blocking, "copy_ (host to device)");
     } else {
+      // `staged` goes back to the current stream's pool, in order behind the copy that reads it.
       TensorRef staged = empty_on(a.call(), host.sizes(), host.dtype(), self.device());
-      memcpy_sync(self.device().index, staged.data(), host.data(), size_t(host.numel() * host.itemsize()),
-                  gpuMemcpyHostToDevice, "copy_ (host to device)");
+      copy_host(self.device().index, staged.data(), host.data(), size_t(host.numel() * host.itemsize()),
+                gpuMemcpyHostToDevice, non_blocking, "copy_ (host to device)");
       copy_into("copy_", self, staged);
     }
   } else {
     // To the CPU: contiguous bytes down, then the CPU's copy_ converts/broadcasts/strides.
     TensorRef c = contiguous(a.call(), src, src.dtype());
     if (same_layout(self, c)) {
-      memcpy_sync(c.device().index, self.data(), c.data(), size_t(c.numel() * c.itemsize()), gpuMemcpyDeviceToHost,
-                  "copy_ (device to host)");
-    } else {
+      copy_host(c.device().index, self.data(), c.data(), size_t(c.numel() * c.itemsize()), gpuMemcpyDeviceToHost,
+                non_blocking, "copy_ (device to host)");
+    } else {  // the CPU's copy_ reads `host` at once: this copy must have finished
       TensorRef host = sdk::empty(a.call(), c.sizes(), c.dtype(), kCpu);
-      memcpy_sync(c.device().index, host.data(), c.data(), size_t(c.numel() * c.itemsize()), gpuMemcpyDeviceToHost,
-                  "copy_ (device to host)");
+      copy_host(c.device().index, host.data(), c.data(), size_t(c.numel() * c.itemsize()), gpuMemcpyDeviceToHost,
+                false, "copy_ (device to host)");
       cpu_copy().call(a.call(), {sdk::value(self), sdk::value(host)});
     }
   }

@@ -34,9 +34,28 @@ void require_device(const char* op);
 // Raises with `what` and the runtime's error string unless e is success.
 void check(gpuError_t e, const char* what);
 
-// The current stream of a device index (created on first use; plugin-internal until the ABI
-// has streams) and a guard that makes `index` the thread's current device for its lifetime.
+// streams.cpp. The calling thread's current stream of device `index` (set_current_stream; the
+// default stream until set): every kernel, GEMM and copy queues its work there. The default
+// stream (the NULL ts_stream) is made on first use.
 gpuStream_t stream_for(int32_t index);
+gpuStream_t default_stream(int32_t index);
+// True when `ptr` is page-locked host memory (host_allocate, cudaHostAlloc/cudaHostRegister):
+// copies between it and a device can be asynchronous.
+bool is_pinned_host(const void* ptr);
+// A copy between device `index` and host memory, queued on the current stream. It waits for
+// the copy (pageable host memory may go away when we return) unless `non_blocking` and the
+// host side is page-locked; a block from host_allocate then stays allocated until it is done.
+void copy_host(int32_t index, void* dst, const void* src, size_t nbytes, decltype(gpuMemcpyHostToDevice) kind,
+               bool non_blocking, const char* what);
+// runtime.cpp. Events without timing from a per-device pool, recorded on `stream` (raises on
+// failure): the marks of the allocator's stream-ordered frees and of pinned blocks in use.
+gpuEvent_t record_pooled_event(int32_t device, gpuStream_t stream);
+bool pooled_event_done(gpuEvent_t event);  // an error counts as done
+void release_pooled_event(int32_t device, gpuEvent_t event);
+// Fills the stream, event, record_stream and page-locked memory functions (ABI 1.3).
+void add_stream_functions(ts_device_desc& d);
+
+// A guard that makes `index` the thread's current device for its lifetime.
 class DeviceGuard {
  public:
   explicit DeviceGuard(int32_t index);

@@ -33,6 +33,33 @@ inline constexpr gpuError_t gpuErrorMemoryAllocation = hipErrorOutOfMemory;
 #define gpuDeviceSynchronize hipDeviceSynchronize
 #define gpuRuntimeGetVersion hipRuntimeGetVersion
 #define gpuDriverGetVersion hipDriverGetVersion
+// Streams, events, page-locked host memory (ABI 1.3).
+using gpuEvent_t = hipEvent_t;
+using gpuPointerAttributes = hipPointerAttribute_t;
+#if HIP_VERSION_MAJOR >= 6
+#define GPU_POINTER_MEMORY_TYPE(attr) ((attr).type)
+#else
+#define GPU_POINTER_MEMORY_TYPE(attr) ((attr).memoryType)  // renamed `type` in ROCm 6
+#endif
+inline constexpr gpuError_t gpuErrorNotReady = hipErrorNotReady;
+inline constexpr hipMemoryType gpuMemoryTypeHost = hipMemoryTypeHost;
+#define gpuStreamCreateWithPriority hipStreamCreateWithPriority
+#define gpuDeviceGetStreamPriorityRange hipDeviceGetStreamPriorityRange
+#define gpuStreamDestroy hipStreamDestroy
+#define gpuStreamQuery hipStreamQuery
+#define gpuStreamWaitEvent hipStreamWaitEvent
+#define gpuEventCreateWithFlags hipEventCreateWithFlags
+#define gpuEventDefault hipEventDefault
+#define gpuEventDisableTiming hipEventDisableTiming
+#define gpuEventDestroy hipEventDestroy
+#define gpuEventRecord hipEventRecord
+#define gpuEventSynchronize hipEventSynchronize
+#define gpuEventQuery hipEventQuery
+#define gpuEventElapsedTime hipEventElapsedTime
+#define gpuHostAlloc hipHostMalloc
+#define gpuHostAllocPortable hipHostMallocPortable
+#define gpuFreeHost hipHostFree
+#define gpuPointerGetAttributes hipPointerGetAttributes
 #else
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
@@ -63,6 +90,29 @@ inline constexpr gpuError_t gpuErrorMemoryAllocation = cudaErrorMemoryAllocation
 #define gpuDeviceSynchronize cudaDeviceSynchronize
 #define gpuRuntimeGetVersion cudaRuntimeGetVersion
 #define gpuDriverGetVersion cudaDriverGetVersion
+// Streams, events, page-locked host memory (ABI 1.3).
+using gpuEvent_t = cudaEvent_t;
+using gpuPointerAttributes = cudaPointerAttributes;
+#define GPU_POINTER_MEMORY_TYPE(attr) ((attr).type)
+inline constexpr gpuError_t gpuErrorNotReady = cudaErrorNotReady;
+inline constexpr cudaMemoryType gpuMemoryTypeHost = cudaMemoryTypeHost;
+#define gpuStreamCreateWithPriority cudaStreamCreateWithPriority
+#define gpuDeviceGetStreamPriorityRange cudaDeviceGetStreamPriorityRange
+#define gpuStreamDestroy cudaStreamDestroy
+#define gpuStreamQuery cudaStreamQuery
+#define gpuStreamWaitEvent cudaStreamWaitEvent
+#define gpuEventCreateWithFlags cudaEventCreateWithFlags
+#define gpuEventDefault cudaEventDefault
+#define gpuEventDisableTiming cudaEventDisableTiming
+#define gpuEventDestroy cudaEventDestroy
+#define gpuEventRecord cudaEventRecord
+#define gpuEventSynchronize cudaEventSynchronize
+#define gpuEventQuery cudaEventQuery
+#define gpuEventElapsedTime cudaEventElapsedTime
+#define gpuHostAlloc cudaHostAlloc
+#define gpuHostAllocPortable cudaHostAllocPortable
+#define gpuFreeHost cudaFreeHost
+#define gpuPointerGetAttributes cudaPointerGetAttributes
 #endif
 
 #if defined(__CUDACC__) || defined(__HIPCC__)

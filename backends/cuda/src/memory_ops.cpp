@@ -25,7 +25,8 @@ void is_available_k(sdk::Args& a) { a.returns({sdk::value(runtime().device_count
 
 void synchronize_k(sdk::Args& a) {
   int32_t index = checked_index(a.is_none(0) ? 0 : a.to_int(0));
-  check(gpuStreamSynchronize(stream_for(index)), "synchronize");
+  DeviceGuard guard(index);
+  check(gpuDeviceSynchronize(), "synchronize");  // every stream of the device, as torch.cuda.synchronize
   a.returns({});
 }
 
@@ -43,7 +44,7 @@ void current_device_k(sdk::Args& a) {
 }
 
 // [allocated, reserved, peak_allocated, peak_reserved, num_allocations, num_cache_hits,
-//  num_device_allocations, num_ooms] in bytes and counts. Zeros on a machine without devices.
+//  num_device_allocations, num_ooms, num_deferred_frees, pending_frees] in bytes and counts. Zeros on a machine without devices.
 void memory_stats_k(sdk::Args& a) {
   thread_local std::vector<int64_t> values;  // the returned list points here until the next call
   int64_t device = a.is_none(0) ? 0 : a.to_int(0);

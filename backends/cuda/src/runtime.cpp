@@ -1,5 +1,5 @@
-// The device itself: probing the runtime, streams, the caching allocator behind the
-// ts_device_desc callbacks, and the host-side helpers every kernel family uses.
+// The device itself: probing the runtime, the caching allocator behind the ts_device_desc
+// callbacks (streams and events: streams.cpp), and the host-side helpers every kernel family uses.
 #include "caching_allocator.h"
 #include "cuda_plugin.h"
 
@@ -38,38 +38,14 @@ void require_device(const char* op) {
 }
 
 void check(gpuError_t e, const char* what) {
+  // A failed call leaves its error as the runtime's last error: clear it, so the next kernel
+  // launch check does not report it again (sticky errors stay whatever we do).
+  if (e != gpuSuccess) (void)gpuGetLastError();
   TS_SDK_CHECK(e == gpuSuccess, e == gpuErrorMemoryAllocation ? TS_ERROR_OUT_OF_MEMORY : TS_ERROR, kName, ": ", what,
                " failed: ", gpuGetErrorName(e), " (", gpuGetErrorString(e), ")");
 }
 
-// ---- streams and the current device
-namespace {
-struct Streams {
-  std::mutex mutex;
-  std::vector<gpuStream_t> per_device;
-};
-Streams& streams() {
-  static Streams* s = new Streams;  // never destroyed: the host frees storages at exit
-  return *s;
-}
-}  // namespace
-
-gpuStream_t stream_for(int32_t index) {
-  Streams& s = streams();
-  std::lock_guard lock(s.mutex);
-  if (s.per_device.size() <= size_t(index)) s.per_device.resize(size_t(index) + 1, nullptr);
-  gpuStream_t& st = s.per_device[size_t(index)];
-  if (!st) {
-    int previous = 0;
-    (void)gpuGetDevice(&previous);
-    check(gpuSetDevice(index), "selecting the device");
-    gpuError_t e = gpuStreamCreateWithFlags(&st, gpuStreamNonBlocking);
-    (void)gpuSetDevice(previous);
-    check(e, "creating the device's stream");
-  }
-  return st;
-}
-
+// ---- the current device
 DeviceGuard::DeviceGuard(int32_t index) {
   int current = 0;
   check(gpuGetDevice(&current), "reading the current device");
@@ -105,17 +81,85 @@ void raw_release(void*, int32_t device, void* ptr) {
   (void)gpuFree(ptr);
   (void)gpuSetDevice(previous);
 }
+
+// The allocator's event functions (stream-ordered frees), over the pooled events below.
+void* raw_record_event(void*, int32_t device, uintptr_t stream, std::string* error) {
+  try {
+    return record_pooled_event(device, reinterpret_cast<gpuStream_t>(stream));
+  } catch (const std::exception& e) {
+    *error = e.what();
+    return nullptr;
+  }
+}
+bool raw_event_done(void*, int32_t, void* event) { return pooled_event_done(static_cast<gpuEvent_t>(event)); }
+void raw_event_wait(void*, int32_t, void* event) {
+  if (gpuEventSynchronize(static_cast<gpuEvent_t>(event)) != gpuSuccess) (void)gpuGetLastError();
+}
+void raw_event_release(void*, int32_t device, void* event) { release_pooled_event(device, static_cast<gpuEvent_t>(event)); }
+
+// Reused per device: every deferred free and every async copy from pinned memory records one.
+struct EventPool {
+  std::mutex mutex;
+  std::vector<std::vector<gpuEvent_t>> free;  // per device
+};
+EventPool& event_pool() {
+  static EventPool* p = new EventPool;
+  return *p;
+}
 }  // namespace
 
+gpuEvent_t record_pooled_event(int32_t device, gpuStream_t stream) {
+  gpuEvent_t event = nullptr;
+  {
+    EventPool& pool = event_pool();
+    std::lock_guard lock(pool.mutex);
+    if (size_t(device) < pool.free.size() && !pool.free[size_t(device)].empty()) {
+      event = pool.free[size_t(device)].back();
+      pool.free[size_t(device)].pop_back();
+    }
+  }
+  DeviceGuard guard(device);
+  if (!event) check(gpuEventCreateWithFlags(&event, gpuEventDisableTiming), "creating an event");
+  gpuError_t e = gpuEventRecord(event, stream);
+  if (e != gpuSuccess) (void)gpuEventDestroy(event);
+  check(e, "recording an event");
+  return event;
+}
+
+bool pooled_event_done(gpuEvent_t event) {
+  gpuError_t e = gpuEventQuery(event);
+  if (e != gpuSuccess) (void)gpuGetLastError();
+  return e != gpuErrorNotReady;  // an error: nothing more will run before it
+}
+
+void release_pooled_event(int32_t device, gpuEvent_t event) {
+  EventPool& pool = event_pool();
+  std::lock_guard lock(pool.mutex);
+  if (pool.free.size() <= size_t(device)) pool.free.resize(size_t(device) + 1);
+  pool.free[size_t(device)].push_back(event);
+}
+
 CachingAllocator& allocator() {
-  static CachingAllocator* a = new CachingAllocator(RawAllocator{raw_allocate, raw_release, nullptr});
+  static CachingAllocator* a = [] {
+    RawAllocator raw{raw_allocate, raw_release, nullptr};
+    raw.record_event = raw_record_event;
+    raw.event_done = raw_event_done;
+    raw.event_wait = raw_event_wait;
+    raw.event_release = raw_event_release;
+    return new CachingAllocator(raw);
+  }();
   return *a;
 }
 
 namespace {
-// Device callbacks have no call to report on: they print the reason and return a status.
-ts_status report(const char* what, const std::string& why) {
-  std::fprintf(stderr, "[%s] %s failed: %s\n", kName, what, why.c_str());
+// Device callbacks have no call to report on: a 1.3 host takes the reason with
+// set_error(NULL, ...) and raises it. It is printed where it may not be raised: by an older
+// host, or for allocate (the host raises its own out-of-memory error).
+ts_status report(const char* what, const std::string& why, bool print = false) {
+  const ts_host_api& h = sdk::host();
+  bool takes_errors = h.abi_major == TESSERA_ABI_MAJOR && h.abi_minor >= 3;
+  if (takes_errors) h.set_error(nullptr, sdk::cat(what, ": ", why).c_str());
+  if (print || !takes_errors) std::fprintf(stderr, "[%s] %s failed: %s\n", kName, what, why.c_str());
   return TS_ERROR;
 }
 bool valid_index(int32_t index) { return index >= 0 && index < runtime().device_count; }
@@ -125,15 +169,15 @@ int32_t device_count_cb(void*) { return runtime().device_count; }
 void* allocate_cb(void*, int32_t index, size_t nbytes) {
   if (!valid_index(index)) {
     report("allocate", runtime().device_count ? sdk::cat("device index ", index, " out of range")
-                                              : runtime().unavailable_reason);
+                                              : runtime().unavailable_reason, true);
     return nullptr;
   }
   try {
     void* p = allocator().allocate(index, nbytes, reinterpret_cast<uintptr_t>(stream_for(index)));
-    if (!p) report("allocate", allocator().last_error());
+    if (!p) report("allocate", allocator().last_error(), true);
     return p;
   } catch (const std::exception& e) {
-    report("allocate", e.what());
+    report("allocate", e.what(), true);
     return nullptr;
   }
 }
@@ -163,10 +207,16 @@ ts_status copy_from_host_cb(void*, int32_t index, void* dst, const void* src, si
 ts_status copy_within_cb(void*, int32_t index, void* dst, const void* src, size_t n) {
   return copy_cb("copy_within", index, dst, src, n, gpuMemcpyDeviceToDevice, false);
 }
+// The whole device, every stream of it (torch.cuda.synchronize).
 ts_status synchronize_cb(void*, int32_t index) {
   if (!valid_index(index)) return report("synchronize", runtime().unavailable_reason);
-  gpuError_t e = gpuStreamSynchronize(stream_for(index));
-  return e == gpuSuccess ? TS_OK : report("synchronize", gpuGetErrorString(e));
+  try {
+    DeviceGuard guard(index);
+    check(gpuDeviceSynchronize(), "synchronizing the device");
+    return TS_OK;
+  } catch (const std::exception& e) {
+    return report("synchronize", e.what());
+  }
 }
 }  // namespace
 
@@ -182,6 +232,7 @@ ts_device_desc device_desc() {
   d.copy_from_host = copy_from_host_cb;
   d.copy_within = copy_within_cb;
   d.synchronize = synchronize_cb;
+  add_stream_functions(d);
   return d;
 }
 

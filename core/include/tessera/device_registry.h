@@ -19,6 +19,13 @@ struct DeviceTypeEntry {
   std::string load_notes;  // what the plugin warned while loading (why it sees no device, say)
 };
 
+// The message a device function (a ts_device_desc function, which has no call) left with
+// set_error(NULL, ...) on this thread before failing (ABI 1.3).
+std::string& device_function_error();
+// Does nothing for TS_OK; otherwise raises the matching error naming the device, the function
+// and the plugin's message.
+void check_device_call(const DeviceTypeEntry& entry, int32_t index, const char* function, ts_status status);
+
 // Raises ValueError when `index` is not one of the device type's devices (as counted by its
 // plugin's device_count; a plugin without device_count is not checked).
 void check_device_index(const DeviceTypeEntry& entry, int32_t index);

@@ -2,6 +2,8 @@
 // Error types of the host. Messages are built with fmt and say what was expected,
 // what was got, and where (operator, plugin, device).
 #include <fmt/format.h>
+
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -39,6 +41,9 @@ template <class E = RuntimeError, class... Args>
 [[noreturn]] void raise(fmt::format_string<Args...> format, Args&&... args) {
   throw E(fmt::format(format, std::forward<Args>(args)...));
 }
+
+// Throws the error type that matches a C ABI status (TS_ERROR_VALUE -> ValueError, ...).
+[[noreturn]] void raise_for_status(int32_t status, std::string message);
 
 }  // namespace tessera
 

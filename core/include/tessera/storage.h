@@ -26,6 +26,10 @@ class StorageImpl : public RefCounted {
   Device device() const { return device_; }
   uint64_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+  // Host memory that a device plugin allocated page-locked (pin_memory): that device type's id,
+  // else -1. Copies between it and that device may be asynchronous.
+  int32_t pinned_by() const { return pinned_by_; }
+  void set_pinned_by(int32_t device_type) { pinned_by_ = device_type; }
 
  private:
   void* data_ = nullptr;
@@ -34,6 +38,7 @@ class StorageImpl : public RefCounted {
   const DeviceTypeEntry* device_type_;
   std::function<void()> external_release_;
   std::atomic<uint64_t> version_{0};
+  int32_t pinned_by_ = -1;
 };
 using Storage = IntrusivePtr<StorageImpl>;
 

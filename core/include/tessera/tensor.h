@@ -13,6 +13,8 @@
 
 namespace tessera {
 
+class Stream;  // stream.h
+
 class Tensor {
  public:
   Tensor() = default;

@@ -7,6 +7,7 @@ import bisect
 import collections.abc
 import numbers
 import random
+import warnings
 
 import tessera
 
@@ -268,6 +269,19 @@ def default_collate(batch):
 
 
 # ---------------------------------------------------------------------------- DataLoader
+def _pin_batch(batch, device):
+    """The batch with every CPU tensor in it copied to page-locked memory of `device`."""
+    if isinstance(batch, _Tensor):
+        return batch.pin_memory(device) if batch.device.type == "cpu" else batch
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+        return type(batch)(*(_pin_batch(b, device) for b in batch))
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(_pin_batch(b, device) for b in batch)
+    if isinstance(batch, dict):
+        return {k: _pin_batch(v, device) for k, v in batch.items()}
+    return batch
+
+
 class DataLoader:
     """Iterates over a dataset in batches.
 
@@ -287,6 +301,7 @@ class DataLoader:
         self.dataset = dataset
         self.num_workers = num_workers
         self.pin_memory = pin_memory
+        self.pin_memory_device = pin_memory_device or "cuda"
         self.timeout = timeout
         self.worker_init_fn = worker_init_fn
         self._is_iterable = isinstance(dataset, IterableDataset)
@@ -326,6 +341,22 @@ class DataLoader:
         return [ds[i] for i in indices]
 
     def __iter__(self):
+        batches = self._batches()
+        if not self.pin_memory:
+            yield from batches
+            return
+        for batch in batches:
+            try:
+                yield _pin_batch(batch, self.pin_memory_device)
+            except (NotImplementedError, RuntimeError, ValueError) as e:
+                # As PyTorch without an accelerator: say why once, then load unpinned.
+                warnings.warn(f"DataLoader: pin_memory=True but pinning on '{self.pin_memory_device}' failed ({e}); "
+                              "loading without pinned memory", stacklevel=2)
+                yield batch
+                yield from batches
+                return
+
+    def _batches(self):
         if self._is_iterable:
             it = iter(self.dataset)
             if self.batch_size is None:

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tessera {
@@ -65,7 +66,19 @@ int get_num_threads();
 
 // A copy of `t` on `device` (same shape and dtype, contiguous), made with the two device
 // plugins' copy functions: through host memory when neither side is host-accessible.
-Tensor to_device(const Tensor& t, Device device);
+// non_blocking: a copy between a device and page-locked CPU memory of that device (pin_memory)
+// is queued on the device's current stream and may still run when this returns; a device to
+// CPU copy then lands in page-locked memory. Synchronize the stream before reading it, as in
+// PyTorch. Other copies are synchronous whatever non_blocking says.
+Tensor to_device(const Tensor& t, Device device, bool non_blocking = false);
+
+// A copy of CPU tensor `t` in page-locked memory of `device_type`'s plugin (PyTorch's
+// Tensor.pin_memory), which that device copies to and from asynchronously. Returns `t` if it is
+// pinned already. Raises ValueError for a non-CPU tensor, NotImplementedError when the device
+// offers no page-locked memory.
+Tensor pin_memory(const Tensor& t, std::string_view device_type = "cuda");
+// True when `t` lives in page-locked memory of some device plugin.
+bool is_pinned(const Tensor& t);
 
 // A CPU tensor holding `values` converted to `dtype`, with `shape` (numel must match).
 Tensor tensor_from_values(std::span<const double> values, std::vector<int64_t> shape, ScalarType dtype = kFloat32);

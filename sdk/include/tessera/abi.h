@@ -30,6 +30,11 @@
  *        transform keys, the version counter, the thread's included/excluded keys, and
  *        callbacks that a frontend registers with the host and a plugin invokes by id.
  *        Tensor[] returns (see ts_stack).
+ *   1.3  Streams and events (ts_device_desc: stream_create .. event_elapsed_ms), stream-ordered
+ *        memory (record_stream), page-locked host memory (host_allocate, pin_memory) and
+ *        asynchronous copies to and from it (copy_to_host_async, copy_from_host_async).
+ *        set_error(NULL, message) outside init records the message of the device function
+ *        (a ts_device_desc function, which has no call) that is about to fail on this thread.
  */
 #ifndef TESSERA_ABI_H
 #define TESSERA_ABI_H
@@ -42,7 +47,7 @@ extern "C" {
 #endif
 
 #define TESSERA_ABI_MAJOR 1
-#define TESSERA_ABI_MINOR 2
+#define TESSERA_ABI_MINOR 3
 
 /* True when a struct filled by the other side, of size `s->struct_size`, contains `field`. */
 #define TS_STRUCT_HAS(s, type, field) \
@@ -74,6 +79,9 @@ typedef struct ts_call_s* ts_call;          /* opaque per-call context handed to
 typedef struct ts_registrar_s* ts_registrar;/* opaque, valid during tessera_plugin_init */
 typedef uint64_t ts_keyset;                 /* dispatch key set, bit k = key k */
 typedef int32_t ts_dispatch_key;            /* a bit index 0..63 */
+/* 1.3: owned by the device plugin that made them; the host destroys what it created. */
+typedef struct ts_stream_s* ts_stream;      /* a queue of work on one device; NULL: the default stream */
+typedef struct ts_event_s* ts_event;        /* a marker recorded on a stream */
 
 /* ----------------------------------------------------------------------------- dtypes */
 /* Codes are part of the ABI: never renumber, only append. */
@@ -172,7 +180,53 @@ typedef struct {
   ts_status (*copy_within)(void* device_data, int32_t index, void* dst, const void* src, size_t nbytes);
   /* NULL: the device is synchronous. */
   ts_status (*synchronize)(void* device_data, int32_t index);
+
+  /* --- 1.3: streams and events. A stream is an ordered queue of work on device `index`; the
+   * NULL stream is the device's default stream. Each thread has a current stream per device,
+   * initially the default: the plugin's kernels and copies called from that thread queue their
+   * work on it. The host tells the plugin the current stream with set_current_stream and owns
+   * the streams it creates (it never destroys a stream that is current on some thread).
+   * stream_create NULL: the device has only its default stream, and the host treats every
+   * stream and event function as synchronous (queries are done, waits return at once,
+   * events carry the host clock). A plugin that fills stream_create fills all of them up
+   * to event_elapsed_ms. On failure a function calls set_error(NULL, message). */
+  ts_status (*stream_create)(void* device_data, int32_t index, int32_t priority, ts_stream* out /* out */);
+  void (*stream_destroy)(void* device_data, int32_t index, ts_stream stream);
+  ts_status (*set_current_stream)(void* device_data, int32_t index, ts_stream stream);
+  /* Blocks until the work queued on `stream` so far has finished. */
+  ts_status (*stream_synchronize)(void* device_data, int32_t index, ts_stream stream);
+  /* *done = 1 when all work queued on `stream` has finished, else 0; does not block. */
+  ts_status (*stream_query)(void* device_data, int32_t index, ts_stream stream, int32_t* done /* out */);
+  /* Work queued on `stream` after this call starts only when `event` has completed. */
+  ts_status (*stream_wait_event)(void* device_data, int32_t index, ts_stream stream, ts_event event);
+  /* flags: TS_EVENT_* bits. */
+  ts_status (*event_create)(void* device_data, int32_t index, int32_t flags, ts_event* out /* out */);
+  void (*event_destroy)(void* device_data, int32_t index, ts_event event);
+  /* The event completes when the work queued on `stream` before this call has finished.
+   * Recording again replaces what it waited for. */
+  ts_status (*event_record)(void* device_data, int32_t index, ts_event event, ts_stream stream);
+  ts_status (*event_synchronize)(void* device_data, int32_t index, ts_event event);
+  ts_status (*event_query)(void* device_data, int32_t index, ts_event event, int32_t* done /* out */);
+  /* Milliseconds from `start` to `end`, both recorded, completed and made with TS_EVENT_TIMING. */
+  ts_status (*event_elapsed_ms)(void* device_data, int32_t index, ts_event start, ts_event end, double* ms /* out */);
+  /* The block at `ptr` (from allocate) is in use by work queued on `stream`: when it is freed,
+   * the allocator must not hand it out again before that work is done. NULL: the allocator
+   * needs no such note (it is not stream-ordered). */
+  ts_status (*record_stream)(void* device_data, int32_t index, void* ptr, ts_stream stream);
+  /* Page-locked host memory that copies to and from this device can use without staging
+   * (Tensor.pin_memory). The host reads and writes it directly. NULL: not offered. */
+  void* (*host_allocate)(void* device_data, size_t nbytes);
+  void (*host_deallocate)(void* device_data, void* ptr, size_t nbytes);
+  /* Copies queued on the calling thread's current stream that may return before they finish
+   * (Tensor.to(device, non_blocking=True)). The host passes them only host memory inside a
+   * block from host_allocate; the plugin keeps such a block alive until the copies that use it
+   * are done, even when host_deallocate comes first. NULL: the host uses the synchronous copies. */
+  ts_status (*copy_to_host_async)(void* device_data, int32_t index, void* host_dst, const void* src, size_t nbytes);
+  ts_status (*copy_from_host_async)(void* device_data, int32_t index, void* dst, const void* host_src, size_t nbytes);
 } ts_device_desc;
+
+/* ts_device_desc.event_create flags (1.3). */
+enum { TS_EVENT_DEFAULT = 0, TS_EVENT_TIMING = 1 };
 
 /* ----------------------------------------------------------------------------- handshake */
 /* Filled by the plugin in tessera_plugin_init (// out). The host sets struct_size to its own
@@ -313,7 +367,7 @@ TS_STATIC_ASSERT(sizeof(ts_value) == 24, "ts_value layout changed");
 TS_STATIC_ASSERT(sizeof(ts_stack) == 24, "ts_stack layout changed");
 TS_STATIC_ASSERT(sizeof(ts_tensor_view) == 64, "ts_tensor_view layout changed");
 TS_STATIC_ASSERT(sizeof(ts_plugin_info) == 40, "ts_plugin_info layout changed");
-TS_STATIC_ASSERT(sizeof(ts_device_desc) == 88, "ts_device_desc layout changed (1.0)");
+TS_STATIC_ASSERT(sizeof(ts_device_desc) == 224, "ts_device_desc layout changed (1.3): append only");
 TS_STATIC_ASSERT(sizeof(ts_host_api) == 288, "ts_host_api layout changed (1.2): append only");
 #endif
 

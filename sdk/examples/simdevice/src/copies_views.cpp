@@ -224,7 +224,7 @@ void permute_kernel(sdk::Args& a) {
 }
 }  // namespace
 
-void register_copies_and_views(sdk::Registrar& reg, ts_dispatch_key key) {
+void register_copies_and_views(Registrar& reg, ts_dispatch_key key) {
   reg.kernel("expand", key, expand_kernel);
   reg.kernel("unsqueeze", key, unsqueeze_kernel);
   reg.kernel("transpose.int", key, transpose_kernel);

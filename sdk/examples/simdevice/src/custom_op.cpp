@@ -15,7 +15,7 @@ void fused_axpy(sdk::Args& a) {
 }
 }  // namespace
 
-void register_custom_ops(sdk::Registrar& reg, ts_dispatch_key key) {
+void register_custom_ops(Registrar& reg, ts_dispatch_key key) {
   reg.def(SIMDEV_NAME "::fused_axpy(Tensor x, Tensor y, Scalar alpha=1) -> Tensor");
   ts_dispatch_key cpu = -1;
   sdk::check_host(sdk::host().find_dispatch_key("CPU", &cpu));

@@ -162,6 +162,7 @@ void deallocate(void*, int32_t index, void* ptr, size_t) {
 
 ts_status copy_to_host(void*, int32_t index, void* host_dst, const void* src, size_t nbytes) {
   try {
+    wait_current_stream(index);  // a blocking copy sees the results of the work queued before it
     if (nbytes) std::memcpy(host_dst, arena(index).map(src, nbytes), nbytes);
     return TS_OK;
   } catch (const std::exception& e) {
@@ -187,9 +188,34 @@ ts_status copy_within(void*, int32_t index, void* dst, const void* src, size_t n
   }
 }
 
-// Kernels run synchronously on the calling thread, so there is never pending work.
-ts_status synchronize(void*, int32_t index) { return index >= 0 && index < kDeviceCount ? TS_OK : TS_ERROR_INDEX; }
+// Waits for the simulated clocks of all the device's streams (streams.cpp).
+ts_status synchronize(void*, int32_t index) {
+  if (index < 0 || index >= kDeviceCount) return TS_ERROR_INDEX;
+  wait_device(index);
+  return TS_OK;
+}
+// A kernel registered through simdev::Registrar: the work it did is queued on the current
+// stream of the device its first result (or argument) lives on.
+ts_status timed_kernel(void* fn, ts_call call, ts_keyset keys, ts_stack* stack) {
+  ts_status status = sdk::detail::run_kernel(fn, call, keys, stack);
+  if (status != TS_OK) return status;
+  for (int32_t i = 0; i < stack->size; ++i) {
+    const ts_value& v = stack->values[i];
+    if (v.tag != TS_VALUE_TENSOR || !v.u.tensor) continue;
+    ts_tensor_view view{};
+    view.struct_size = sizeof view;
+    if (sdk::host().tensor_get_view(v.u.tensor, &view) == TS_OK && is_this_device(view.device)) {
+      note_kernel(view.device.index);
+      break;
+    }
+  }
+  return status;
+}
 }  // namespace
+
+void Registrar::kernel(const char* op, ts_dispatch_key key, sdk::KernelFn fn) {
+  boxed_kernel(op, key, timed_kernel, reinterpret_cast<void*>(fn));
+}
 
 ts_device_desc device_desc() {
   ts_device_desc desc{};
@@ -203,6 +229,7 @@ ts_device_desc device_desc() {
   desc.copy_from_host = copy_from_host;
   desc.copy_within = copy_within;
   desc.synchronize = synchronize;
+  add_stream_functions(desc);
   return desc;
 }
 

@@ -138,7 +138,7 @@ void unary(sdk::Args& a) {
 }
 }  // namespace
 
-void register_elementwise(sdk::Registrar& reg, ts_dispatch_key key) {
+void register_elementwise(Registrar& reg, ts_dispatch_key key) {
   reg.kernel("add.Tensor", key, binary_tensor<BinaryOp::Add>);
   reg.kernel("sub.Tensor", key, binary_tensor<BinaryOp::Sub>);
   reg.kernel("mul.Tensor", key, binary_tensor<BinaryOp::Mul>);

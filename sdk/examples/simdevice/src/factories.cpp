@@ -55,7 +55,7 @@ void full_kernel(sdk::Args& a) {
 }
 }  // namespace
 
-void register_factories(sdk::Registrar& reg, ts_dispatch_key key) {
+void register_factories(Registrar& reg, ts_dispatch_key key) {
   reg.kernel("empty", key, empty_kernel);
   reg.kernel("zeros", key, zeros_kernel);
   reg.kernel("ones", key, ones_kernel);

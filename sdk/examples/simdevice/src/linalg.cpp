@@ -68,7 +68,7 @@ sdk::TensorRef mm(ts_call call, const sdk::TensorRef& x, const sdk::TensorRef& y
   return out;
 }
 
-void register_linalg(sdk::Registrar& reg, ts_dispatch_key key) {
+void register_linalg(Registrar& reg, ts_dispatch_key key) {
   reg.kernel("mm", key, mm_kernel);
   reg.kernel("matmul", key, matmul_kernel);
 }

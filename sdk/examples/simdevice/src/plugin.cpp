@@ -3,7 +3,8 @@
 #include "simdev.h"
 
 namespace {
-void register_simdev(tessera::sdk::Registrar& reg) {
+void register_simdev(tessera::sdk::Registrar& sdk_reg) {
+  simdev::Registrar reg(sdk_reg);
   ts_dispatch_key key = reg.device(simdev::device_desc());
   simdev::state().key = key;
   // ABI 1.1 has no call that returns a device type id; the host gives a device type the
@@ -15,6 +16,7 @@ void register_simdev(tessera::sdk::Registrar& reg) {
   simdev::register_linalg(reg, key);
   simdev::register_copies_and_views(reg, key);
   simdev::register_custom_ops(reg, key);
+  simdev::register_stream_ops(reg);
 }
 }  // namespace
 

@@ -81,7 +81,7 @@ void sum_kernel(sdk::Args& a) { reduce(a, false); }
 void mean_kernel(sdk::Args& a) { reduce(a, true); }
 }  // namespace
 
-void register_reductions(sdk::Registrar& reg, ts_dispatch_key key) {
+void register_reductions(Registrar& reg, ts_dispatch_key key) {
   reg.kernel("sum.dim_IntList", key, sum_kernel);
   reg.kernel("mean.dim", key, mean_kernel);
 }

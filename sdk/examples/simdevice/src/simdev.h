@@ -79,13 +79,32 @@ void walk(std::span<const int64_t> shape, const std::array<Operand*, N>& ops, Fn
   }
 }
 
+// Streams (streams.cpp): each stream's simulated clock, the desc's 1.3 functions.
+void add_stream_functions(ts_device_desc& desc);
+// Moves the calling thread's current stream of device `index` on by one kernel's simulated time.
+void note_kernel(int32_t index);
+// Blocks until the calling thread's current stream of `index` has done its work (blocking copies).
+void wait_current_stream(int32_t index);
+// Blocks until every stream of `index` has done its work.
+void wait_device(int32_t index);
+
+// Registers kernels whose work is queued on the current stream: after a kernel succeeds, the
+// current stream of the device its results live on moves on by one kernel's simulated time.
+class Registrar : public sdk::Registrar {
+ public:
+  explicit Registrar(const sdk::Registrar& reg) : sdk::Registrar(reg) {}
+  void kernel(const char* op, ts_dispatch_key key, sdk::KernelFn fn);
+  void untimed_kernel(const char* op, ts_dispatch_key key, sdk::KernelFn fn) { sdk::Registrar::kernel(op, key, fn); }
+};
+
 // Registration of each kernel family (one file each).
-void register_factories(sdk::Registrar& reg, ts_dispatch_key key);
-void register_elementwise(sdk::Registrar& reg, ts_dispatch_key key);
-void register_reductions(sdk::Registrar& reg, ts_dispatch_key key);
-void register_linalg(sdk::Registrar& reg, ts_dispatch_key key);
-void register_copies_and_views(sdk::Registrar& reg, ts_dispatch_key key);
-void register_custom_ops(sdk::Registrar& reg, ts_dispatch_key key);
+void register_stream_ops(Registrar& reg);
+void register_factories(Registrar& reg, ts_dispatch_key key);
+void register_elementwise(Registrar& reg, ts_dispatch_key key);
+void register_reductions(Registrar& reg, ts_dispatch_key key);
+void register_linalg(Registrar& reg, ts_dispatch_key key);
+void register_copies_and_views(Registrar& reg, ts_dispatch_key key);
+void register_custom_ops(Registrar& reg, ts_dispatch_key key);
 
 // Element-wise binary arithmetic (a op alpha*b), shared by the aten kernels and the custom op.
 // `b` is a tensor, or a Scalar argument (a Python number, promoted as PyTorch's wrapped numbers).

@@ -31,7 +31,7 @@ def close(got, want, tol=1e-5):
 def test_plugin_info(simdev):
     assert simdev.name == "simdev"
     assert simdev.devices == ["simdev"]
-    assert simdev.operators_defined == ["simdev::fused_axpy"]
+    assert simdev.operators_defined == ["simdev::fused_axpy", "simdev::set_kernel_time_us"]
 
 
 def test_to_and_back():
@@ -179,3 +179,124 @@ def test_autograd_device_worker_errors_and_mixed_devices():
     z.backward(retain_graph=True)
     z.backward()
     close(w.grad, (w.detach().to("cpu").exp() * 2.0), 1e-4)
+
+
+# ---- streams and events (ABI 1.3). The simulated device computes at once but keeps a clock per
+# stream: simdev::set_kernel_time_us makes each kernel "take" that long on its stream.
+class kernel_time:
+    def __init__(self, us):
+        self.us = us
+
+    def __enter__(self):
+        self.previous = ts.ops.simdev.set_kernel_time_us(self.us)
+
+    def __exit__(self, *exc):
+        ts.ops.simdev.set_kernel_time_us(self.previous)
+
+
+def test_streams_queue_work_and_events_time_it():
+    x = ts.randn(64, 64)
+    d = x.to("simdev")
+    s = ts.Stream("simdev")
+    assert s.device == ts.device("simdev:0") and s != ts.default_stream("simdev")
+    start, end = ts.Event(enable_timing=True), ts.Event(enable_timing=True)
+    with kernel_time(30_000):
+        with ts.stream(s):
+            assert ts.current_stream("simdev") == s
+            start.record(s)
+            y = (d @ d).exp()            # two kernels: 60 ms of simulated work on s
+            end.record(s)
+        assert ts.current_stream("simdev") == ts.default_stream("simdev")
+        assert not s.query() and not end.query()     # still "running"
+        assert ts.default_stream("simdev").query()   # the default stream has nothing queued
+        end.synchronize()
+        assert end.query() and s.query()
+    assert 55 <= start.elapsed_time(end) <= 1000
+    close(y, (x @ x).exp(), 1e-4)
+
+
+def test_wait_event_orders_streams_and_blocking_copies_wait():
+    d = ts.ones(8, device="simdev")
+    producer, consumer = ts.Stream("simdev"), ts.Stream("simdev", priority=-1)
+    assert consumer.priority == -1
+    with kernel_time(40_000):
+        with producer:
+            y = d * 3
+        done = producer.record_event()
+        consumer.wait_event(done)            # consumer's later work starts after producer's
+        assert not consumer.query()
+        with consumer:
+            z = y + 1
+        consumer.synchronize()
+        assert producer.query() and consumer.query()
+        with producer:
+            w = z * 2
+        assert not producer.query()
+        ts.synchronize("simdev")             # waits for every stream of the device
+        assert producer.query()
+        with producer:
+            w = w + 0
+            got = w.to("cpu")                # a blocking copy waits for the current stream's work
+            assert producer.query()
+    close(got, ts.full((8,), 8.0), 0)
+
+
+def test_event_errors_are_clear():
+    a, b = ts.Event(enable_timing=True), ts.Event()
+    with pytest.raises(RuntimeError, match="must be recorded"):
+        a.elapsed_time(ts.Event(enable_timing=True))
+    a.record(ts.current_stream("simdev"))
+    b.record(ts.current_stream("simdev"))
+    with pytest.raises(ValueError, match="enable_timing=True"):
+        a.elapsed_time(b)
+    with pytest.raises(ValueError, match="belongs to simdev:0"):
+        a.record(ts.Stream("simdev:1"))
+    with pytest.raises(ValueError, match="pass a stream"):
+        ts.Event().record()
+    with pytest.raises(ValueError, match="pass a device"):
+        ts.Stream()
+    with pytest.raises(ValueError, match="out of range"):
+        ts.Stream("simdev:7")
+
+
+def test_pinned_memory_and_non_blocking_copies():
+    x = ts.randn(5, 7)
+    assert not x.is_pinned()
+    p = x.pin_memory("simdev")
+    assert p.is_pinned() and p.device.type == "cpu"
+    close(p, x, 0)
+    s = ts.Stream("simdev")
+    with kernel_time(20_000), ts.stream(s):
+        d = p.to("simdev", non_blocking=True)      # queued on s
+        assert not s.query()
+        back = (d * 2).to("cpu", non_blocking=True)  # lands in pinned memory, also queued
+        assert back.is_pinned() and not s.query()
+        s.synchronize()
+    close(back, x * 2, 1e-6)
+    # Without pinned memory a non-blocking copy is an ordinary blocking one.
+    close(x.to("simdev", non_blocking=True), x, 0)
+    d.record_stream(s)
+    with pytest.raises(ValueError, match="record_stream"):
+        x.record_stream(s)
+    with pytest.raises(NotImplementedError, match="page-locked"):
+        x.pin_memory("cpu")
+
+
+def test_dataloader_pins_batches():
+    from tessera.utils.data import DataLoader, TensorDataset
+    ds = TensorDataset(ts.arange(12.0).reshape(6, 2), ts.arange(6))
+    batches = list(DataLoader(ds, batch_size=4, pin_memory=True, pin_memory_device="simdev"))
+    assert all(t.is_pinned() for b in batches for t in b)
+    close(batches[1][0], ts.arange(8.0, 12.0).reshape(2, 2), 0)
+
+
+def test_streams_are_per_thread():
+    import threading
+    s = ts.Stream("simdev")
+    seen = []
+    with s:
+        t = threading.Thread(target=lambda: seen.append(ts.current_stream("simdev")))
+        t.start()
+        t.join()
+        assert ts.current_stream("simdev") == s
+    assert seen == [ts.default_stream("simdev")]

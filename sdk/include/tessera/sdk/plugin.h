@@ -410,6 +410,31 @@ inline ts_status run_kernel(void* fn, ts_call call, ts_keyset keys, ts_stack* st
 }
 }  // namespace detail
 
+// The edge of a ts_device_desc function (1.3): no exception leaves it; its message goes to
+// the host with set_error(NULL, ...), which raises it naming the device and `what`.
+//   return sdk::device_call("stream_synchronize", [&] { ... });
+template <class F>
+ts_status device_call(const char* what, F&& body) noexcept {
+  auto fail = [&](ts_status status, const char* message) {
+    host().set_error(nullptr, cat(what, ": ", message).c_str());
+    return status;
+  };
+  try {
+    body();
+    return TS_OK;
+  } catch (const HostFailure& e) {
+    return e.status;
+  } catch (const Error& e) {
+    return fail(e.status(), e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(TS_ERROR_OUT_OF_MEMORY, "out of host memory");
+  } catch (const std::exception& e) {
+    return fail(TS_ERROR, e.what());
+  } catch (...) {
+    return fail(TS_ERROR, "unknown exception");
+  }
+}
+
 // Registration, valid inside the plugin's register function.
 class Registrar {
  public:
