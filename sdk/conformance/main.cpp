@@ -2,10 +2,12 @@
 //   tessera-conformance --plugin <path> --device <name> [--ops <glob>] [--verbose]
 // Loads the plugin, finds the operators with a kernel at the device's dispatch key, runs each
 // on generated inputs (every dtype; basic, zero-size, 0-dim, broadcast and non-contiguous
-// shapes) on the device and on the CPU, and prints a table. Exit status: 0 when every case
-// passed, 1 when one failed, 2 on a usage or loading error.
+// shapes) on the device and on the CPU, and prints a table. Then checks the device's own
+// functions (copies; streams, events, record_stream and pinned memory where offered). Exit
+// status: 0 when every case and check passed, 1 when one failed, 2 on a usage or loading error.
 #include "cases.h"
 #include "compare.h"
+#include "device_checks.h"
 
 #include <tessera/device_registry.h>
 
@@ -164,6 +166,11 @@ int main(int argc, char** argv) {
   for (OperatorHandle op : ops) rows.push_back(check_operator(op, device, key, options->verbose));
   print_table(rows, options->device, options->plugin);
   bool failed = std::ranges::any_of(rows, [](const Row& r) { return r.failed > 0; });
+  fmt::print("\nDevice functions of '{}'\n\n", options->device);
+  for (const DeviceCheck& c : check_device_functions(device)) {
+    fmt::print("  {:<4} {}{}\n", c.passed ? "ok" : "FAIL", c.name, c.detail.empty() ? "" : ": " + c.detail);
+    failed = failed || !c.passed;
+  }
   std::fflush(stdout);
   return failed ? 1 : 0;
 }
