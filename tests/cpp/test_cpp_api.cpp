@@ -232,6 +232,29 @@ TEST(CppApiAutograd, DeviceMovesAreDifferentiable) {
   expect_close(x.grad(), {2, -4, 6});
 }
 
+TEST(CppApiStreams, StreamsAndPinnedMemoryFromTheCppApi) {
+  // The fallback device has no streams and no pinned memory: everything is synchronous there.
+  ts::load_plugin(std::string(TESSERA_FIXTURE_DIR) + "/libtessera_fallback_device.so");
+  ts::Device dev("fallbackdev");
+  Tensor x = from({1, -2, 3}, {3}, ts::kFloat32);
+  ts::Stream s = ts::Stream::create(dev);
+  EXPECT_TRUE(s.is_default());
+  Tensor on_device;
+  {
+    ts::StreamGuard guard(s);
+    on_device = x.to(dev, /*non_blocking=*/true);
+  }
+  on_device.record_stream(s);
+  ts::Event done(true);
+  done.record(s);
+  done.synchronize();
+  EXPECT_TRUE(done.query());
+  expect_close(on_device.to(ts::Device(), true), {1, -2, 3});
+  EXPECT_FALSE(x.is_pinned());
+  expect_error<ts::NotImplementedError>([&] { x.pin_memory("fallbackdev"); }, {"pin_memory", "fallbackdev"});
+  expect_error<ts::ValueError>([&] { on_device.pin_memory("fallbackdev"); }, {"only CPU tensors can be pinned"});
+}
+
 // ---------------------------------------------------------------------------- custom functions
 namespace {
 
