@@ -7,7 +7,9 @@
 namespace tessera::autograd {
 namespace {
 std::atomic<uint64_t> total_run{0};
-}
+// Hosts before ABI 1.3 have no streams to pass on.
+bool host_has_streams() { return TS_STRUCT_HAS(&sdk::host(), ts_host_api, set_current_stream); }
+}  // namespace
 
 DeviceWorkers::~DeviceWorkers() {
   {
@@ -28,9 +30,11 @@ void DeviceWorkers::submit(int32_t device_type, Node* node, GradList grads) {
   std::unique_ptr<Worker>& w = workers_[device_type];
   bool start = !w;
   if (start) w = std::make_unique<Worker>();
+  ts_device device = node->input_meta[0].device;  // worker_device_type chose the worker by it
+  ts_stream stream = host_has_streams() ? sdk::host().current_stream(device) : nullptr;
   {
     std::lock_guard lock(mutex_);
-    w->tasks.push_back(Task{node, std::move(grads)});
+    w->tasks.push_back(Task{node, std::move(grads), device, stream});
   }
   ++in_flight_;
   if (start) w->thread = std::thread([this, worker = w.get()] { run(*worker); });
@@ -51,6 +55,8 @@ void DeviceWorkers::run(Worker& worker) {
     }
     Result r{task.node, {}, nullptr};
     try {
+      if (host_has_streams() && task.stream != sdk::host().current_stream(task.device))
+        sdk::check_host(sdk::host().set_current_stream(call_, task.device, task.stream));
       r.outputs = apply_node(task.node, std::move(task.grads));
     } catch (...) {
       r.error = std::current_exception();

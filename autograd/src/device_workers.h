@@ -1,8 +1,9 @@
 #pragma once
 // The device workers of one backward call: a thread per device type other than the CPU, started
 // when the first node of that type is ready. A worker runs node formulas with the calling thread's
-// call context and thread keys (grad mode), and hands each result, or the error, back to the
-// calling thread, which keeps every piece of the engine's bookkeeping to itself.
+// call context, thread keys (grad mode) and current stream of the node's device (so backward
+// work queues behind the forward work the caller queued there), and hands each result, or the
+// error, back to the calling thread, which keeps every piece of the engine's bookkeeping to itself.
 #include "node.h"
 
 #include <condition_variable>
@@ -45,6 +46,8 @@ class DeviceWorkers {
   struct Task {
     Node* node;
     GradList grads;
+    ts_device device;  // the node's, and the calling thread's current stream of it at submit
+    ts_stream stream;
   };
   struct Worker {
     std::thread thread;

@@ -5,6 +5,7 @@
 #include <tessera/tensor_impl.h>
 
 #include <map>
+#include <mutex>
 #include <utility>
 
 namespace tessera {
@@ -33,8 +34,28 @@ struct Stream::Owned {
   int32_t index;
   ts_stream handle;
   int32_t priority;
-  ~Owned() { entry->desc.stream_destroy(entry->desc.device_data, index, handle); }
+  ~Owned();
 };
+
+namespace {
+// Every live stream the host created, by handle: plugins name streams by handle (from_handle).
+struct LiveStreams {
+  std::mutex mutex;
+  std::map<ts_stream, std::weak_ptr<Stream::Owned>> by_handle;
+};
+LiveStreams& live_streams() {
+  static LiveStreams* live = new LiveStreams;  // never destroyed: streams may die at exit
+  return *live;
+}
+}  // namespace
+
+Stream::Owned::~Owned() {
+  {
+    std::lock_guard lock(live_streams().mutex);
+    live_streams().by_handle.erase(handle);
+  }
+  entry->desc.stream_destroy(entry->desc.device_data, index, handle);
+}
 
 Stream::Stream(Device device) : device_(device) { entry_of(device); }
 
@@ -44,7 +65,22 @@ Stream Stream::create(Device device, int32_t priority) {
   ts_stream handle = nullptr;
   check_device_call(entry, device.index(), "stream_create",
                     entry.desc.stream_create(entry.desc.device_data, device.index(), priority, &handle));
-  return Stream(device, std::shared_ptr<Owned>(new Owned{&entry, device.index(), handle, priority}));  // no temporary Owned to destroy
+  auto owned = std::shared_ptr<Owned>(new Owned{&entry, device.index(), handle, priority});  // no temporary Owned to destroy
+  std::lock_guard lock(live_streams().mutex);
+  live_streams().by_handle[handle] = owned;
+  return Stream(device, std::move(owned));
+}
+
+Stream Stream::from_handle(Device device, ts_stream handle) {
+  if (!handle) return Stream(device);
+  std::shared_ptr<Owned> owned;
+  {
+    std::lock_guard lock(live_streams().mutex);
+    if (auto it = live_streams().by_handle.find(handle); it != live_streams().by_handle.end()) owned = it->second.lock();
+  }
+  if (!owned || !(Device(owned->entry->type, owned->index) == device))
+    raise<ValueError>("no live stream {} on {}", static_cast<void*>(handle), device.str());
+  return Stream(device, std::move(owned));
 }
 
 Stream Stream::current(Device device) {

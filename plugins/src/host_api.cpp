@@ -4,6 +4,7 @@
 #include <tessera/callbacks.h>
 #include <tessera/device_registry.h>
 #include <tessera/runtime.h>
+#include <tessera/stream.h>
 #include <tessera/tensor_impl.h>
 
 #include <algorithm>
@@ -296,6 +297,18 @@ const char* api_operator_name(ts_operator op) {
   return op ? reinterpret_cast<const OperatorEntry*>(op)->name().c_str() : "";
 }
 
+ts_stream api_current_stream(ts_device device) {
+  try {
+    return Stream::current(Device::from_abi(device)).handle();
+  } catch (const std::exception&) {
+    return nullptr;  // an unknown device has only a default stream to speak of
+  }
+}
+
+ts_status api_set_current_stream(ts_call call, ts_device device, ts_stream stream) {
+  return guarded(call, [&] { Stream::set_current(Stream::from_handle(Device::from_abi(device), stream)); });
+}
+
 const ts_host_api kHostApi = {
     sizeof(ts_host_api),
     TESSERA_ABI_MAJOR,
@@ -334,6 +347,8 @@ const ts_host_api kHostApi = {
     api_release_callback,
     api_call_operator_of,
     api_operator_name,
+    api_current_stream,
+    api_set_current_stream,
 };
 
 }  // namespace

@@ -54,6 +54,7 @@ std::map<std::string, Layout> current_layout() {
   FIELD(ts_host_api, tensor_update_keys) FIELD(ts_host_api, tensor_version) FIELD(ts_host_api, tls_keys)
   FIELD(ts_host_api, set_tls_keys) FIELD(ts_host_api, invoke_callback) FIELD(ts_host_api, release_callback)
   FIELD(ts_host_api, call_operator_of) FIELD(ts_host_api, operator_name)
+  FIELD(ts_host_api, current_stream) FIELD(ts_host_api, set_current_stream)
   CODE(TS_SLOT_AUTOGRAD) CODE(TS_SLOT_BATCHED) CODE(TS_SLOT_TRACER) CODE(TS_SLOT_SPARE) CODE(TS_FIRST_TRANSFORM_KEY) CODE(TS_KEY_CATCH_ALL)
   CODE(TS_OK) CODE(TS_ERROR) CODE(TS_ERROR_TYPE) CODE(TS_ERROR_VALUE) CODE(TS_ERROR_INDEX)
   CODE(TS_ERROR_NOT_IMPLEMENTED) CODE(TS_ERROR_OUT_OF_MEMORY) CODE(TS_ERROR_INCOMPATIBLE)

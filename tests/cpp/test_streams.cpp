@@ -293,3 +293,25 @@ TEST(Streams, PinnedMemoryAndNonBlockingCopies) {
   EXPECT_EQ(log().last_recorded_ptr, on_dev.impl()->storage()->data());
   expect_error<ValueError>([&] { record_stream(host, s); }, {"record_stream", "tensor is on cpu", "streamdev:0"});
 }
+
+TEST(Streams, PluginsPassTheCallersStreamToTheirOwnThreads) {
+  Device dev = streamdev();
+  const ts_host_api* api = host_api();
+  ASSERT_TRUE(TS_STRUCT_HAS(api, ts_host_api, set_current_stream));
+  Stream s = Stream::create(dev);
+  StreamGuard guard(s);
+  ts_stream handle = api->current_stream(dev.to_abi());
+  EXPECT_EQ(handle, s.handle());
+  Stream seen(dev);
+  ts_status status = TS_ERROR;
+  std::thread([&] {  // a plugin's worker thread takes over the caller's stream by handle
+    status = api->set_current_stream(nullptr, dev.to_abi(), handle);
+    seen = Stream::current(dev);
+  }).join();
+  EXPECT_EQ(status, TS_OK);
+  EXPECT_EQ(seen, s);
+  EXPECT_EQ(api->current_stream(streamdev(1).to_abi()), nullptr);  // another index: its default
+  int bogus = 0;
+  EXPECT_NE(api->set_current_stream(nullptr, dev.to_abi(), reinterpret_cast<ts_stream>(&bogus)), TS_OK);
+  expect_error<ValueError>([&] { Stream::from_handle(streamdev(1), handle); }, {"no live stream", "streamdev:1"});
+}

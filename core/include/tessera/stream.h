@@ -26,6 +26,8 @@ class Stream {
   static Stream current(Device device);
   // Makes `stream` the calling thread's current stream of its device; returns the previous one.
   static Stream set_current(const Stream& stream);
+  // The live stream of `device` with this handle (NULL: the default stream); ValueError if none.
+  static Stream from_handle(Device device, ts_stream handle);
 
   Device device() const { return device_; }
   bool is_default() const { return !owned_; }
@@ -41,8 +43,9 @@ class Stream {
   void wait(const Stream& other) const;
   bool operator==(const Stream& other) const { return device_ == other.device_ && handle() == other.handle(); }
 
+  struct Owned;  // a stream the host created: destroyed with its last Stream (stream.cpp)
+
  private:
-  struct Owned;  // a stream the host created: destroyed with its last Stream
   Stream(Device device, std::shared_ptr<Owned> owned) : device_(device), owned_(std::move(owned)) {}
   Device device_;
   std::shared_ptr<Owned> owned_;

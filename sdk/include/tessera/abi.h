@@ -32,7 +32,9 @@
  *        Tensor[] returns (see ts_stack).
  *   1.3  Streams and events (ts_device_desc: stream_create .. event_elapsed_ms), stream-ordered
  *        memory (record_stream), page-locked host memory (host_allocate, pin_memory) and
- *        asynchronous copies to and from it (copy_to_host_async, copy_from_host_async).
+ *        asynchronous copies to and from it (copy_to_host_async, copy_from_host_async);
+ *        ts_host_api.current_stream / set_current_stream for plugins that run work on threads
+ *        of their own.
  *        set_error(NULL, message) outside init records the message of the device function
  *        (a ts_device_desc function, which has no call) that is about to fail on this thread.
  */
@@ -338,6 +340,13 @@ typedef struct ts_host_api {
    * operator's full name ("add.Tensor"). */
   ts_operator (*call_operator_of)(ts_call call);
   const char* (*operator_name)(ts_operator op);
+
+  /* --- 1.3: streams. The calling thread's current stream of `device` (NULL: its default
+   * stream), and making a stream that current_stream returned current on the calling thread:
+   * a plugin that runs device work on threads of its own (autograd's device workers) keeps it
+   * in the caller's stream order. */
+  ts_stream (*current_stream)(ts_device device);
+  ts_status (*set_current_stream)(ts_call call, ts_device device, ts_stream stream);
 } ts_host_api;
 
 /* Extension slots (ts_host_api.tensor_get_slot), one per transform. */
@@ -368,7 +377,7 @@ TS_STATIC_ASSERT(sizeof(ts_stack) == 24, "ts_stack layout changed");
 TS_STATIC_ASSERT(sizeof(ts_tensor_view) == 64, "ts_tensor_view layout changed");
 TS_STATIC_ASSERT(sizeof(ts_plugin_info) == 40, "ts_plugin_info layout changed");
 TS_STATIC_ASSERT(sizeof(ts_device_desc) == 224, "ts_device_desc layout changed (1.3): append only");
-TS_STATIC_ASSERT(sizeof(ts_host_api) == 288, "ts_host_api layout changed (1.2): append only");
+TS_STATIC_ASSERT(sizeof(ts_host_api) == 304, "ts_host_api layout changed (1.3): append only");
 #endif
 
 #ifdef __cplusplus

@@ -300,3 +300,22 @@ def test_streams_are_per_thread():
         t.join()
         assert ts.current_stream("simdev") == s
     assert seen == [ts.default_stream("simdev")]
+
+
+def test_backward_runs_on_the_callers_stream():
+    """The engine's device worker queues the backward kernels on the stream that was current
+    when backward() was called, behind the forward work queued there."""
+    w = ts.randn(16, 16).to("simdev").requires_grad_()
+    s = ts.Stream("simdev")
+    with kernel_time(30_000), ts.stream(s):
+        loss = (w @ w).exp().sum()
+        s.synchronize()
+        before = ts.autograd._plugin.call("device_worker_nodes", ())
+        loss.backward()
+        assert ts.autograd._plugin.call("device_worker_nodes", ()) > before
+        assert not s.query()                          # the worker's kernels went to s...
+        assert ts.default_stream("simdev").query()    # ...not to the default stream
+        s.synchronize()
+    wr = w.detach().to("cpu").requires_grad_()
+    (wr @ wr).exp().sum().backward()
+    close(w.grad, wr.grad, 1e-3)
