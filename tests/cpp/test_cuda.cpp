@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <utility>
@@ -75,6 +76,38 @@ TEST(CudaPlugin, LoadsAndDefinesItsOperators) {
   EXPECT_EQ(v.u.ints.size, 10);  // allocated, reserved, their peaks, four counters, two for record_stream
   call_cuda("empty_cache");
   call_cuda("set_allow_tf32", {bool_arg(false)});
+}
+
+// True when the loaded plugin linked cuDNN (then it registers the convolutions).
+bool cudnn_loaded() {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line))
+    if (line.find("libcudnn") != std::string::npos) return true;
+  return false;
+}
+
+// The neural-network operators with a kernel on the CUDA key (from plugin "cuda"), not the CPU
+// fallback: checked here on any machine, compared against the CPU below on a GPU machine.
+const std::vector<std::string> kCudaNnOperators{
+    "gelu_backward", "silu_backward", "sigmoid_backward", "tanh_backward", "threshold_backward",
+    "max_pool2d_with_indices", "max_pool2d_with_indices_backward", "avg_pool2d", "avg_pool2d_backward",
+    "adaptive_avg_pool2d", "adaptive_avg_pool2d_backward", "native_layer_norm", "native_layer_norm_backward"};
+
+TEST(CudaPlugin, RegistersItsNeuralNetworkKernels) {
+  REQUIRE_PLUGIN();
+  std::vector<std::string> ops = kCudaNnOperators;
+  if (cudnn_loaded()) {  // built without cuDNN, convolutions stay on the CPU fallback
+    ops.push_back("convolution");
+    ops.push_back("convolution_backward");
+  }
+  for (const std::string& op : ops) {
+    bool found = false;
+    for (const KernelInfo& k : Dispatcher::instance().describe(op))
+      found = found || (k.key == "CUDA" && k.plugin == "cuda" && k.kind == "kernel");
+    EXPECT_TRUE(found) << op << " has no kernel of plugin 'cuda' on key CUDA:\n"
+                       << Dispatcher::instance().describe_text(op);
+  }
 }
 
 TEST(CudaPlugin, WithoutADeviceEveryRequestFailsClearly) {
@@ -404,6 +437,147 @@ TEST(CudaKernels, StreamsEventsAndPinnedCopiesThroughTheDeviceTable) {
   d.host_deallocate(dd, back, n);
   for (ts_event e : {start, end, untimed}) d.event_destroy(dd, 0, e);
   d.stream_destroy(dd, 0, side);
+}
+
+// ---- neural-network operators: forward and backward against the CPU plugin
+
+TEST(CudaKernels, ActivationBackwardsMatchCpu) {
+  REQUIRE_GPU();
+  for (ScalarType dt : kFloats) {
+    Tensor g = data({5, 7}, dt), x = data({5, 7}, dt), y = data({5, 7}, dt, -0.9, 0.9);
+    Tensor gg = on_gpu(g), gx = on_gpu(x), gy = on_gpu(y);
+    std::string n = std::string(tessera::name(dt));
+    expect_same(gelu_backward(gg, gx), gelu_backward(g, x), "gelu_backward " + n, 4);
+    expect_same(gelu_backward(gg, gx, "tanh"), gelu_backward(g, x, "tanh"), "gelu_backward tanh " + n, 4);
+    expect_same(silu_backward(gg, gx), silu_backward(g, x), "silu_backward " + n, 4);
+    expect_same(sigmoid_backward(gg, gy), sigmoid_backward(g, y), "sigmoid_backward " + n, 4);
+    expect_same(tanh_backward(gg, gy), tanh_backward(g, y), "tanh_backward " + n, 4);
+    expect_same(threshold_backward(gg, gx, 0), threshold_backward(g, x, 0), "threshold_backward " + n);
+    // Broadcast and non-contiguous.
+    Tensor row = data({7}, dt), gt = data({7, 5}, dt);
+    expect_same(gelu_backward(transpose(on_gpu(gt), 0, 1), on_gpu(row)), gelu_backward(transpose(gt, 0, 1), row),
+                "gelu_backward broadcast, transposed " + n, 4);
+  }
+  Tensor gi = to(data({6}, kFloat64, -9, 9), kInt64), xi = to(data({6}, kFloat64, -9, 9), kInt64);
+  expect_same(threshold_backward(on_gpu(gi), on_gpu(xi), 0), threshold_backward(gi, xi, 0), "threshold_backward int64");
+  expect_same(threshold_backward(on_gpu(gi), on_gpu(xi), 0.5), threshold_backward(gi, xi, 0.5),
+              "threshold_backward int64, fractional threshold");
+  expect_error<Error>([&] { gelu_backward(on_gpu(data({2}, kFloat32)), on_gpu(data({2}, kFloat32)), "erf"); },
+                      {"gelu_backward", "approximate"});
+}
+
+TEST(CudaKernels, ConvolutionMatchesCpu) {
+  REQUIRE_GPU();
+  if (!cudnn_loaded()) GTEST_SKIP() << "the CUDA plugin was built without cuDNN: convolution runs on the CPU";
+  struct Case {
+    std::vector<int64_t> x, w, stride, padding, dilation;
+    int64_t groups;
+    bool bias;
+  };
+  std::vector<Case> cases{
+      {{2, 4, 9, 8}, {6, 4, 3, 3}, {1}, {1}, {1}, 1, true},         // 2-D, same padding
+      {{2, 4, 11, 10}, {6, 2, 3, 2}, {2, 1}, {1, 0}, {2, 1}, 2, true},  // strides, dilation, groups
+      {{3, 9, 8}, {4, 3, 3, 3}, {1}, {0}, {1}, 1, false},           // unbatched 2-D
+      {{2, 4, 17}, {8, 4, 5}, {2}, {2}, {1}, 1, true},              // 1-D
+      {{4, 13}, {4, 1, 3}, {1}, {1}, {2}, 4, false},                // unbatched 1-D, depthwise
+      {{0, 4, 6, 6}, {2, 4, 3, 3}, {1}, {0}, {1}, 1, true},         // empty batch
+  };
+  for (ScalarType dt : {kFloat32, kFloat64, kFloat16}) {
+    double tol = dt == kFloat16 ? 8 : 20;  // sums of many products
+    for (const Case& c : cases) {
+      Tensor x = data(c.x, dt), w = data(c.w, dt), b = c.bias ? data({c.w[0]}, dt) : Tensor();
+      std::string n = std::string(tessera::name(dt)) + " x" + std::to_string(c.x.size()) + "-D groups " +
+                      std::to_string(c.groups);
+      Tensor y = convolution(x, w, b, c.stride, c.padding, c.dilation, c.groups);
+      Tensor gy = convolution(on_gpu(x), on_gpu(w), c.bias ? on_gpu(b) : Tensor(), c.stride, c.padding, c.dilation,
+                              c.groups);
+      expect_same(gy, y, "convolution " + n, tol);
+      Tensor go = data(y.shape(), dt);
+      auto [dx, dw, db] = convolution_backward(go, x, w, c.stride, c.padding, c.dilation, c.groups);
+      auto [gdx, gdw, gdb] =
+          convolution_backward(on_gpu(go), on_gpu(x), on_gpu(w), c.stride, c.padding, c.dilation, c.groups);
+      expect_same(gdx, dx, "convolution_backward grad_input " + n, tol);
+      expect_same(gdw, dw, "convolution_backward grad_weight " + n, tol);
+      expect_same(gdb, db, "convolution_backward grad_bias " + n, tol);
+    }
+  }
+  // Non-contiguous input.
+  Tensor x = data({2, 8, 3, 7}, kFloat32), w = data({5, 3, 2, 2}, kFloat32);
+  expect_same(convolution(permute(on_gpu(x), {0, 2, 1, 3}), on_gpu(w), Tensor(), {1}, {0}, {1}, 1),
+              convolution(permute(x, {0, 2, 1, 3}), w, Tensor(), {1}, {0}, {1}, 1), "convolution permuted", 20);
+  expect_error<Error>([&] { convolution(on_gpu(data({1, 3, 5, 5}, kFloat32)), on_gpu(data({4, 2, 3, 3}, kFloat32)),
+                                        Tensor(), {1}, {0}, {1}, 1); }, {"convolution", "channels"});
+  expect_error<Error>([&] { convolution(on_gpu(data({1, 2, 5, 5}, kFloat32)), on_gpu(data({4, 2, 3, 3}, kFloat64)),
+                                        Tensor(), {1}, {0}, {1}, 1); }, {"convolution", "dtype"});
+}
+
+TEST(CudaKernels, PoolingMatchesCpu) {
+  REQUIRE_GPU();
+  for (ScalarType dt : kFloats) {
+    std::string n = std::string(tessera::name(dt));
+    Tensor x = data({2, 3, 9, 10}, dt);
+    Tensor g = on_gpu(x);
+    for (bool ceil : {false, true}) {
+      std::string c = n + (ceil ? " ceil" : "");
+      auto [y, idx] = max_pool2d_with_indices(x, {3, 2}, {2, 2}, {1, 1}, {1, 2}, ceil);
+      auto [gy, gidx] = max_pool2d_with_indices(g, {3, 2}, {2, 2}, {1, 1}, {1, 2}, ceil);
+      expect_same(gy, y, "max_pool2d " + c);
+      expect_same(gidx, idx, "max_pool2d indices " + c);
+      Tensor go = data(y.shape(), dt);
+      expect_same(max_pool2d_with_indices_backward(on_gpu(go), g, {3, 2}, {2, 2}, {1, 1}, {1, 2}, ceil, gidx),
+                  max_pool2d_with_indices_backward(go, x, {3, 2}, {2, 2}, {1, 1}, {1, 2}, ceil, idx),
+                  "max_pool2d backward " + c, 4);
+      for (bool include_pad : {true, false})
+        for (std::optional<int64_t> divisor : {std::optional<int64_t>(), std::optional<int64_t>(5)}) {
+          std::string d = c + (include_pad ? " include_pad" : "") + (divisor ? " divisor" : "");
+          Tensor a = avg_pool2d(x, {3, 3}, {2, 3}, {1, 1}, ceil, include_pad, divisor);
+          expect_same(avg_pool2d(g, {3, 3}, {2, 3}, {1, 1}, ceil, include_pad, divisor), a, "avg_pool2d " + d, 4);
+          Tensor ga = data(a.shape(), dt);
+          expect_same(avg_pool2d_backward(on_gpu(ga), g, {3, 3}, {2, 3}, {1, 1}, ceil, include_pad, divisor),
+                      avg_pool2d_backward(ga, x, {3, 3}, {2, 3}, {1, 1}, ceil, include_pad, divisor),
+                      "avg_pool2d backward " + d, 4);
+        }
+    }
+    for (std::vector<int64_t> out : {std::vector<int64_t>{4, 3}, {1, 1}, {9, 10}, {12, 7}}) {
+      std::string o = n + " " + std::to_string(out[0]) + "x" + std::to_string(out[1]);
+      Tensor a = adaptive_avg_pool2d(x, out);
+      expect_same(adaptive_avg_pool2d(g, out), a, "adaptive_avg_pool2d " + o, 4);
+      Tensor ga = data(a.shape(), dt);
+      expect_same(adaptive_avg_pool2d_backward(on_gpu(ga), g), adaptive_avg_pool2d_backward(ga, x),
+                  "adaptive_avg_pool2d backward " + o, 4);
+    }
+    // Unbatched and non-contiguous.
+    Tensor xt = transpose(data({3, 10, 9}, dt), 1, 2);
+    expect_same(std::get<0>(max_pool2d_with_indices(on_gpu(xt), {2})), std::get<0>(max_pool2d_with_indices(xt, {2})),
+                "max_pool2d unbatched transposed " + n);
+  }
+  expect_error<Error>([&] { avg_pool2d(on_gpu(data({1, 2, 4, 4}, kFloat32)), {2}, {}, {2}); },
+                      {"avg_pool2d", "padding"});
+}
+
+TEST(CudaKernels, LayerNormMatchesCpu) {
+  REQUIRE_GPU();
+  for (ScalarType dt : kFloats) {
+    std::string n = std::string(tessera::name(dt));
+    for (bool affine : {true, false}) {
+      Tensor x = data({4, 3, 10}, dt);
+      Tensor w = affine ? data({3, 10}, dt) : Tensor(), b = affine ? data({3, 10}, dt) : Tensor();
+      auto gpu = [&](const Tensor& t) { return t.defined() ? on_gpu(t) : Tensor(); };
+      auto [y, mean, rstd] = native_layer_norm(x, {3, 10}, w, b, 1e-5);
+      auto [gy, gmean, grstd] = native_layer_norm(on_gpu(x), {3, 10}, gpu(w), gpu(b), 1e-5);
+      expect_same(gy, y, "native_layer_norm " + n, 8);
+      expect_same(gmean, mean, "native_layer_norm mean " + n, 8);
+      expect_same(grstd, rstd, "native_layer_norm rstd " + n, 8);
+      Tensor go = data(y.shape(), dt);
+      auto [dx, dw, db] = native_layer_norm_backward(go, x, {3, 10}, mean, rstd, w, b);
+      auto [gdx, gdw, gdb] = native_layer_norm_backward(on_gpu(go), on_gpu(x), {3, 10}, gmean, grstd, gpu(w), gpu(b));
+      expect_same(gdx, dx, "native_layer_norm_backward grad_input " + n, 8);
+      expect_same(gdw, dw, "native_layer_norm_backward grad_weight " + n, 8);
+      expect_same(gdb, db, "native_layer_norm_backward grad_bias " + n, 8);
+    }
+  }
+  expect_error<Error>([&] { native_layer_norm(on_gpu(data({2, 5}, kFloat32)), {4}, Tensor(), Tensor(), 1e-5); },
+                      {"native_layer_norm", "normalized_shape"});
 }
 
 TEST(CudaKernels, OperatorsWithoutACudaKernelFallBackToCpu) {

@@ -264,3 +264,107 @@ def test_no_device_error_says_why():
         pytest.skip("a CUDA device is present")
     with pytest.raises(ValueError, match="when it loaded, the plugin said: .*cuda"):
         ts.zeros(3, device="cuda")
+
+
+# ---------------------------------------------------------------- neural-network operators
+# Forward and backward on CUDA against the CPU for the same data: leaves on each device, the
+# same function, backward from the same upstream gradient, then outputs and grads compared.
+
+F = ts.nn.functional
+GRAD_TOL = {"float32": (1e-4, 1e-4), "float64": (1e-10, 1e-10)}
+
+
+def _leaves(arrays, dtype):
+    """CPU and CUDA leaf tensors (requires_grad) holding the same values."""
+    cpu = [ts.tensor(a.tolist(), dtype=dtype).requires_grad_() for a in arrays]
+    gpu = [ts.tensor(a.tolist(), dtype=dtype).to("cuda").detach().requires_grad_() for a in arrays]
+    return cpu, gpu
+
+
+def check_forward_backward(f, arrays, dtype, tol=None):
+    rtol, atol = tol or GRAD_TOL[dtype]
+    dt = getattr(ts, dtype)
+    cpu, gpu = _leaves(arrays, dt)
+    y_cpu, y_gpu = f(*cpu), f(*gpu)
+    close(y_gpu, y_cpu, rtol, atol)
+    up = np.random.default_rng(7).uniform(-1, 1, size=tuple(y_cpu.shape))
+    (y_cpu * ts.tensor(up.tolist(), dtype=dt)).sum().backward()
+    (y_gpu * ts.tensor(up.tolist(), dtype=dt).to("cuda")).sum().backward()
+    for i, (c, g) in enumerate(zip(cpu, gpu)):
+        assert g.grad is not None, f"input {i} got no gradient on cuda"
+        close(g.grad, c.grad, rtol, atol)
+
+
+def _rand(*shape, lo=-1.0, hi=1.0, seed=0):
+    return np.random.default_rng(seed + len(shape)).uniform(lo, hi, size=shape)
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", list(GRAD_TOL))
+@pytest.mark.parametrize("act", ["gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "relu"])
+def test_activation_forward_backward(act, dtype):
+    f = {"gelu": lambda x: F.gelu(x), "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+         "silu": lambda x: F.silu(x), "sigmoid": lambda x: ts.sigmoid(x), "tanh": lambda x: ts.tanh(x),
+         "relu": lambda x: ts.relu(x)}[act]
+    check_forward_backward(f, [_rand(4, 6, lo=-3, hi=3)], dtype)
+    check_forward_backward(lambda x: f(x.t()), [_rand(6, 4, lo=-3, hi=3)], dtype)  # non-contiguous
+
+
+@needs_gpu
+@pytest.mark.skipif(not _plugin_available() or "libcudnn" not in open("/proc/self/maps").read(),
+                    reason="the CUDA plugin was built without cuDNN: convolution runs on the CPU")
+@pytest.mark.parametrize("dtype", list(GRAD_TOL))
+@pytest.mark.parametrize("case", [
+    dict(x=(2, 4, 9, 8), w=(6, 4, 3, 3), bias=True, stride=1, padding=1, dilation=1, groups=1),
+    dict(x=(2, 4, 11, 10), w=(6, 2, 3, 2), bias=True, stride=(2, 1), padding=(1, 0), dilation=(2, 1), groups=2),
+    dict(x=(3, 9, 8), w=(4, 3, 3, 3), bias=False, stride=1, padding=0, dilation=1, groups=1),
+    dict(x=(2, 4, 17), w=(8, 4, 5), bias=True, stride=2, padding=2, dilation=1, groups=1),
+    dict(x=(2, 4, 13), w=(4, 1, 3), bias=False, stride=1, padding=1, dilation=2, groups=4),
+], ids=["2d", "2d-strided-dilated-groups", "2d-unbatched", "1d", "1d-depthwise"])
+def test_convolution_forward_backward(case, dtype):
+    conv = F.conv2d if len(case["w"]) == 4 else F.conv1d
+    arrays = [_rand(*case["x"]), _rand(*case["w"], seed=1)] + ([_rand(case["w"][0], seed=2)] if case["bias"] else [])
+    kw = {k: case[k] for k in ("stride", "padding", "dilation", "groups")}
+    check_forward_backward(lambda x, w, *b: conv(x, w, b[0] if b else None, **kw), arrays, dtype)
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", list(GRAD_TOL))
+@pytest.mark.parametrize("ceil_mode", [False, True])
+def test_pooling_forward_backward(dtype, ceil_mode):
+    x = [_rand(2, 3, 9, 10)]
+    check_forward_backward(lambda t: F.max_pool2d(t, (3, 2), stride=2, padding=1, dilation=(1, 2),
+                                                  ceil_mode=ceil_mode), x, dtype)
+    for include_pad in (True, False):
+        for divisor in (None, 5):
+            check_forward_backward(lambda t: F.avg_pool2d(t, 3, stride=(2, 3), padding=1, ceil_mode=ceil_mode,
+                                                          count_include_pad=include_pad, divisor_override=divisor),
+                                   x, dtype)
+    for size in [(4, 3), 1, (12, 7)]:
+        check_forward_backward(lambda t: F.adaptive_avg_pool2d(t, size), x, dtype)
+    check_forward_backward(lambda t: F.max_pool2d(t.transpose(1, 2), 2), [_rand(3, 10, 9)], dtype)  # unbatched, strided
+    g, i = F.max_pool2d(ts.tensor(x[0].tolist()).to("cuda"), 2, return_indices=True)
+    _, ic = F.max_pool2d(ts.tensor(x[0].tolist()), 2, return_indices=True)
+    assert g.dtype == ts.float32 and i.tolist() == ic.tolist()
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", list(GRAD_TOL))
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm_forward_backward(dtype, affine):
+    arrays = [_rand(4, 3, 10)] + ([_rand(3, 10, seed=1), _rand(3, 10, seed=2)] if affine else [])
+    check_forward_backward(lambda x, *wb: F.layer_norm(x, [3, 10], *(wb or (None, None))), arrays, dtype)
+    check_forward_backward(lambda x: F.layer_norm(x, 10), [_rand(5, 10, lo=3, hi=4)], dtype)  # offset values
+
+
+@needs_gpu
+def test_nn_operators_check_their_arguments_on_cuda():
+    x = ts.randn(1, 3, 5, 5).to("cuda")
+    with pytest.raises(ValueError, match="avg_pool2d.*padding"):
+        ts.ops.aten.avg_pool2d(x, [2, 2], [], [2, 2])
+    with pytest.raises(ValueError, match="native_layer_norm.*normalized_shape"):
+        ts.ops.aten.native_layer_norm(x, [4], None, None, 1e-5)
+    with pytest.raises(ValueError, match="gelu_backward.*approximate"):
+        ts.ops.aten.gelu_backward(x, x, approximate="erf")
+    with pytest.raises(ValueError, match="convolution.*channels"):
+        ts.ops.aten.convolution(x, ts.randn(4, 2, 3, 3).to("cuda"), None, [1], [0], [1], 1)

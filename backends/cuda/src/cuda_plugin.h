@@ -101,6 +101,12 @@ void register_view_kernels(sdk::Registrar& reg, ts_dispatch_key key);  // views.
 void register_elementwise_kernels(sdk::Registrar& reg, ts_dispatch_key key);  // elementwise_ops.cpp
 void register_reduction_kernels(sdk::Registrar& reg, ts_dispatch_key key);    // reduce_ops.cpp
 void register_blas_kernels(sdk::Registrar& reg, ts_dispatch_key key);         // blas.cpp
+#if defined(TESSERA_HAS_CUDNN)
+void register_conv_kernels(sdk::Registrar& reg, ts_dispatch_key key);         // conv_cudnn.cpp
+#endif
+void register_activation_kernels(sdk::Registrar& reg, ts_dispatch_key key);   // activation_ops.cpp
+void register_pool_kernels(sdk::Registrar& reg, ts_dispatch_key key);         // pool_ops.cpp
+void register_norm_kernels(sdk::Registrar& reg, ts_dispatch_key key);         // norm_ops.cpp
 
 // GEMM switches (blas.cpp), set by the cuda:: operators.
 void set_allow_tf32(bool allow);

@@ -1,7 +1,7 @@
 // The element-wise engine: one grid-stride kernel per (operation, compute type, index width).
 // Operands of any dtype, strides and broadcasting are read through device_io.cuh, so the
 // number of instances is ops x 3 compute types x 2 index widths, not ops x dtypes^2.
-#include "device_io.cuh"
+#include "map.cuh"
 
 #include <cmath>
 #include <type_traits>
@@ -9,26 +9,8 @@
 namespace tessera::gpu {
 namespace {
 
-template <class I, int N, class F>
-__global__ void map_kernel(Loop L, F f) {
-  I n = I(L.numel);
-  for (I i = I(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += I(gridDim.x) * blockDim.x) {
-    I off[N];
-    offsets<I, N>(L, i, off);
-    f(L, off);
-  }
-}
-
 template <int N, class F>
-void run(const Loop& L, gpuStream_t s, F f, const char* what) {
-  if (L.numel == 0) return;
-  if (L.index32) map_kernel<int32_t, N><<<blocks_for(L.numel), kThreads, 0, s>>>(L, f);
-  else map_kernel<int64_t, N><<<blocks_for(L.numel), kThreads, 0, s>>>(L, f);
-  check_launch(what);
-}
-
-template <class I>
-GPU_D char* at(const Operand& o, I off) { return o.data + int64_t(off) * o.itemsize; }
+void run(const Loop& L, gpuStream_t s, F f, const char* what) { run_map<N>(L, s, f, what); }
 
 // ---- unary
 template <class C> GPU_D C apply_unary(UnaryOp op, C x) {

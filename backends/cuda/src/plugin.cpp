@@ -18,6 +18,12 @@ void register_gpu(tessera::sdk::Registrar& reg) {
   register_elementwise_kernels(reg, key);
   register_reduction_kernels(reg, key);
   register_blas_kernels(reg, key);
+#if defined(TESSERA_HAS_CUDNN)
+  register_conv_kernels(reg, key);  // else convolution runs on the CPU (the host's fallback)
+#endif
+  register_activation_kernels(reg, key);
+  register_pool_kernels(reg, key);
+  register_norm_kernels(reg, key);
 }
 }  // namespace
 

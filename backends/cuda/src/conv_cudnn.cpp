@@ -1,0 +1,418 @@
+// convolution and convolution_backward through cuDNN (the legacy convolution API, still part of
+// cuDNN 9): 1-D and 2-D, batched or not, stride, padding, dilation, groups, optional bias, as
+// the CPU plugin (backends/cpu/src/nn_conv.cpp) and PyTorch. Built only when CMake finds cuDNN
+// (TESSERA_HAS_CUDNN); without it, and in the ROCm build, convolutions run on the CPU through
+// the host's fallback. A 1-D convolution is a 2-D one with H = 1.
+//
+// float32 uses FMA kernels unless cuda::set_allow_tf32(True) (the switch matmuls use), so
+// results match the CPU to float32 precision by default; float16/bfloat16 use tensor cores and
+// accumulate in float; float64 runs cuDNN's double kernels.
+#include "caching_allocator.h"
+#include "cuda_plugin.h"
+
+#include <cudnn.h>
+
+#include <array>
+#include <climits>
+#include <optional>
+#include <mutex>
+#include <vector>
+
+namespace tessera::gpu {
+
+CachingAllocator& allocator();  // runtime.cpp
+
+namespace {
+
+void check_dnn(cudnnStatus_t s, const char* what) {
+  TS_SDK_CHECK(s == CUDNN_STATUS_SUCCESS, s == CUDNN_STATUS_ALLOC_FAILED ? TS_ERROR_OUT_OF_MEMORY : TS_ERROR, kName,
+               ": ", what, " failed: ", cudnnGetErrorString(s));
+}
+
+// ---- handles: one per (thread, device). A handle carries the stream it queues on, so a handle
+// shared between threads would need a lock around set-stream + call (as cuBLAS's does); one per
+// thread does not. When a thread ends its handles go back to a pool, not destroyed: creating
+// one is costly and destroying at process exit can race the runtime's own teardown.
+struct HandlePool {
+  std::mutex mutex;
+  std::vector<std::vector<cudnnHandle_t>> free;  // per device
+};
+HandlePool& handle_pool() {
+  static auto* pool = new HandlePool;  // kept for the process: thread exits may come after static destruction
+  return *pool;
+}
+struct ThreadHandles {
+  std::vector<cudnnHandle_t> by_device;
+  ~ThreadHandles() {
+    HandlePool& pool = handle_pool();
+    std::lock_guard lock(pool.mutex);
+    for (size_t d = 0; d < by_device.size(); ++d) {
+      if (!by_device[d]) continue;
+      if (pool.free.size() <= d) pool.free.resize(d + 1);
+      pool.free[d].push_back(by_device[d]);
+    }
+  }
+};
+
+// The calling thread's handle for device `index` (the current device), set to its current stream.
+cudnnHandle_t handle_for(int32_t index) {
+  thread_local ThreadHandles mine;
+  if (mine.by_device.size() <= size_t(index)) mine.by_device.resize(size_t(index) + 1, nullptr);
+  cudnnHandle_t& h = mine.by_device[size_t(index)];
+  if (!h) {
+    HandlePool& pool = handle_pool();
+    std::lock_guard lock(pool.mutex);
+    if (size_t(index) < pool.free.size() && !pool.free[size_t(index)].empty()) {
+      h = pool.free[size_t(index)].back();
+      pool.free[size_t(index)].pop_back();
+    }
+  }
+  if (!h) check_dnn(cudnnCreate(&h), "cudnnCreate");
+  check_dnn(cudnnSetStream(h, stream_for(index)), "cudnnSetStream");
+  return h;
+}
+
+// ---- descriptors (RAII)
+struct TensorDesc {
+  cudnnTensorDescriptor_t d = nullptr;
+  TensorDesc() { check_dnn(cudnnCreateTensorDescriptor(&d), "cudnnCreateTensorDescriptor"); }
+  ~TensorDesc() { cudnnDestroyTensorDescriptor(d); }
+  TensorDesc(const TensorDesc&) = delete;
+  TensorDesc& operator=(const TensorDesc&) = delete;
+};
+struct FilterDesc {
+  cudnnFilterDescriptor_t d = nullptr;
+  FilterDesc() { check_dnn(cudnnCreateFilterDescriptor(&d), "cudnnCreateFilterDescriptor"); }
+  ~FilterDesc() { cudnnDestroyFilterDescriptor(d); }
+  FilterDesc(const FilterDesc&) = delete;
+  FilterDesc& operator=(const FilterDesc&) = delete;
+};
+struct ConvDesc {
+  cudnnConvolutionDescriptor_t d = nullptr;
+  ConvDesc() { check_dnn(cudnnCreateConvolutionDescriptor(&d), "cudnnCreateConvolutionDescriptor"); }
+  ~ConvDesc() { cudnnDestroyConvolutionDescriptor(d); }
+  ConvDesc(const ConvDesc&) = delete;
+  ConvDesc& operator=(const ConvDesc&) = delete;
+};
+
+// Workspace from the caching allocator on the current stream: given back as soon as the work is
+// queued, since the next user of the block on this stream is ordered after it. A failed
+// allocation is not raised here: the caller tries an algorithm that needs less.
+struct Workspace {
+  void* ptr = nullptr;
+  bool ok = true;
+  Workspace(int32_t device, size_t bytes, gpuStream_t stream) {
+    if (!bytes) return;
+    ptr = allocator().allocate(device, bytes, reinterpret_cast<uintptr_t>(stream));
+    ok = ptr != nullptr;
+  }
+  ~Workspace() {
+    if (ptr) allocator().deallocate(ptr);
+  }
+  Workspace(const Workspace&) = delete;
+  Workspace& operator=(const Workspace&) = delete;
+};
+
+// ---- geometry and checks (the CPU plugin's rules and messages)
+struct Geometry {
+  int64_t n = 1, c_in = 0, h = 1, w = 1;  // input [n, c_in, h, w]
+  int64_t c_out = 0, kh = 1, kw = 1;      // weight [c_out, c_in / groups, kh, kw]
+  int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1, groups = 1;
+  int64_t oh = 1, ow = 1;
+  int64_t channel_dim = 1;         // of the result: 0 when unbatched
+  std::vector<int64_t> out_shape;  // the result's shape (unbatched and 1-D kept as given)
+};
+
+// stride / padding / dilation: one value per spatial dim, or one for all.
+std::array<int64_t, 2> spatial_arg(const char* op, const char* name, std::span<const int64_t> v, int64_t dims,
+                                   int64_t min) {
+  TS_SDK_CHECK(v.size() == 1 || int64_t(v.size()) == dims, TS_ERROR_VALUE, op, ": expected ", name,
+               dims == 1 ? " to have 1 value" : " to have 1 or 2 values", " (one per spatial dim, or one for all), got ",
+               shape_str(v));
+  for (int64_t x : v)
+    TS_SDK_CHECK(x >= min, TS_ERROR_VALUE, op, ": expected ", name, " values >= ", min, ", got ", shape_str(v));
+  if (dims == 1) return {min, v[0]};  // H: a size-1 dim with stride 1, padding 0, dilation 1
+  return {v[0], v.size() == 1 ? v[0] : v[1]};
+}
+
+Geometry plan(const char* op, const TensorRef& input, const TensorRef& weight, std::span<const int64_t> stride,
+              std::span<const int64_t> padding, std::span<const int64_t> dilation, int64_t groups) {
+  const int64_t wd = weight.dim();
+  TS_SDK_CHECK(wd == 3 || wd == 4, TS_ERROR_VALUE, op,
+               ": expected a 3-D weight (1-D convolution) or a 4-D weight (2-D convolution), got ", wd,
+               "-D weight of shape ", shape_str(weight.sizes()));
+  const int64_t dims = wd - 2;
+  const bool batched = input.dim() == dims + 2;
+  TS_SDK_CHECK(batched || input.dim() == dims + 1, TS_ERROR_VALUE, op, ": expected a ", dims + 1, "-D (unbatched) or ",
+               dims + 2, "-D (batched) input for ", dims, "-D convolution with weight of shape ",
+               shape_str(weight.sizes()), ", got ", input.dim(), "-D input of shape ", shape_str(input.sizes()));
+  TS_SDK_CHECK(groups > 0, TS_ERROR_VALUE, op, ": expected groups > 0, got ", groups);
+  Geometry g;
+  const int64_t lead = batched ? 1 : 0;
+  g.channel_dim = lead;
+  g.n = batched ? input.size(0) : 1;
+  g.c_in = input.size(lead);
+  g.c_out = weight.size(0);
+  g.groups = groups;
+  TS_SDK_CHECK(g.c_out % groups == 0, TS_ERROR_VALUE, op, ": expected the weight's out channels (", g.c_out,
+               ") to be divisible by groups (", groups, "), weight of shape ", shape_str(weight.sizes()));
+  TS_SDK_CHECK(weight.size(1) * groups == g.c_in, TS_ERROR_VALUE, op, ": given groups=", groups, " and weight of shape ",
+               shape_str(weight.sizes()), ", expected input of shape ", shape_str(input.sizes()), " to have ",
+               weight.size(1) * groups, " channels, but got ", g.c_in, " channels");
+  const auto s = spatial_arg(op, "stride", stride, dims, 1);
+  const auto pad = spatial_arg(op, "padding", padding, dims, 0);
+  const auto dil = spatial_arg(op, "dilation", dilation, dims, 1);
+  g.sh = s[0], g.sw = s[1], g.ph = pad[0], g.pw = pad[1], g.dh = dil[0], g.dw = dil[1];
+  g.h = dims == 2 ? input.size(lead + 1) : 1;
+  g.w = input.size(lead + dims);
+  g.kh = dims == 2 ? weight.size(2) : 1;
+  g.kw = weight.size(wd - 1);
+  TS_SDK_CHECK(g.kh > 0 && g.kw > 0, TS_ERROR_VALUE, op, ": expected a non-empty kernel, got weight of shape ",
+               shape_str(weight.sizes()));
+  const int64_t eh = g.dh * (g.kh - 1) + 1, ew = g.dw * (g.kw - 1) + 1;  // extents after dilation
+  const int64_t ih = g.h + 2 * g.ph, iw = g.w + 2 * g.pw;
+  if (ih < eh || iw < ew) {
+    std::vector<int64_t> padded = dims == 2 ? std::vector<int64_t>{ih, iw} : std::vector<int64_t>{iw};
+    std::vector<int64_t> kernel = dims == 2 ? std::vector<int64_t>{eh, ew} : std::vector<int64_t>{ew};
+    sdk::fail(TS_ERROR_VALUE, op, ": the kernel (size after dilation ", shape_str(kernel),
+              ") can't be larger than the padded input (size per channel ", shape_str(padded), "), input of shape ",
+              shape_str(input.sizes()), ", weight of shape ", shape_str(weight.sizes()));
+  }
+  g.oh = (ih - eh) / g.sh + 1;
+  g.ow = (iw - ew) / g.sw + 1;
+  if (batched) g.out_shape.push_back(g.n);
+  g.out_shape.push_back(g.c_out);
+  if (dims == 2) g.out_shape.push_back(g.oh);
+  g.out_shape.push_back(g.ow);
+  return g;
+}
+
+void check_operands(const char* op, const TensorRef& input, const TensorRef& weight) {
+  TS_SDK_CHECK(sdk::is_floating(input.dtype()), TS_ERROR_TYPE, op, ": expected input of a floating point dtype, got ",
+               sdk::dtype_name(input.dtype()));
+  TS_SDK_CHECK(weight.dtype() == input.dtype(), TS_ERROR_TYPE, op, ": expected weight to have the input's dtype ",
+               sdk::dtype_name(input.dtype()), ", got ", sdk::dtype_name(weight.dtype()));
+}
+
+// cuDNN's legacy API takes int dims and at most 2^31 - 1 elements per tensor.
+void check_int_sized(const char* op, const Geometry& g) {
+  for (int64_t v : {g.n * g.c_in * g.h * g.w, g.n * g.c_out * g.oh * g.ow, g.c_out * (g.c_in / g.groups) * g.kh * g.kw})
+    TS_SDK_CHECK(v <= INT_MAX, TS_ERROR_VALUE, op, ": a tensor of ", v, " elements is larger than cuDNN's limit of ",
+                 INT_MAX, " elements on ", kName);
+}
+
+cudnnDataType_t dnn_type(int32_t dtype) {
+  switch (dtype) {
+    case TS_FLOAT64: return CUDNN_DATA_DOUBLE;
+    case TS_FLOAT16: return CUDNN_DATA_HALF;
+    case TS_BFLOAT16: return CUDNN_DATA_BFLOAT16;
+    default: return CUDNN_DATA_FLOAT;
+  }
+}
+
+// The descriptors of one convolution, and the math type its algorithms must use.
+struct Problem {
+  TensorDesc x, y;
+  FilterDesc w;
+  ConvDesc conv;
+  bool fma_only = false;  // float32 without TF32
+  bool is_double = false;
+
+  Problem(const Geometry& g, int32_t dtype) {
+    const cudnnDataType_t dt = dnn_type(dtype);
+    is_double = dtype == TS_FLOAT64;
+    check_dnn(cudnnSetTensor4dDescriptor(x.d, CUDNN_TENSOR_NCHW, dt, int(g.n), int(g.c_in), int(g.h), int(g.w)),
+              "cudnnSetTensor4dDescriptor (input)");
+    check_dnn(cudnnSetTensor4dDescriptor(y.d, CUDNN_TENSOR_NCHW, dt, int(g.n), int(g.c_out), int(g.oh), int(g.ow)),
+              "cudnnSetTensor4dDescriptor (output)");
+    check_dnn(cudnnSetFilter4dDescriptor(w.d, dt, CUDNN_TENSOR_NCHW, int(g.c_out), int(g.c_in / g.groups), int(g.kh),
+                                         int(g.kw)),
+              "cudnnSetFilter4dDescriptor");
+    check_dnn(cudnnSetConvolution2dDescriptor(conv.d, int(g.ph), int(g.pw), int(g.sh), int(g.sw), int(g.dh), int(g.dw),
+                                              CUDNN_CROSS_CORRELATION, is_double ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT),
+              "cudnnSetConvolution2dDescriptor");
+    check_dnn(cudnnSetConvolutionGroupCount(conv.d, int(g.groups)), "cudnnSetConvolutionGroupCount");
+    fma_only = dtype == TS_FLOAT32 && !allow_tf32();
+    cudnnMathType_t math = fma_only ? CUDNN_FMA_MATH
+                           : dtype == TS_FLOAT16 || dtype == TS_BFLOAT16 ? CUDNN_TENSOR_OP_MATH
+                                                                          : CUDNN_DEFAULT_MATH;
+    check_dnn(cudnnSetConvolutionMathType(conv.d, math), "cudnnSetConvolutionMathType");
+  }
+  // Scaling factors: double for double data, float otherwise (cuDNN's rule).
+  const void* one() const { return is_double ? static_cast<const void*>(&one_d) : static_cast<const void*>(&one_f); }
+  const void* zero() const { return is_double ? static_cast<const void*>(&zero_d) : static_cast<const void*>(&zero_f); }
+
+ private:
+  double one_d = 1, zero_d = 0;
+  float one_f = 1, zero_f = 0;
+};
+
+// Tries the heuristics' algorithms best first; the first whose run succeeds (`run` returns its
+// status) wins. FMA-only problems keep CUDNN_FMA_MATH on the descriptor, so cuDNN refuses
+// (NOT_SUPPORTED) an algorithm that would need tensor cores and the next one is tried; otherwise
+// the descriptor takes the math type the heuristics rated. `Perf` is one of cuDNN's *AlgoPerf_t.
+template <class Perf, class Run>
+void run_best(const char* what, const Problem& p, const Perf* perfs, int count, Run run) {
+  cudnnStatus_t last = CUDNN_STATUS_NOT_SUPPORTED;
+  for (int i = 0; i < count; ++i) {
+    const Perf& perf = perfs[i];
+    if (perf.status != CUDNN_STATUS_SUCCESS) continue;
+    if (!p.fma_only) check_dnn(cudnnSetConvolutionMathType(p.conv.d, perf.mathType), "cudnnSetConvolutionMathType");
+    last = run(perf.algo);
+    if (last == CUDNN_STATUS_SUCCESS) return;
+    // Try the next algorithm only when this one could not be used (not for execution failures).
+    if (last != CUDNN_STATUS_NOT_SUPPORTED && last != CUDNN_STATUS_BAD_PARAM && last != CUDNN_STATUS_ALLOC_FAILED)
+      break;
+  }
+  check_dnn(last, what);
+}
+
+// Zeros over a fresh (contiguous) tensor.
+void zero_fill(const TensorRef& t) {
+  if (t.numel())
+    check(gpuMemsetAsync(t.data(), 0, size_t(t.numel() * t.itemsize()), stream_for(t.device().index)),
+          "zero-filling a tensor");
+}
+
+// y (shape g.out_shape, contiguous) += bias over the channel dim, through the element-wise engine.
+void add_bias(ts_call call, const Geometry& g, const TensorRef& y, const TensorRef& bias) {
+  std::vector<int64_t> strides(g.out_shape.size(), 0);
+  strides[size_t(g.channel_dim)] = bias.stride(0);
+  TensorRef b = restride(call, bias, y.sizes(), strides, bias.storage_offset());
+  Loop L = make_loop("convolution", y.sizes(), {&y, &y, &b});
+  launch_binary(BinaryOp::Add, compute_for(y.dtype()), L, stream_for(y.device().index));
+}
+
+// convolution(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, int[] dilation, int groups)
+void convolution_k(sdk::Args& a) {
+  const char* op = "convolution";
+  TensorRef input = a.tensor(0), weight = a.tensor(1);
+  std::optional<TensorRef> bias = a.optional_tensor(2);
+  if (bias) common_device(op, {&input, &weight, &*bias});
+  else common_device(op, {&input, &weight});
+  check_operands(op, input, weight);
+  Geometry g = plan(op, input, weight, a.int_list(3), a.int_list(4), a.int_list(5), a.to_int(6));
+  if (bias) {
+    TS_SDK_CHECK(bias->dtype() == input.dtype(), TS_ERROR_TYPE, op, ": expected bias to have the input's dtype ",
+                 sdk::dtype_name(input.dtype()), ", got ", sdk::dtype_name(bias->dtype()));
+    TS_SDK_CHECK(bias->dim() == 1 && bias->size(0) == g.c_out, TS_ERROR_VALUE, op, ": expected bias of shape [",
+                 g.c_out, "] (the weight's out channels), got ", shape_str(bias->sizes()));
+  }
+  check_int_sized(op, g);
+  const int32_t index = input.device().index;
+  DeviceGuard guard(index);
+  TensorRef y = empty_on(a.call(), g.out_shape, input.dtype(), input.device());
+  if (y.numel() == 0) return a.return_tensor(std::move(y));
+  if (g.c_in == 0) {
+    zero_fill(y);  // an empty sum
+  } else {
+    TensorRef x = contiguous(a.call(), input, input.dtype()), w = contiguous(a.call(), weight, weight.dtype());
+    Problem p(g, input.dtype());
+    cudnnHandle_t h = handle_for(index);
+    cudnnConvolutionFwdAlgoPerf_t perfs[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int count = 0;
+    check_dnn(cudnnGetConvolutionForwardAlgorithm_v7(h, p.x.d, p.w.d, p.conv.d, p.y.d, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                                     &count, perfs),
+              "cudnnGetConvolutionForwardAlgorithm_v7");
+    run_best("cudnnConvolutionForward", p, perfs, count, [&](cudnnConvolutionFwdAlgo_t algo) {
+      size_t bytes = 0;
+      cudnnStatus_t s = cudnnGetConvolutionForwardWorkspaceSize(h, p.x.d, p.w.d, p.conv.d, p.y.d, algo, &bytes);
+      if (s != CUDNN_STATUS_SUCCESS) return s;
+      Workspace ws(index, bytes, stream_for(index));
+      if (!ws.ok) return CUDNN_STATUS_ALLOC_FAILED;
+      return cudnnConvolutionForward(h, p.one(), p.x.d, x.data(), p.w.d, w.data(), p.conv.d, algo, ws.ptr, bytes,
+                                     p.zero(), p.y.d, y.data());
+    });
+  }
+  if (bias) add_bias(a.call(), g, y, *bias);
+  a.return_tensor(std::move(y));
+}
+
+// grad_bias[c] = sum of grad_output over (n, oh, ow), through the reduction kernel.
+void bias_grad(const Geometry& g, const TensorRef& gy, const TensorRef& gb) {
+  Reduction r;
+  const int64_t plane = g.oh * g.ow;
+  r.ndim_kept = 1;
+  r.ndim_reduced = 2;
+  r.sizes[0] = g.c_out, r.sizes[1] = g.n, r.sizes[2] = plane;
+  r.in.strides[0] = plane, r.in.strides[1] = g.c_out * plane, r.in.strides[2] = 1;
+  r.kept = g.c_out;
+  r.reduced = g.n * plane;
+  r.in.data = first_element(gy);
+  r.in.dtype = gy.dtype();
+  r.in.itemsize = int32_t(gy.itemsize());
+  r.out.data = first_element(gb);
+  r.out.dtype = gb.dtype();
+  r.out.itemsize = int32_t(gb.itemsize());
+  launch_reduce(ReduceOp::Sum, compute_for(gb.dtype()), r, stream_for(gb.device().index));
+}
+
+// convolution_backward(Tensor grad_output, Tensor input, Tensor weight, int[] stride, int[] padding,
+//                      int[] dilation, int groups) -> (grad_input, grad_weight, grad_bias)
+void convolution_backward_k(sdk::Args& a) {
+  const char* op = "convolution_backward";
+  TensorRef grad_out = a.tensor(0), input = a.tensor(1), weight = a.tensor(2);
+  common_device(op, {&grad_out, &input, &weight});
+  check_operands(op, input, weight);
+  TS_SDK_CHECK(grad_out.dtype() == input.dtype(), TS_ERROR_TYPE, op, ": expected grad_output to have the input's dtype ",
+               sdk::dtype_name(input.dtype()), ", got ", sdk::dtype_name(grad_out.dtype()));
+  Geometry g = plan(op, input, weight, a.int_list(3), a.int_list(4), a.int_list(5), a.to_int(6));
+  TS_SDK_CHECK(grad_out.shape_vector() == g.out_shape, TS_ERROR_VALUE, op, ": expected grad_output of shape ",
+               shape_str(g.out_shape), " (the convolution's output), got ", shape_str(grad_out.sizes()));
+  check_int_sized(op, g);
+  const int32_t index = input.device().index, dtype = input.dtype();
+  DeviceGuard guard(index);
+  TensorRef gx = empty_on(a.call(), input.sizes(), dtype, input.device());
+  TensorRef gw = empty_on(a.call(), weight.sizes(), dtype, input.device());
+  const int64_t bias_shape[1] = {g.c_out};
+  TensorRef gb = empty_on(a.call(), bias_shape, dtype, input.device());
+  TensorRef gy = contiguous(a.call(), grad_out, dtype);
+  if (g.n == 0 || g.c_in == 0 || g.c_out == 0) {
+    zero_fill(gx);  // a sum over nothing
+    zero_fill(gw);
+  } else {
+    TensorRef x = contiguous(a.call(), input, dtype), w = contiguous(a.call(), weight, dtype);
+    Problem p(g, dtype);
+    cudnnHandle_t h = handle_for(index);
+    cudnnConvolutionBwdDataAlgoPerf_t dperfs[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    int count = 0;
+    check_dnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w.d, p.y.d, p.conv.d, p.x.d,
+                                                          CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, dperfs),
+              "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+    run_best("cudnnConvolutionBackwardData", p, dperfs, count, [&](cudnnConvolutionBwdDataAlgo_t algo) {
+      size_t bytes = 0;
+      cudnnStatus_t s = cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w.d, p.y.d, p.conv.d, p.x.d, algo, &bytes);
+      if (s != CUDNN_STATUS_SUCCESS) return s;
+      Workspace ws(index, bytes, stream_for(index));
+      if (!ws.ok) return CUDNN_STATUS_ALLOC_FAILED;
+      return cudnnConvolutionBackwardData(h, p.one(), p.w.d, w.data(), p.y.d, gy.data(), p.conv.d, algo, ws.ptr, bytes,
+                                          p.zero(), p.x.d, gx.data());
+    });
+    cudnnConvolutionBwdFilterAlgoPerf_t fperfs[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    count = 0;
+    check_dnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x.d, p.y.d, p.conv.d, p.w.d,
+                                                            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, fperfs),
+              "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+    run_best("cudnnConvolutionBackwardFilter", p, fperfs, count, [&](cudnnConvolutionBwdFilterAlgo_t algo) {
+      size_t bytes = 0;
+      cudnnStatus_t s = cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.x.d, p.y.d, p.conv.d, p.w.d, algo, &bytes);
+      if (s != CUDNN_STATUS_SUCCESS) return s;
+      Workspace ws(index, bytes, stream_for(index));
+      if (!ws.ok) return CUDNN_STATUS_ALLOC_FAILED;
+      return cudnnConvolutionBackwardFilter(h, p.one(), p.x.d, x.data(), p.y.d, gy.data(), p.conv.d, algo, ws.ptr,
+                                            bytes, p.zero(), p.w.d, gw.data());
+    });
+  }
+  bias_grad(g, gy, gb);
+  a.returns({sdk::Args::tensor_value(std::move(gx)), sdk::Args::tensor_value(std::move(gw)),
+             sdk::Args::tensor_value(std::move(gb))});
+}
+
+}  // namespace
+
+void register_conv_kernels(sdk::Registrar& reg, ts_dispatch_key key) {
+  reg.kernel("convolution", key, convolution_k);
+  reg.kernel("convolution_backward", key, convolution_backward_k);
+}
+
+}  // namespace tessera::gpu

@@ -1,0 +1,114 @@
+// native_layer_norm and its backward: one block per row, the row's sums combined in shared
+// memory, in double (the CPU plugin's precision) whatever the dtype; grad_weight / grad_bias
+// one thread per column summing over the rows in order (no atomics: reproducible).
+#include "device_io.cuh"
+#include "nn_launch.h"
+
+#include <cmath>
+
+namespace tessera::gpu {
+namespace {
+
+// The sum over the block of one value per thread (valid in every thread).
+GPU_D double block_sum(double v) {
+  __shared__ double buf[kThreads];
+  buf[threadIdx.x] = v;
+  __syncthreads();
+  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) buf[threadIdx.x] += buf[threadIdx.x + s];
+    __syncthreads();
+  }
+  const double r = buf[0];
+  __syncthreads();  // buf is reused by the next call
+  return r;
+}
+
+GPU_D double at(const char* p, int32_t dtype, int64_t i) { return load<double>(p + i * itemsize_of(dtype), dtype); }
+GPU_D void put(char* p, int32_t dtype, int64_t i, double v) { store<double>(p + i * itemsize_of(dtype), dtype, v); }
+
+__global__ void layer_norm_forward(LayerNormArgs a) {
+  for (int64_t row = blockIdx.x; row < a.m; row += gridDim.x) {
+    const int64_t first = row * a.n;
+    double s = 0;
+    for (int64_t j = threadIdx.x; j < a.n; j += blockDim.x) s += at(a.x, a.x_dtype, first + j);
+    const double mu = a.n ? block_sum(s) / double(a.n) : 0.0;
+    double q = 0;
+    for (int64_t j = threadIdx.x; j < a.n; j += blockDim.x) {
+      const double d = at(a.x, a.x_dtype, first + j) - mu;
+      q += d * d;
+    }
+    const double var = a.n ? block_sum(q) / double(a.n) : 0.0;
+    const double rs = 1.0 / sqrt(var + a.eps);
+    for (int64_t j = threadIdx.x; j < a.n; j += blockDim.x) {
+      double v = (at(a.x, a.x_dtype, first + j) - mu) * rs;
+      if (a.weight) v *= at(a.weight, a.w_dtype, j);
+      if (a.bias) v += at(a.bias, a.b_dtype, j);
+      put(a.out, a.out_dtype, first + j, v);
+    }
+    if (threadIdx.x == 0) {
+      put(a.mean, a.stat_dtype, row, mu);
+      put(a.rstd, a.stat_dtype, row, rs);
+    }
+  }
+}
+
+// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w.
+__global__ void layer_norm_backward_rows(LayerNormArgs a) {
+  for (int64_t row = blockIdx.x; row < a.m; row += gridDim.x) {
+    const int64_t first = row * a.n;
+    const double mu = at(a.mean, a.stat_dtype, row), rs = at(a.rstd, a.stat_dtype, row);
+    double sg = 0, sgx = 0;
+    for (int64_t j = threadIdx.x; j < a.n; j += blockDim.x) {
+      const double g = at(a.grad, a.grad_dtype, first + j) * (a.weight ? at(a.weight, a.w_dtype, j) : 1.0);
+      sg += g;
+      sgx += g * (at(a.x, a.x_dtype, first + j) - mu) * rs;
+    }
+    const double c1 = block_sum(sg) / double(a.n), c2 = block_sum(sgx) / double(a.n);
+    for (int64_t j = threadIdx.x; j < a.n; j += blockDim.x) {
+      const double g = at(a.grad, a.grad_dtype, first + j) * (a.weight ? at(a.weight, a.w_dtype, j) : 1.0);
+      const double xh = (at(a.x, a.x_dtype, first + j) - mu) * rs;
+      put(a.out, a.out_dtype, first + j, rs * (g - c1 - xh * c2));
+    }
+  }
+}
+
+__global__ void layer_norm_backward_columns(LayerNormArgs a) {
+  for (int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; j < a.n; j += int64_t(gridDim.x) * blockDim.x) {
+    double sw = 0, sb = 0;
+    for (int64_t row = 0; row < a.m; ++row) {
+      const double g = at(a.grad, a.grad_dtype, row * a.n + j);
+      sb += g;
+      if (a.grad_weight)
+        sw += g * (at(a.x, a.x_dtype, row * a.n + j) - at(a.mean, a.stat_dtype, row)) * at(a.rstd, a.stat_dtype, row);
+    }
+    if (a.grad_weight) put(a.grad_weight, a.gw_dtype, j, sw);
+    if (a.grad_bias) put(a.grad_bias, a.gb_dtype, j, sb);
+  }
+}
+
+unsigned rows_grid(int64_t rows) { return unsigned(rows < 65535 * 16 ? rows : 65535 * 16); }
+unsigned threads_for(int64_t n) {  // a power of two, 32..kThreads
+  unsigned t = 32;
+  while (t < unsigned(kThreads) && int64_t(t) < n) t <<= 1;
+  return t;
+}
+}  // namespace
+
+void launch_layer_norm(const LayerNormArgs& a, gpuStream_t s) {
+  if (a.m == 0) return;
+  layer_norm_forward<<<rows_grid(a.m), threads_for(a.n), 0, s>>>(a);
+  check_launch("native_layer_norm");
+}
+
+void launch_layer_norm_backward(const LayerNormArgs& a, gpuStream_t s) {
+  if (a.m > 0 && a.n > 0) {
+    layer_norm_backward_rows<<<rows_grid(a.m), threads_for(a.n), 0, s>>>(a);
+    check_launch("native_layer_norm_backward");
+  }
+  if ((a.grad_weight || a.grad_bias) && a.n > 0) {
+    layer_norm_backward_columns<<<blocks_for(a.n), kThreads, 0, s>>>(a);
+    check_launch("native_layer_norm_backward");
+  }
+}
+
+}  // namespace tessera::gpu
