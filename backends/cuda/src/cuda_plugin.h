@@ -94,6 +94,12 @@ TensorRef contiguous(ts_call call, const TensorRef& t, int32_t dtype);  // t its
 TensorRef restride(ts_call call, const TensorRef& base, std::span<const int64_t> shape,
                    std::span<const int64_t> strides, int64_t storage_offset);
 
+// ---- bad indices found by kernels (nll_loss targets, embedding indices): a zeroed int64
+// [flag, value] pair on `device`'s current stream; read_bad_index reads it back (waiting for
+// the stream) and returns the value when the flag is set.
+TensorRef bad_index_flag(ts_call call, ts_device device);
+bool read_bad_index(const TensorRef& flag, int64_t& value);
+
 // ---- kernel families
 void register_memory_ops(sdk::Registrar& reg);                         // memory_ops.cpp (cuda::*)
 void register_copy_kernels(sdk::Registrar& reg, ts_dispatch_key key);  // copy_ops.cpp
@@ -107,6 +113,10 @@ void register_conv_kernels(sdk::Registrar& reg, ts_dispatch_key key);         //
 void register_activation_kernels(sdk::Registrar& reg, ts_dispatch_key key);   // activation_ops.cpp
 void register_pool_kernels(sdk::Registrar& reg, ts_dispatch_key key);         // pool_ops.cpp
 void register_norm_kernels(sdk::Registrar& reg, ts_dispatch_key key);         // norm_ops.cpp
+void register_channel_norm_kernels(sdk::Registrar& reg, ts_dispatch_key key); // channel_norm_ops.cpp
+void register_loss_kernels(sdk::Registrar& reg, ts_dispatch_key key);         // loss_ops.cpp
+void register_embedding_kernels(sdk::Registrar& reg, ts_dispatch_key key);    // embedding_ops.cpp
+void register_dropout_kernels(sdk::Registrar& reg, ts_dispatch_key key);      // dropout_ops.cpp
 
 // GEMM switches (blas.cpp), set by the cuda:: operators.
 void set_allow_tf32(bool allow);

@@ -55,3 +55,125 @@ void launch_layer_norm(const LayerNormArgs& args, gpuStream_t stream);
 void launch_layer_norm_backward(const LayerNormArgs& args, gpuStream_t stream);
 
 }  // namespace tessera::gpu
+
+namespace tessera::gpu {
+
+// Batch norm and group norm over a contiguous (N, C, HW) input (channel_norm.cu). Statistics in
+// double whatever the dtype (the CPU plugin's precision). `scratch` is a device buffer of
+// doubles the host allocates: 4 per channel (batch norm) or per (n, group) row (group norm);
+// the first kernel fills it with per-statistic coefficients, the element-wise one reads them.
+// Null tensors: absent. `group` == 0: batch norm, else the number of groups.
+struct ChannelNormArgs {
+  const char* x = nullptr;
+  const char* grad = nullptr;
+  const char* weight = nullptr;
+  const char* bias = nullptr;
+  const char* stat_a = nullptr;  // given statistics: mean (save_mean / running_mean / group mean)
+  const char* stat_b = nullptr;  // and invstd (save_invstd, rstd) or running_var when `b_is_var`
+  char* out = nullptr;           // output (forward) or grad_input (backward)
+  char* save_a = nullptr;        // forward outputs: save_mean / mean and save_invstd / rstd
+  char* save_b = nullptr;
+  char* running_mean = nullptr;  // updated in place (contiguous) by a training batch norm
+  char* running_var = nullptr;
+  char* grad_weight = nullptr;
+  char* grad_bias = nullptr;
+  double* scratch = nullptr;
+  int32_t x_dtype = 0, grad_dtype = 0, w_dtype = 0, b_dtype = 0, a_dtype = 0, bvar_dtype = 0, out_dtype = 0;
+  int32_t save_dtype = 0, rm_dtype = 0, rv_dtype = 0, gw_dtype = 0, gb_dtype = 0;
+  int64_t n = 0, c = 0, hw = 1, group = 0;
+  bool training = false, b_is_var = false;
+  double eps = 0, momentum = 0;
+};
+void launch_batch_norm(const ChannelNormArgs& args, gpuStream_t stream);
+void launch_batch_norm_backward(const ChannelNormArgs& args, gpuStream_t stream);
+void launch_group_norm(const ChannelNormArgs& args, gpuStream_t stream);
+void launch_group_norm_backward(const ChannelNormArgs& args, gpuStream_t stream);
+
+}  // namespace tessera::gpu
+
+namespace tessera::gpu {
+
+// nll_loss over a contiguous (outer, classes, inner) input of log-probabilities and its
+// contiguous int64 target of outer * inner class indices (loss.cu). A target outside
+// [0, classes) that is not ignore_index sets bad[0] = 1 and bad[1] = the target (the host reads
+// it back and raises). The forward sums loss and weight per block into `partial` (2 doubles
+// per block, at most kLossBlocks blocks) and folds them in order: reproducible.
+inline constexpr int kLossBlocks = 256;
+struct NllArgs {
+  const char* self = nullptr;
+  const char* target = nullptr;
+  const char* weight = nullptr;        // null: every class weighs 1
+  const char* grad_out = nullptr;      // backward: (outer * inner) or one element
+  const char* total_weight = nullptr;  // backward: the forward's total_weight (one element)
+  char* out = nullptr;                 // forward: the losses (reduction none) or the reduced loss
+  char* total_weight_out = nullptr;
+  char* grad_in = nullptr;             // backward: zeroed by the host, self's shape
+  double* partial = nullptr;
+  int64_t* bad = nullptr;
+  int32_t self_dtype = 0, w_dtype = 0, out_dtype = 0, go_dtype = 0, tw_dtype = 0;
+  int64_t outer = 1, classes = 0, inner = 1, ignore_index = -100, reduction = 1;
+  bool go_one = false;  // grad_out has one element
+};
+void launch_nll_loss(const NllArgs& args, gpuStream_t stream);
+void launch_nll_loss_backward(const NllArgs& args, gpuStream_t stream);
+
+// Element-wise losses on the loop (out first): Mse, L1 (out, x, y); BceLogits (out, x, t) and
+// BceLogitsPosWeight (out, x, t, pos_weight); MseBackward (out, x, y, grad) = scalar_d * (x - y) * grad.
+enum class PointwiseLoss : int32_t { Mse, L1, BceLogits, BceLogitsPosWeight, MseBackward };
+void launch_pointwise_loss(PointwiseLoss op, Compute c, const Loop& loop, gpuStream_t stream);
+
+// _softmax_backward_data / _log_softmax_backward_data along the middle dim of contiguous
+// [outer, dim, inner] grad and output (y): softmax y (g - sum(g y)), log_softmax g - exp(y) sum(g).
+struct SoftmaxBackwardArgs {
+  const char* grad = nullptr;
+  const char* y = nullptr;
+  char* out = nullptr;
+  int32_t grad_dtype = 0, y_dtype = 0, out_dtype = 0;
+  int64_t outer = 1, dim = 1, inner = 1;
+  bool log = false;
+};
+void launch_softmax_backward(Compute c, const SoftmaxBackwardArgs& args, gpuStream_t stream);
+
+}  // namespace tessera::gpu
+
+namespace tessera::gpu {
+
+// embedding (embedding.cu): out[i, :] = weight[indices[i], :] for n positions, moved as words of
+// the weight's item size (any dtype, any strides). The dense backward adds each position's
+// gradient row into a float64 [rows, dim] accumulator with atomics (skipping padding_idx),
+// counts positions per row for scale_grad_by_freq, then converts into grad_weight. An index
+// outside [0, rows) sets bad[0] = 1, bad[1] = the index (the host reads it back and raises).
+struct EmbeddingArgs {
+  const char* weight = nullptr;
+  const char* indices = nullptr;  // contiguous int64 or int32
+  char* out = nullptr;            // forward, contiguous [n, dim]
+  const char* grad = nullptr;     // backward, contiguous [n, dim]
+  double* acc = nullptr;          // backward, zeroed [rows, dim]
+  int64_t* counts = nullptr;      // backward with scale_grad_by_freq, zeroed [rows]
+  char* grad_weight = nullptr;    // backward, contiguous [rows, dim]
+  int64_t* bad = nullptr;
+  int32_t index_dtype = 0, itemsize = 0, grad_dtype = 0;
+  int64_t n = 0, dim = 0, rows = 0, row_stride = 0, col_stride = 1, padding_idx = -1;
+  bool scale_grad_by_freq = false;
+};
+void launch_embedding(const EmbeddingArgs& args, gpuStream_t stream);
+void launch_embedding_backward(const EmbeddingArgs& args, gpuStream_t stream);
+
+// native_dropout (dropout.cu) over n contiguous elements: element i is kept when the
+// counter-based hash of (seed, i) (SplitMix64's finaliser, as the CPU plugin) falls below
+// `keep`; kept elements are scaled by `scale`. The backward is out = mask ? in * scale : 0.
+struct DropoutArgs {
+  const char* in = nullptr;  // input (forward) or grad_output (backward)
+  char* out = nullptr;
+  char* mask = nullptr;      // bool, written by the forward
+  const char* mask_in = nullptr;  // bool, read by the backward
+  int32_t dtype = 0;
+  int64_t n = 0;
+  uint64_t seed = 0;
+  double keep = 1, scale = 1;
+};
+void launch_dropout(const DropoutArgs& args, gpuStream_t stream);
+void launch_dropout_backward(const DropoutArgs& args, gpuStream_t stream);
+
+}  // namespace tessera::gpu
+

@@ -377,6 +377,20 @@ void copy_into(const char* op, const TensorRef& dst, const TensorRef& src) {
   launch_copy(L, stream_for(dst.device().index));
 }
 
+TensorRef bad_index_flag(ts_call call, ts_device device) {
+  const int64_t shape[] = {2};
+  TensorRef flag = empty_on(call, shape, TS_INT64, device);
+  check(gpuMemsetAsync(flag.data(), 0, 2 * sizeof(int64_t), stream_for(device.index)), "zeroing an index check");
+  return flag;
+}
+
+bool read_bad_index(const TensorRef& flag, int64_t& value) {
+  int64_t host[2] = {0, 0};
+  copy_host(flag.device().index, host, flag.data(), sizeof(host), gpuMemcpyDeviceToHost, false, "reading an index check");
+  value = host[1];
+  return host[0] != 0;
+}
+
 TensorRef contiguous(ts_call call, const TensorRef& t, int32_t dtype) {
   if (t.is_contiguous() && t.dtype() == dtype) return t;
   TensorRef out = empty_on(call, t.sizes(), dtype, t.device());
