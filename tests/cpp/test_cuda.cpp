@@ -92,7 +92,11 @@ bool cudnn_loaded() {
 const std::vector<std::string> kCudaNnOperators{
     "gelu_backward", "silu_backward", "sigmoid_backward", "tanh_backward", "threshold_backward",
     "max_pool2d_with_indices", "max_pool2d_with_indices_backward", "avg_pool2d", "avg_pool2d_backward",
-    "adaptive_avg_pool2d", "adaptive_avg_pool2d_backward", "native_layer_norm", "native_layer_norm_backward"};
+    "adaptive_avg_pool2d", "adaptive_avg_pool2d_backward", "native_layer_norm", "native_layer_norm_backward",
+    "native_batch_norm", "native_batch_norm_backward", "native_group_norm", "native_group_norm_backward",
+    "nll_loss_forward", "nll_loss_backward", "mse_loss", "mse_loss_backward", "l1_loss",
+    "binary_cross_entropy_with_logits", "_softmax_backward_data", "_log_softmax_backward_data", "embedding",
+    "embedding_dense_backward", "native_dropout", "native_dropout_backward"};
 
 TEST(CudaPlugin, RegistersItsNeuralNetworkKernels) {
   REQUIRE_PLUGIN();
@@ -578,6 +582,247 @@ TEST(CudaKernels, LayerNormMatchesCpu) {
   }
   expect_error<Error>([&] { native_layer_norm(on_gpu(data({2, 5}, kFloat32)), {4}, Tensor(), Tensor(), 1e-5); },
                       {"native_layer_norm", "normalized_shape"});
+}
+
+Tensor gpu_or_none(const Tensor& t) { return t.defined() ? on_gpu(t) : Tensor(); }
+ScalarType stat_type(ScalarType dt) { return dt == kFloat16 || dt == kBFloat16 ? kFloat32 : dt; }
+
+TEST(CudaKernels, BatchNormMatchesCpu) {
+  REQUIRE_GPU();
+  for (ScalarType dt : kFloats) {
+    for (bool affine : {true, false}) {
+      std::string n = std::string(tessera::name(dt)) + (affine ? " affine" : "");
+      Tensor x = data({4, 3, 5, 2}, dt), go = data({4, 3, 5, 2}, dt);
+      Tensor w = affine ? data({3}, dt) : Tensor(), b = affine ? data({3}, dt) : Tensor();
+      // Training: output, saved statistics, and the running estimates updated in place.
+      Tensor rm = data({3}, stat_type(dt)), rv = data({3}, stat_type(dt), 0.5, 2);
+      Tensor grm = on_gpu(rm), grv = on_gpu(rv);
+      auto [y, sm, si] = native_batch_norm(x, w, b, rm, rv, true, 0.1, 1e-5);
+      auto [gy, gsm, gsi] = native_batch_norm(on_gpu(x), gpu_or_none(w), gpu_or_none(b), grm, grv, true, 0.1, 1e-5);
+      expect_same(gy, y, "native_batch_norm " + n, 8);
+      expect_same(gsm, sm, "native_batch_norm save_mean " + n, 8);
+      expect_same(gsi, si, "native_batch_norm save_invstd " + n, 8);
+      expect_same(grm, rm, "native_batch_norm running_mean " + n, 8);
+      expect_same(grv, rv, "native_batch_norm running_var " + n, 8);
+      auto [dx, dw, db] = native_batch_norm_backward(go, x, w, rm, rv, sm, si, true, 1e-5);
+      auto [gdx, gdw, gdb] =
+          native_batch_norm_backward(on_gpu(go), on_gpu(x), gpu_or_none(w), grm, grv, gsm, gsi, true, 1e-5);
+      expect_same(gdx, dx, "native_batch_norm_backward grad_input " + n, 8);
+      expect_same(gdw, dw, "native_batch_norm_backward grad_weight " + n, 8);
+      expect_same(gdb, db, "native_batch_norm_backward grad_bias " + n, 8);
+      // Evaluation: the running statistics; save_mean / save_invstd are empty.
+      auto [ye, sme, sie] = native_batch_norm(x, w, b, rm, rv, false, 0.1, 1e-5);
+      auto [gye, gsme, gsie] = native_batch_norm(on_gpu(x), gpu_or_none(w), gpu_or_none(b), grm, grv, false, 0.1, 1e-5);
+      expect_same(gye, ye, "native_batch_norm eval " + n, 8);
+      expect_same(gsme, sme, "native_batch_norm eval save_mean " + n);
+      auto [dxe, dwe, dbe] = native_batch_norm_backward(go, x, w, rm, rv, Tensor(), Tensor(), false, 1e-5);
+      auto [gdxe, gdwe, gdbe] = native_batch_norm_backward(on_gpu(go), on_gpu(x), gpu_or_none(w), grm, grv, Tensor(),
+                                                           Tensor(), false, 1e-5);
+      expect_same(gdxe, dxe, "native_batch_norm_backward eval grad_input " + n, 8);
+      expect_same(gdwe, dwe, "native_batch_norm_backward eval grad_weight " + n, 8);
+      expect_same(gdbe, dbe, "native_batch_norm_backward eval grad_bias " + n, 8);
+    }
+  }
+  // A transposed input, running statistics that are strided views (updated through the view),
+  // no running statistics, and an empty batch (running statistics unchanged).
+  Tensor xt = transpose(data({3, 4, 6}, kFloat64), 0, 2), base = data({4, 2}, kFloat64), gbase = on_gpu(base);
+  auto [y, sm, si] = native_batch_norm(xt, Tensor(), Tensor(), select(base, 1, 0), select(base, 1, 1), true, 0.2, 1e-5);
+  auto [gy, gsm, gsi] =
+      native_batch_norm(on_gpu(xt), Tensor(), Tensor(), select(gbase, 1, 0), select(gbase, 1, 1), true, 0.2, 1e-5);
+  expect_same(gy, y, "native_batch_norm transposed", 8);
+  expect_same(gbase, base, "native_batch_norm strided running statistics", 8);
+  expect_same(std::get<0>(native_batch_norm(on_gpu(xt), Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5)),
+              std::get<0>(native_batch_norm(xt, Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5)),
+              "native_batch_norm without running statistics", 8);
+  Tensor rm = data({3}, kFloat32), grm = on_gpu(rm);
+  auto [ey, em, ei] = native_batch_norm(zeros({0, 3, 2}), Tensor(), Tensor(), rm, Tensor(), true, 0.1, 1e-5);
+  auto [gey, gem, gei] = native_batch_norm(on_gpu(zeros({0, 3, 2})), Tensor(), Tensor(), grm, Tensor(), true, 0.1, 1e-5);
+  expect_same(gey, ey, "native_batch_norm empty batch");
+  expect_same(gem, em, "native_batch_norm empty batch save_mean");
+  expect_same(grm, rm, "native_batch_norm empty batch running_mean");
+  Tensor x = on_gpu(data({4, 3}, kFloat32));
+  expect_error<Error>([&] { native_batch_norm(on_gpu(zeros({1, 3})), Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1,
+                                              1e-5); }, {"native_batch_norm", "more than 1 value per channel"});
+  expect_error<Error>([&] { native_batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), false, 0.1, 1e-5); },
+                      {"native_batch_norm", "running_mean", "evaluation"});
+  expect_error<Error>([&] { native_batch_norm(x, on_gpu(zeros({4})), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5); },
+                      {"native_batch_norm", "weight", "[3]", "[4]"});
+  expect_error<Error>([&] { native_batch_norm_backward(x, x, Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), true,
+                                                       1e-5); }, {"native_batch_norm_backward", "save_mean"});
+}
+
+TEST(CudaKernels, GroupNormMatchesCpu) {
+  REQUIRE_GPU();
+  for (ScalarType dt : kFloats) {
+    for (bool affine : {true, false}) {
+      std::string n = std::string(tessera::name(dt)) + (affine ? " affine" : "");
+      Tensor x = data({3, 6, 4, 2}, dt), go = data({3, 6, 4, 2}, dt);
+      Tensor w = affine ? data({6}, dt) : Tensor(), b = affine ? data({6}, dt) : Tensor();
+      for (int64_t groups : {1, 3, 6}) {
+        std::string g = n + " groups " + std::to_string(groups);
+        auto [y, mean, rstd] = native_group_norm(x, w, b, 3, 6, 8, groups, 1e-5);
+        auto [gy, gmean, grstd] = native_group_norm(on_gpu(x), gpu_or_none(w), gpu_or_none(b), 3, 6, 8, groups, 1e-5);
+        expect_same(gy, y, "native_group_norm " + g, 8);
+        expect_same(gmean, mean, "native_group_norm mean " + g, 8);
+        expect_same(grstd, rstd, "native_group_norm rstd " + g, 8);
+        auto [dx, dw, db] = native_group_norm_backward(go, x, mean, rstd, w, 3, 6, 8, groups);
+        auto [gdx, gdw, gdb] =
+            native_group_norm_backward(on_gpu(go), on_gpu(x), gmean, grstd, gpu_or_none(w), 3, 6, 8, groups);
+        expect_same(gdx, dx, "native_group_norm_backward grad_input " + g, 8);
+        expect_same(gdw, dw, "native_group_norm_backward grad_weight " + g, 8);
+        expect_same(gdb, db, "native_group_norm_backward grad_bias " + g, 8);
+      }
+    }
+  }
+  Tensor xt = transpose(data({5, 4, 2}, kFloat32), 0, 2);  // (2, 4, 5), non-contiguous
+  expect_same(std::get<0>(native_group_norm(on_gpu(xt), Tensor(), Tensor(), 2, 4, 5, 2, 1e-5)),
+              std::get<0>(native_group_norm(xt, Tensor(), Tensor(), 2, 4, 5, 2, 1e-5)), "native_group_norm transposed", 8);
+  expect_error<Error>([&] { native_group_norm(on_gpu(data({2, 6, 3}, kFloat32)), Tensor(), Tensor(), 2, 6, 3, 4,
+                                              1e-5); }, {"native_group_norm", "group", "divide"});
+}
+
+TEST(CudaKernels, LossesMatchCpu) {
+  REQUIRE_GPU();
+  for (ScalarType dt : kFloats) {
+    std::string n = std::string(tessera::name(dt));
+    // nll_loss over (N, C), (N, C, d) and (C) inputs; targets include the ignored class 1.
+    for (std::vector<int64_t> shape : {std::vector<int64_t>{6, 4}, {3, 4, 5}, {4}}) {
+      Tensor x = data(shape, dt);
+      std::vector<int64_t> batch = shape;
+      batch.erase(batch.begin() + (shape.size() == 1 ? 0 : 1));
+      Tensor t = to(data(batch, kFloat64, 0, 3.99), kInt64), gt = on_gpu(t);
+      for (bool weighted : {false, true})
+        for (int64_t ignore : {-100, 1})
+          for (int64_t reduction : {0, 1, 2}) {
+            std::string c = n + " " + std::to_string(shape.size()) + "-D reduction " + std::to_string(reduction) +
+                            (weighted ? " weighted" : "") + " ignore " + std::to_string(ignore);
+            Tensor w = weighted ? data({4}, dt, 0.5, 2) : Tensor();
+            auto [out, total] = nll_loss_forward(x, t, w, reduction, ignore);
+            auto [gout, gtotal] = nll_loss_forward(on_gpu(x), gt, gpu_or_none(w), reduction, ignore);
+            expect_same(gout, out, "nll_loss_forward " + c, 8);
+            expect_same(gtotal, total, "nll_loss_forward total_weight " + c, 8);
+            Tensor up = data(out.shape(), dt);
+            expect_same(nll_loss_backward(on_gpu(up), on_gpu(x), gt, gpu_or_none(w), reduction, ignore, gtotal),
+                        nll_loss_backward(up, x, t, w, reduction, ignore, total), "nll_loss_backward " + c, 8);
+          }
+    }
+    // Element-wise losses, broadcast target.
+    Tensor x = data({4, 5}, dt), y = data({5}, dt), gx = on_gpu(x), gy = on_gpu(y);
+    for (int64_t reduction : {0, 1, 2}) {
+      std::string c = n + " reduction " + std::to_string(reduction);
+      expect_same(mse_loss(gx, gy, reduction), mse_loss(x, y, reduction), "mse_loss " + c, 8);
+      expect_same(l1_loss(gx, gy, reduction), l1_loss(x, y, reduction), "l1_loss " + c, 8);
+      Tensor up = reduction == 0 ? data({4, 5}, dt) : data({}, dt);
+      expect_same(mse_loss_backward(on_gpu(up), gx, gy, reduction), mse_loss_backward(up, x, y, reduction),
+                  "mse_loss_backward " + c, 8);
+      Tensor t = data({4, 5}, dt, 0, 1), w = data({5}, dt, 0.5, 2), pw = data({5}, dt, 0.5, 3);
+      for (int k = 0; k < 4; ++k) {
+        Tensor wk = k & 1 ? w : Tensor(), pwk = k & 2 ? pw : Tensor();
+        expect_same(binary_cross_entropy_with_logits(gx, on_gpu(t), gpu_or_none(wk), gpu_or_none(pwk), reduction),
+                    binary_cross_entropy_with_logits(x, t, wk, pwk, reduction),
+                    "binary_cross_entropy_with_logits " + c + " case " + std::to_string(k), 8);
+      }
+    }
+    // softmax backwards along every dim, and a transposed gradient.
+    Tensor s = data({3, 4, 5}, dt), g = data({3, 4, 5}, dt);
+    for (int64_t dim : {0, 1, 2}) {
+      Tensor p = softmax(s, dim), lp = log_softmax(s, dim);
+      std::string c = n + " dim " + std::to_string(dim);
+      expect_same(_softmax_backward_data(on_gpu(g), on_gpu(p), dim, dt), _softmax_backward_data(g, p, dim, dt),
+                  "_softmax_backward_data " + c, 8);
+      expect_same(_log_softmax_backward_data(on_gpu(g), on_gpu(lp), dim, dt),
+                  _log_softmax_backward_data(g, lp, dim, dt), "_log_softmax_backward_data " + c, 8);
+    }
+    Tensor gt = transpose(data({5, 4, 3}, dt), 0, 2), p = softmax(s, 1);
+    expect_same(_softmax_backward_data(on_gpu(gt), on_gpu(p), 1, dt), _softmax_backward_data(gt, p, 1, dt),
+                "_softmax_backward_data transposed " + n, 8);
+  }
+  Tensor p32 = softmax(data({3, 6}, kFloat32), 1), g32 = data({3, 6}, kFloat32);
+  expect_same(_softmax_backward_data(on_gpu(g32), on_gpu(p32), 1, kFloat16), _softmax_backward_data(g32, p32, 1, kFloat16),
+              "_softmax_backward_data to float16");
+  // Every target ignored (mean: NaN), an empty batch, and the errors.
+  Tensor x = data({2, 3}, kFloat32), all1 = to(full({2}, 1.0), kInt64);
+  expect_same(std::get<0>(nll_loss_forward(on_gpu(x), on_gpu(all1), Tensor(), 1, 1)),
+              std::get<0>(nll_loss_forward(x, all1, Tensor(), 1, 1)), "nll_loss_forward all ignored");
+  Tensor ex = zeros({0, 3}), et = to(zeros({0}), kInt64);
+  for (int64_t reduction : {0, 1, 2})
+    expect_same(std::get<0>(nll_loss_forward(on_gpu(ex), on_gpu(et), Tensor(), reduction, -100)),
+                std::get<0>(nll_loss_forward(ex, et, Tensor(), reduction, -100)), "nll_loss_forward empty");
+  expect_same(mse_loss(on_gpu(ex), on_gpu(ex), 1), mse_loss(ex, ex, 1), "mse_loss empty mean");
+  Tensor bad = to(full({2}, 3.0), kInt64);
+  expect_error<Error>([&] { nll_loss_forward(on_gpu(x), on_gpu(bad), Tensor(), 1, -100); },
+                      {"nll_loss_forward", "target 3", "out of bounds"});
+  expect_error<Error>([&] { nll_loss_forward(on_gpu(x), on_gpu(to(bad, kInt32)), Tensor(), 1, -100); },
+                      {"nll_loss_forward", "int64", "int32"});
+  expect_error<Error>([&] { mse_loss(on_gpu(x), on_gpu(x), 3); }, {"mse_loss", "reduction"});
+  expect_error<Error>([&] { binary_cross_entropy_with_logits(on_gpu(x), on_gpu(data({3}, kFloat32)), Tensor(), Tensor(),
+                                                             1); }, {"binary_cross_entropy_with_logits", "shape"});
+}
+
+TEST(CudaKernels, EmbeddingMatchesCpu) {
+  REQUIRE_GPU();
+  Tensor idx = to(data({3, 4}, kFloat64, 0, 6.99), kInt64);
+  for (ScalarType dt : kFloats) {
+    std::string n = std::string(tessera::name(dt));
+    Tensor w = data({7, 5}, dt);
+    expect_same(embedding(on_gpu(w), on_gpu(idx)), embedding(w, idx), "embedding " + n);
+    expect_same(embedding(on_gpu(w), on_gpu(to(idx, kInt32))), embedding(w, to(idx, kInt32)), "embedding int32 " + n);
+    Tensor wt = transpose(data({5, 7}, dt), 0, 1);
+    expect_same(embedding(on_gpu(wt), on_gpu(idx)), embedding(wt, idx), "embedding transposed weight " + n);
+    Tensor go = data({3, 4, 5}, dt);
+    for (int64_t padding : {-1, 2})
+      for (bool freq : {false, true})
+        expect_same(embedding_dense_backward(on_gpu(go), on_gpu(idx), 7, padding, freq),
+                    embedding_dense_backward(go, idx, 7, padding, freq),
+                    "embedding_dense_backward " + n + " padding " + std::to_string(padding) + (freq ? " freq" : ""), 4);
+  }
+  Tensor wi = to(data({7, 3}, kFloat64, -50, 50), kInt64);
+  expect_same(embedding(on_gpu(wi), on_gpu(idx)), embedding(wi, idx), "embedding int64 weight");
+  Tensor w = data({7, 5}, kFloat32);
+  expect_same(embedding(on_gpu(w), on_gpu(to(full({}, 3.0), kInt64))), embedding(w, to(full({}, 3.0), kInt64)),
+              "embedding 0-d index");
+  expect_same(embedding(on_gpu(w), on_gpu(to(zeros({0}), kInt64))), embedding(w, to(zeros({0}), kInt64)),
+              "embedding no index");
+  expect_error<Error>([&] { embedding(on_gpu(w), on_gpu(to(full({1}, 7.0), kInt64))); }, {"embedding", "index 7"});
+  expect_error<Error>([&] { embedding(on_gpu(w), on_gpu(to(full({1}, -1.0), kInt64))); }, {"embedding", "index -1"});
+  expect_error<Error>([&] { embedding(on_gpu(w), on_gpu(zeros({2}))); }, {"embedding", "int64 or int32", "float32"});
+  expect_error<Error>([&] { embedding_dense_backward(on_gpu(data({1, 5}, kFloat32)), on_gpu(to(full({1}, 9.0), kInt64)),
+                                                     7, -1, false); }, {"embedding_dense_backward", "index 9"});
+}
+
+TEST(CudaKernels, DropoutKeepsTheCpuSemantics) {
+  REQUIRE_GPU();
+  for (ScalarType dt : kFloats) {
+    std::string n = std::string(tessera::name(dt));
+    Tensor x = data({100, 50}, dt, 0.5, 2), gx = on_gpu(x);
+    // p = 0 and evaluation mode: the input and an all-true mask.
+    for (auto [p, train] : {std::pair{0.0, true}, std::pair{0.5, false}}) {
+      auto [y, mask] = native_dropout(gx, p, train);
+      expect_same(y, x, "native_dropout identity " + n);
+      expect_same(mask, to(ones({100, 50}), kBool), "native_dropout identity mask " + n);
+    }
+    // p = 1: everything dropped.
+    auto [z, zmask] = native_dropout(gx, 1.0, true);
+    expect_same(z, zeros({100, 50}, dt), "native_dropout p=1 " + n);
+    expect_same(zmask, to(zeros({100, 50}), kBool), "native_dropout p=1 mask " + n);
+    // p = 0.3: about 70% kept, kept elements scaled by 1 / 0.7; the backward uses the mask.
+    auto [y, mask] = native_dropout(gx, 0.3, std::nullopt);
+    Tensor m = on_cpu(mask);
+    const double kept = sum(to(m, kFloat64)).item_double() / 5000.0;
+    EXPECT_NEAR(kept, 0.7, 0.03) << "native_dropout keep rate " << n;
+    expect_same(y, to(mul(mul(to(x, kFloat64), to(m, kFloat64)), 1 / 0.7), dt), "native_dropout p=0.3 " + n, 2);
+    Tensor g = data({100, 50}, dt);
+    expect_same(native_dropout_backward(on_gpu(g), mask, 1 / 0.7), native_dropout_backward(g, m, 1 / 0.7),
+                "native_dropout_backward " + n, 2);
+    // Another call draws another mask.
+    auto [y2, mask2] = native_dropout(gx, 0.3, true);
+    EXPECT_NE(on_cpu(mask2).to_double_vector(), m.to_double_vector()) << "native_dropout drew the same mask twice";
+  }
+  auto [t, tm] = native_dropout(transpose(on_gpu(data({4, 6}, kFloat32)), 0, 1), 0.5, true);
+  EXPECT_EQ(std::vector<int64_t>(t.sizes().begin(), t.sizes().end()), (std::vector<int64_t>{6, 4}));
+  expect_error<Error>([&] { native_dropout(on_gpu(zeros({3})), 1.5, true); }, {"native_dropout", "[0, 1]", "1.5"});
+  expect_error<Error>([&] { native_dropout_backward(on_gpu(zeros({3})), on_gpu(zeros({3})), 2.0); },
+                      {"native_dropout_backward", "bool", "float32"});
 }
 
 TEST(CudaKernels, OperatorsWithoutACudaKernelFallBackToCpu) {

@@ -368,3 +368,117 @@ def test_nn_operators_check_their_arguments_on_cuda():
         ts.ops.aten.gelu_backward(x, x, approximate="erf")
     with pytest.raises(ValueError, match="convolution.*channels"):
         ts.ops.aten.convolution(x, ts.randn(4, 2, 3, 3).to("cuda"), None, [1], [0], [1], 1)
+
+
+def _on(t, like):
+    """t moved to the device of `like` (targets and buffers that are not autograd leaves)."""
+    return t.to("cuda") if str(like.device).startswith("cuda") else t
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", list(GRAD_TOL))
+@pytest.mark.parametrize("affine", [True, False])
+def test_batch_norm_forward_backward(dtype, affine):
+    dt = getattr(ts, dtype)
+    arrays = [_rand(4, 3, 5, 2)] + ([_rand(3, seed=1), _rand(3, seed=2)] if affine else [])
+    stats = {}
+
+    def train(x, *wb):
+        rm, rv = ts.zeros(3, dtype=dt), ts.ones(3, dtype=dt)
+        rm, rv = _on(rm, x), _on(rv, x)
+        stats[str(x.device)[:3]] = (rm, rv)
+        return F.batch_norm(x, rm, rv, *(wb or (None, None)), training=True, momentum=0.3)
+
+    check_forward_backward(train, arrays, dtype)
+    rtol, atol = GRAD_TOL[dtype]
+    for c, g in zip(stats["cpu"], stats["cud"]):  # running estimates updated in place alike
+        close(g, c, rtol, atol)
+    rm, rv = _rand(3, seed=3), _rand(3, lo=0.5, hi=2, seed=4)
+
+    def evaluate(x, *wb):
+        return F.batch_norm(x, _on(ts.tensor(rm.tolist(), dtype=dt), x), _on(ts.tensor(rv.tolist(), dtype=dt), x),
+                            *(wb or (None, None)), training=False)
+
+    check_forward_backward(evaluate, arrays, dtype)
+    check_forward_backward(lambda x: F.batch_norm(x.transpose(0, 2), None, None, training=True),
+                           [_rand(3, 4, 6)], dtype)  # non-contiguous, no running statistics
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", list(GRAD_TOL))
+@pytest.mark.parametrize("groups", [1, 3, 6])
+def test_group_norm_forward_backward(dtype, groups):
+    arrays = [_rand(3, 6, 4, 2), _rand(6, seed=1), _rand(6, seed=2)]
+    check_forward_backward(lambda x, w, b: F.group_norm(x, groups, w, b), arrays, dtype)
+    check_forward_backward(lambda x: F.group_norm(x, groups), [_rand(2, 6, 5, lo=3, hi=4)], dtype)
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", list(GRAD_TOL))
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_losses_forward_backward(dtype, reduction):
+    dt = getattr(ts, dtype)
+    rng = np.random.default_rng(5)
+    t2 = ts.tensor(rng.integers(0, 4, size=6).tolist(), dtype=ts.int64)
+    t3 = ts.tensor(rng.integers(0, 4, size=(3, 5)).tolist(), dtype=ts.int64)
+    w = _rand(4, lo=0.5, hi=2, seed=9)
+    weight = lambda x: _on(ts.tensor(w.tolist(), dtype=dt), x)
+    check_forward_backward(lambda x: F.cross_entropy(x, _on(t2, x), reduction=reduction), [_rand(6, 4)], dtype)
+    check_forward_backward(lambda x: F.cross_entropy(x, _on(t3, x), weight=weight(x), ignore_index=2,
+                                                     reduction=reduction), [_rand(3, 4, 5)], dtype)
+    check_forward_backward(lambda x: F.nll_loss(F.log_softmax(x, dim=1), _on(t2, x), weight=weight(x),
+                                                reduction=reduction), [_rand(6, 4)], dtype)
+    check_forward_backward(lambda x, y: F.mse_loss(x, y, reduction=reduction), [_rand(4, 5), _rand(4, 5, seed=1)],
+                           dtype)
+    check_forward_backward(lambda x, y: F.l1_loss(x, y, reduction=reduction), [_rand(4, 5), _rand(4, 5, seed=1)],
+                           dtype)
+    t = _rand(4, 5, lo=0, hi=1, seed=2)
+    check_forward_backward(lambda x: F.binary_cross_entropy_with_logits(
+        x, _on(ts.tensor(t.tolist(), dtype=dt), x), reduction=reduction), [_rand(4, 5, lo=-3, hi=3)], dtype)
+    check_forward_backward(lambda x: F.softmax(x, dim=0), [_rand(5, 3)], dtype)
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", list(GRAD_TOL))
+@pytest.mark.parametrize("padding_idx", [None, 2])
+def test_embedding_forward_backward(dtype, padding_idx):
+    idx = ts.tensor(np.random.default_rng(3).integers(0, 7, size=(3, 4)).tolist(), dtype=ts.int64)
+    check_forward_backward(lambda w: F.embedding(_on(idx, w), w, padding_idx=padding_idx), [_rand(7, 5)], dtype)
+    check_forward_backward(lambda w: F.embedding(_on(idx, w), w, padding_idx=padding_idx, scale_grad_by_freq=True),
+                           [_rand(7, 5)], dtype)
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", list(GRAD_TOL))
+def test_dropout_forward_backward(dtype):
+    dt = getattr(ts, dtype)
+    check_forward_backward(lambda x: F.dropout(x, p=0.0), [_rand(20, 30)], dtype)
+    check_forward_backward(lambda x: F.dropout(x, p=1.0), [_rand(20, 30)], dtype)
+    check_forward_backward(lambda x: F.dropout(x, p=0.5, training=False), [_rand(20, 30)], dtype)
+    # p = 0.25: about 75% kept, kept values scaled by 1 / 0.75, and the gradient follows the mask.
+    a = _rand(200, 100, lo=0.5, hi=2)
+    x = ts.tensor(a.tolist(), dtype=dt).to("cuda").requires_grad_()
+    y = F.dropout(x, p=0.25)
+    y.sum().backward()
+    got, grad = np_of(y), np_of(x.grad)
+    kept = got != 0
+    assert abs(kept.mean() - 0.75) < 0.02, kept.mean()
+    np.testing.assert_allclose(got[kept], a[kept] / 0.75, rtol=1e-6)
+    np.testing.assert_allclose(grad, kept / 0.75, rtol=1e-6)
+    ts.manual_seed(11)
+    m1 = np_of(F.dropout(ts.ones(1000, dtype=dt).to("cuda"), p=0.5)) != 0
+    m2 = np_of(F.dropout(ts.ones(1000, dtype=dt).to("cuda"), p=0.5)) != 0
+    assert (m1 != m2).any(), "two dropout calls drew the same mask"
+
+
+@needs_gpu
+def test_new_nn_operators_check_their_arguments_on_cuda():
+    x = ts.randn(2, 3).to("cuda")
+    with pytest.raises(IndexError, match="nll_loss_forward.*target 5.*out of bounds"):
+        ts.ops.aten.nll_loss_forward(x, ts.tensor([5, 0], dtype=ts.int64).to("cuda"), None, 1, -100)
+    with pytest.raises(IndexError, match="embedding.*index 9"):
+        F.embedding(ts.tensor([9], dtype=ts.int64).to("cuda"), x)
+    with pytest.raises(ValueError, match="native_group_norm.*group"):
+        ts.ops.aten.native_group_norm(x, None, None, 2, 3, 1, 2, 1e-5)
+    with pytest.raises(ValueError, match="native_dropout.*\\[0, 1\\]"):
+        ts.ops.aten.native_dropout(x, 1.5, True)
