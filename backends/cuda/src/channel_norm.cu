@@ -3,6 +3,7 @@
 // double, as the CPU plugin) that leaves per-statistic coefficients in a double scratch buffer,
 // then one element-wise pass. Channel sums walk (n, i) in order: no atomics, reproducible.
 #include "device_io.cuh"
+#include "row_kernels.cuh"
 #include "nn_launch.h"
 
 #include <cmath>
@@ -10,22 +11,6 @@
 namespace tessera::gpu {
 namespace {
 
-// The sum over the block of one value per thread (valid in every thread).
-GPU_D double block_sum(double v) {
-  __shared__ double buf[kThreads];
-  buf[threadIdx.x] = v;
-  __syncthreads();
-  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) buf[threadIdx.x] += buf[threadIdx.x + s];
-    __syncthreads();
-  }
-  const double r = buf[0];
-  __syncthreads();  // buf is reused by the next call
-  return r;
-}
-
-GPU_D double at(const char* p, int32_t dtype, int64_t i) { return load<double>(p + i * itemsize_of(dtype), dtype); }
-GPU_D void put(char* p, int32_t dtype, int64_t i, double v) { store<double>(p + i * itemsize_of(dtype), dtype, v); }
 GPU_D double weight_of(const ChannelNormArgs& a, int64_t c) { return a.weight ? at(a.weight, a.w_dtype, c) : 1.0; }
 GPU_D double bias_of(const ChannelNormArgs& a, int64_t c) { return a.bias ? at(a.bias, a.b_dtype, c) : 0.0; }
 // Element k (of n * hw) of channel c.
@@ -199,12 +184,6 @@ __global__ void channel_elementwise(ChannelNormArgs a, Pass pass) {
   }
 }
 
-unsigned rows_grid(int64_t rows) { return unsigned(rows < 65535 * 16 ? rows : 65535 * 16); }
-unsigned threads_for(int64_t n) {  // a power of two, 32..kThreads
-  unsigned t = 32;
-  while (t < unsigned(kThreads) && int64_t(t) < n) t <<= 1;
-  return t;
-}
 void elementwise(const ChannelNormArgs& a, Pass pass, gpuStream_t s, const char* what) {
   const int64_t total = a.n * a.c * a.hw;
   if (total == 0) return;

@@ -2,6 +2,7 @@
 // depend on scheduling) and backward (one thread per target writes its one gradient element),
 // and the element-wise losses on the grid-stride loop in the CPU plugin's formulas.
 #include "map.cuh"
+#include "row_kernels.cuh"
 #include "nn_launch.h"
 
 #include <algorithm>
@@ -10,21 +11,6 @@
 namespace tessera::gpu {
 namespace {
 
-GPU_D double at(const char* p, int32_t dtype, int64_t i) { return load<double>(p + i * itemsize_of(dtype), dtype); }
-GPU_D void put(char* p, int32_t dtype, int64_t i, double v) { store<double>(p + i * itemsize_of(dtype), dtype, v); }
-
-GPU_D double block_sum(double v) {
-  __shared__ double buf[kThreads];
-  buf[threadIdx.x] = v;
-  __syncthreads();
-  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) buf[threadIdx.x] += buf[threadIdx.x + s];
-    __syncthreads();
-  }
-  const double r = buf[0];
-  __syncthreads();
-  return r;
-}
 
 // Loads target i; false when it is ignored or out of range (then recorded in bad).
 GPU_D bool target_of(const NllArgs& a, int64_t i, int64_t& t) {

@@ -2,6 +2,7 @@
 // memory, in double (the CPU plugin's precision) whatever the dtype; grad_weight / grad_bias
 // one thread per column summing over the rows in order (no atomics: reproducible).
 #include "device_io.cuh"
+#include "row_kernels.cuh"
 #include "nn_launch.h"
 
 #include <cmath>
@@ -9,22 +10,6 @@
 namespace tessera::gpu {
 namespace {
 
-// The sum over the block of one value per thread (valid in every thread).
-GPU_D double block_sum(double v) {
-  __shared__ double buf[kThreads];
-  buf[threadIdx.x] = v;
-  __syncthreads();
-  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) buf[threadIdx.x] += buf[threadIdx.x + s];
-    __syncthreads();
-  }
-  const double r = buf[0];
-  __syncthreads();  // buf is reused by the next call
-  return r;
-}
-
-GPU_D double at(const char* p, int32_t dtype, int64_t i) { return load<double>(p + i * itemsize_of(dtype), dtype); }
-GPU_D void put(char* p, int32_t dtype, int64_t i, double v) { store<double>(p + i * itemsize_of(dtype), dtype, v); }
 
 __global__ void layer_norm_forward(LayerNormArgs a) {
   for (int64_t row = blockIdx.x; row < a.m; row += gridDim.x) {
@@ -86,12 +71,6 @@ __global__ void layer_norm_backward_columns(LayerNormArgs a) {
   }
 }
 
-unsigned rows_grid(int64_t rows) { return unsigned(rows < 65535 * 16 ? rows : 65535 * 16); }
-unsigned threads_for(int64_t n) {  // a power of two, 32..kThreads
-  unsigned t = 32;
-  while (t < unsigned(kThreads) && int64_t(t) < n) t <<= 1;
-  return t;
-}
 }  // namespace
 
 void launch_layer_norm(const LayerNormArgs& a, gpuStream_t s) {

@@ -1,6 +1,7 @@
 // Reductions (sum/max/min over any set of dims) and softmax/log_softmax: one block per output,
 // threads stride over the reduced elements and combine in shared memory.
 #include "device_io.cuh"
+#include "row_kernels.cuh"
 
 #include <cfloat>
 #include <cmath>
@@ -94,12 +95,6 @@ __global__ void softmax_kernel(SoftmaxArgs a) {
   }
 }
 
-unsigned rows_grid(int64_t rows) { return unsigned(rows < 65535 * 16 ? rows : 65535 * 16); }
-unsigned threads_for(int64_t n) {  // a power of two, 32..kThreads
-  unsigned t = 32;
-  while (t < unsigned(kThreads) && int64_t(t) < n) t <<= 1;
-  return t;
-}
 }  // namespace
 
 void launch_reduce(ReduceOp op, Compute acc, const Reduction& r, gpuStream_t s) {

@@ -2,6 +2,7 @@
 // forward in reduce.cu), the row's sum combined in shared memory in the compute type (float
 // for 16-bit floats and float32, as the CPU plugin's opmath; double for float64).
 #include "device_io.cuh"
+#include "row_kernels.cuh"
 #include "nn_launch.h"
 
 #include <cmath>
@@ -38,12 +39,6 @@ __global__ void softmax_backward_kernel(SoftmaxBackwardArgs a) {
   }
 }
 
-unsigned rows_grid(int64_t rows) { return unsigned(rows < 65535 * 16 ? rows : 65535 * 16); }
-unsigned threads_for(int64_t n) {  // a power of two, 32..kThreads
-  unsigned t = 32;
-  while (t < unsigned(kThreads) && int64_t(t) < n) t <<= 1;
-  return t;
-}
 }  // namespace
 
 void launch_softmax_backward(Compute c, const SoftmaxBackwardArgs& a, gpuStream_t s) {
