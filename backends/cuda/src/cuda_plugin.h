@@ -107,6 +107,8 @@ void register_conv_kernels(sdk::Registrar& reg, ts_dispatch_key key);         //
 void register_activation_kernels(sdk::Registrar& reg, ts_dispatch_key key);   // activation_ops.cpp
 void register_pool_kernels(sdk::Registrar& reg, ts_dispatch_key key);         // pool_ops.cpp
 void register_norm_kernels(sdk::Registrar& reg, ts_dispatch_key key);         // norm_ops.cpp
+// more_ops.cpp: element-wise (more), reductions (more), factories, indexing (see more_ops.h)
+void register_more_kernels(sdk::Registrar& reg, ts_dispatch_key key);
 
 // GEMM switches (blas.cpp), set by the cuda:: operators.
 void set_allow_tf32(bool allow);

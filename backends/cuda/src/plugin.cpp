@@ -24,6 +24,7 @@ void register_gpu(tessera::sdk::Registrar& reg) {
   register_activation_kernels(reg, key);
   register_pool_kernels(reg, key);
   register_norm_kernels(reg, key);
+  register_more_kernels(reg, key);
 }
 }  // namespace
 
