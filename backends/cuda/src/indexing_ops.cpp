@@ -19,7 +19,12 @@ using Shape = std::vector<int64_t>;
 Shape strides_of(const TensorRef& t) { return {t.strides().begin(), t.strides().end()}; }
 
 void check_ours(const char* op, const std::vector<TensorRef>& ts) {
-  for (size_t i = 0; i < ts.size(); ++i) common_device(op, {&ts[0], &ts[i]});
+  const ts_device dev = ts[0].device();
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const ts_device d = ts[i].device();
+    TS_SDK_CHECK(is_ours(d) && d.index == dev.index, TS_ERROR_VALUE, op, ": expected all tensors on ",
+                 device_str(dev), ", got tensor ", i, " on ", device_str(d));
+  }
 }
 
 // A 0-d tensor as a one-element 1-D view (as PyTorch treats it in these ops).
