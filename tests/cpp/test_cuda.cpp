@@ -114,6 +114,28 @@ TEST(CudaPlugin, RegistersItsNeuralNetworkKernels) {
   }
 }
 
+// The element-wise, reduction, factory and indexing operators added with elementwise_more.cu,
+// reduce_more.cu, factories.cu and indexing.cu: a kernel of plugin "cuda" on key CUDA.
+const std::vector<std::string> kCudaMoreOperators{
+    "div.Tensor_mode", "div_.Tensor_mode", "floor_divide", "floor_divide_", "pow.Tensor_Tensor", "pow_.Tensor_Tensor",
+    "pow.Tensor_Scalar", "pow_.Tensor_Scalar", "maximum", "minimum", "logical_and", "logical_or", "logical_not",
+    "clamp", "clamp_", "masked_fill.Scalar", "masked_fill_.Scalar", "sign", "sign_", "log1p", "log1p_", "erf", "erf_",
+    "prod.dim_IntList", "argmax", "argmin", "var.correction", "std.correction", "logsumexp",
+    "arange", "arange.start_step", "linspace", "eye", "rand", "randn", "randint", "randint.low",
+    "cat", "stack", "index_select", "gather", "scatter.src", "scatter.value", "scatter_.src", "scatter_.value",
+    "scatter_add", "scatter_add_", "index_add", "index_add_", "slice_backward", "select_backward"};
+
+TEST(CudaPlugin, RegistersItsElementwiseReductionFactoryAndIndexingKernels) {
+  REQUIRE_PLUGIN();
+  for (const std::string& op : kCudaMoreOperators) {
+    bool found = false;
+    for (const KernelInfo& k : Dispatcher::instance().describe(op))
+      found = found || (k.key == "CUDA" && k.plugin == "cuda" && k.kind == "kernel");
+    EXPECT_TRUE(found) << op << " has no kernel of plugin 'cuda' on key CUDA:\n"
+                       << Dispatcher::instance().describe_text(op);
+  }
+}
+
 TEST(CudaPlugin, WithoutADeviceEveryRequestFailsClearly) {
   REQUIRE_PLUGIN();
   if (device_count() > 0) GTEST_SKIP() << "this machine has a CUDA device: the no-device errors do not apply";
@@ -828,7 +850,232 @@ TEST(CudaKernels, DropoutKeepsTheCpuSemantics) {
 TEST(CudaKernels, OperatorsWithoutACudaKernelFallBackToCpu) {
   REQUIRE_GPU();
   Tensor x = data({4, 5}, kFloat32);
-  expect_same(clamp(on_gpu(x), -0.5, 0.5), clamp(x, -0.5, 0.5), "clamp (CPU fallback)");
+  Tensor m = gt(x, 0.0);
+  expect_same(masked_select(on_gpu(x), on_gpu(m)), masked_select(x, m), "masked_select (CPU fallback)");
+}
+
+// ---- element-wise, reductions, factories and indexing (elementwise_more.cu ... indexing.cu)
+
+Tensor ints(const std::vector<int64_t>& shape, ScalarType dt, double lo, double hi) {
+  return to(data(shape, kFloat64, lo, hi), dt);
+}
+
+TEST(CudaKernels, MoreElementwiseMatchCpu) {
+  REQUIRE_GPU();
+  for (ScalarType dt : {kFloat32, kFloat64, kFloat16, kBFloat16, kInt64, kInt32}) {
+    const bool fl = dt == kFloat32 || dt == kFloat64 || dt == kFloat16 || dt == kBFloat16;
+    Tensor a = fl ? data({3, 1, 5}, dt, -5, 5) : ints({3, 1, 5}, dt, -9, 9);
+    Tensor b = fl ? data({4, 5}, dt, 0.5, 3) : ints({4, 5}, dt, 1, 5);  // no zero divisor
+    Tensor ga = on_gpu(a), gb = on_gpu(b);
+    std::string n = std::string(tessera::name(dt));
+    expect_same(div(ga, gb, std::string("trunc")), div(a, b, std::string("trunc")), "div trunc " + n, 4);
+    expect_same(div(ga, gb, std::string("floor")), div(a, b, std::string("floor")), "div floor " + n, 4);
+    expect_same(div(ga, gb, std::nullopt), div(a, b, std::nullopt), "div None " + n, 4);
+    expect_same(floor_divide(ga, gb), floor_divide(a, b), "floor_divide " + n, 4);
+    Tensor base = fl ? data({4, 5}, dt, 0.5, 2) : ints({4, 5}, dt, -3, 3);
+    Tensor ex = fl ? data({4, 5}, dt, -2, 2) : ints({4, 5}, dt, 0, 4);
+    expect_same(pow(on_gpu(base), on_gpu(ex)), pow(base, ex), "pow " + n, 8);
+    expect_same(pow(on_gpu(base), 2), pow(base, 2), "pow scalar " + n, 8);
+    expect_same(pow(on_gpu(base), 0.5), pow(base, 0.5), "pow float scalar " + n, 8);
+    expect_same(maximum(ga, gb), maximum(a, b), "maximum " + n);
+    expect_same(minimum(ga, gb), minimum(a, b), "minimum " + n);
+    expect_same(logical_and(ga, gb), logical_and(a, b), "logical_and " + n);
+    expect_same(logical_or(ga, gb), logical_or(a, b), "logical_or " + n);
+    expect_same(logical_not(ga), logical_not(a), "logical_not " + n);
+    expect_same(clamp(ga, -1, 2), clamp(a, -1, 2), "clamp " + n);
+    expect_same(clamp(ga, std::nullopt, 0.5), clamp(a, std::nullopt, 0.5), "clamp max only " + n);
+    expect_same(clamp(ga, 3, -3), clamp(a, 3, -3), "clamp min > max " + n);
+    Tensor mask = gt(b, 2.0);
+    expect_same(masked_fill(on_gpu(b), on_gpu(mask), 7), masked_fill(b, mask, 7), "masked_fill " + n);
+    expect_same(masked_fill(ga, on_gpu(mask), -1), masked_fill(a, mask, -1), "masked_fill broadcast " + n);
+    expect_same(sign(ga), sign(a), "sign " + n);
+    expect_same(log1p(on_gpu(abs(a))), log1p(abs(a)), "log1p " + n, 4);
+    expect_same(erf(ga), erf(a), "erf " + n, 4);
+    // Non-contiguous and empty operands.
+    expect_same(maximum(transpose(gb, 0, 1), transpose(gb, 0, 1)), maximum(transpose(b, 0, 1), transpose(b, 0, 1)),
+                "maximum transposed " + n);
+    Tensor e = fl ? data({0, 5}, dt) : ints({0, 5}, dt, 1, 5);
+    Tensor d = ints({5}, dt, 1, 5);
+    expect_same(floor_divide(on_gpu(e), on_gpu(d)), floor_divide(e, d), "floor_divide empty " + n);
+  }
+  // NaN propagates through maximum/minimum; sign of bool; in-place variants on strided views.
+  Tensor nan = tensor_from_values(std::vector<double>{NAN, 1, -2}, {3}, kFloat32);
+  Tensor one = tensor_from_values(std::vector<double>{0, NAN, 5}, {3}, kFloat32);
+  expect_same(maximum(on_gpu(nan), on_gpu(one)), maximum(nan, one), "maximum NaN");
+  expect_same(minimum(on_gpu(nan), on_gpu(one)), minimum(nan, one), "minimum NaN");
+  Tensor bools = gt(data({6}, kFloat32), 0.0);
+  expect_same(sign(on_gpu(bools)), sign(bools), "sign bool");
+  Tensor x = data({4, 6}, kFloat32), gx = on_gpu(x);
+  clamp_(slice(gx, 1, 0, 6, 2), -0.5, 0.5);
+  clamp_(slice(x, 1, 0, 6, 2), -0.5, 0.5);
+  expect_same(gx, x, "clamp_ on a strided view");
+  pow_(gx, 2);
+  pow_(x, 2);
+  expect_same(gx, x, "pow_");
+  Tensor i = ints({5}, kInt64, -9, 9), gi = on_gpu(i);
+  expect_same(clamp(gi, 0.5), clamp(i, 0.5), "clamp int64 by a float bound -> float");
+  expect_error<Error>([&] { floor_divide(gi, on_gpu(zeros({5}, kInt64))); }, {"floor_divide", "ZeroDivisionError"});
+  expect_error<Error>([&] { div(gi, gi, std::string("round")); }, {"div", "rounding_mode"});
+  expect_error<Error>([&] { pow(gi, -1); }, {"pow", "negative"});
+  expect_error<Error>([&] { clamp(gi); }, {"clamp", "min", "max"});
+  expect_error<Error>([&] { masked_fill(gx, on_gpu(ones({4, 6})), 1); }, {"masked_fill", "bool"});
+  expect_error<Error>([&] { maximum(on_gpu(data({2, 3}, kFloat32)), on_gpu(data({4}, kFloat32))); }, {"maximum"});
+}
+
+TEST(CudaKernels, MoreReductionsMatchCpu) {
+  REQUIRE_GPU();
+  for (ScalarType dt : kFloats) {
+    Tensor x = data({3, 5, 7}, dt, 0.5, 1.5);
+    Tensor g = on_gpu(x);
+    std::string n = std::string(tessera::name(dt));
+    double t = dt == kFloat16 || dt == kBFloat16 ? 8 : 4;
+    expect_same(prod(g), prod(x), "prod all " + n, t);
+    expect_same(prod(g, std::vector<int64_t>{1}, true), prod(x, std::vector<int64_t>{1}, true), "prod dim " + n, t);
+    expect_same(argmax(g), argmax(x), "argmax all " + n);
+    expect_same(argmax(g, 1), argmax(x, 1), "argmax dim " + n);
+    expect_same(argmin(transpose(g, 0, 2), 0, true), argmin(transpose(x, 0, 2), 0, true), "argmin " + n);
+    expect_same(tessera::var(g, std::vector<int64_t>{2}), tessera::var(x, std::vector<int64_t>{2}), "var " + n, t);
+    expect_same(tessera::var(g, std::vector<int64_t>{0, 2}, 0, true), tessera::var(x, std::vector<int64_t>{0, 2}, 0, true),
+                "var correction 0 " + n, t);
+    expect_same(tessera::std(g), tessera::std(x), "std all " + n, t);
+    expect_same(logsumexp(g, {1}), logsumexp(x, {1}), "logsumexp " + n, t);
+    expect_same(logsumexp(transpose(g, 0, 1), {0, 2}, true), logsumexp(transpose(x, 0, 1), {0, 2}, true),
+                "logsumexp transposed " + n, t);
+  }
+  Tensor i = ints({4, 6}, kInt32, -4, 4);
+  expect_same(prod(on_gpu(i), std::vector<int64_t>{1}), prod(i, std::vector<int64_t>{1}), "prod int32 -> int64");
+  expect_same(argmax(on_gpu(i), 0), argmax(i, 0), "argmax int32 (ties: the first)");
+  expect_same(logsumexp(on_gpu(i), {1}), logsumexp(i, {1}), "logsumexp int -> float", 4);
+  Tensor nan = tensor_from_values(std::vector<double>{1, NAN, 3, NAN}, {4}, kFloat32);
+  expect_same(argmax(on_gpu(nan)), argmax(nan), "argmax NaN: the first NaN");
+  Tensor e = data({0, 4}, kFloat32);
+  expect_same(prod(on_gpu(e), std::vector<int64_t>{0}), prod(e, std::vector<int64_t>{0}), "prod over an empty dim");
+  expect_same(argmax(on_gpu(e), 1), argmax(e, 1), "argmax of an empty tensor along a non-empty dim");
+  expect_error<Error>([&] { argmax(on_gpu(e)); }, {"argmax", "empty"});
+  expect_error<Error>([&] { argmax(on_gpu(e), 0); }, {"argmax", "non-zero size"});
+  expect_error<Error>([&] { tessera::var(on_gpu(i)); }, {"var", "floating"});
+  expect_error<Error>([&] { argmax(on_gpu(gt(e, 0.0))); }, {"argmax", "bool"});
+}
+
+TEST(CudaKernels, MoreFactoriesMatchCpu) {
+  REQUIRE_GPU();
+  const Device cuda("cuda");
+  expect_same(arange(10, std::nullopt, cuda), arange(10), "arange int");
+  expect_same(arange(1, 4, 0.25, std::nullopt, cuda), arange(1, 4, 0.25), "arange float step");
+  expect_same(arange(5, -5, -3, kFloat16, cuda), arange(5, -5, -3, kFloat16), "arange negative step float16");
+  expect_same(linspace(-1, 2, 7, std::nullopt, cuda), linspace(-1, 2, 7), "linspace");
+  expect_same(linspace(0, 10, 4, kInt64, cuda), linspace(0, 10, 4, kInt64), "linspace int64");
+  expect_same(linspace(3, 5, 0, std::nullopt, cuda), linspace(3, 5, 0), "linspace empty");
+  expect_same(eye(3, std::nullopt, std::nullopt, cuda), eye(3), "eye");
+  expect_same(eye(2, 5, kBool, cuda), eye(2, 5, kBool), "eye bool 2x5");
+  // Random: ranges and moments (values need not match the CPU's).
+  manual_seed(7);
+  for (ScalarType dt : kFloats) {
+    Tensor u = on_cpu(rand({4000}, dt, cuda));
+    EXPECT_EQ(u.dtype(), dt);
+    auto v = to(u, kFloat64).to_double_vector();
+    double mean_u = 0;
+    for (double x : v) {
+      EXPECT_GE(x, 0.0);
+      EXPECT_LT(x, 1.0);
+      mean_u += x / double(v.size());
+    }
+    EXPECT_NEAR(mean_u, 0.5, 0.03) << tessera::name(dt);
+    auto w = to(on_cpu(randn({4000}, dt, cuda)), kFloat64).to_double_vector();
+    double m = 0, m2 = 0;
+    for (double x : w) m += x / double(w.size());
+    for (double x : w) m2 += (x - m) * (x - m) / double(w.size());
+    EXPECT_NEAR(m, 0.0, 0.08) << tessera::name(dt);
+    EXPECT_NEAR(m2, 1.0, 0.1) << tessera::name(dt);
+  }
+  auto r = on_cpu(randint(-3, 4, {3000}, kInt32, cuda));
+  EXPECT_EQ(r.dtype(), kInt32);
+  std::vector<int> seen(7, 0);
+  for (double x : r.to_double_vector()) {
+    ASSERT_GE(x, -3);
+    ASSERT_LT(x, 4);
+    seen[size_t(x + 3)]++;
+  }
+  for (int c : seen) EXPECT_GT(c, 300);
+  EXPECT_EQ(on_cpu(randint(5, {2, 3}, std::nullopt, cuda)).dtype(), kInt64);
+  // Same seed, same values; another seed, other values.
+  manual_seed(11);
+  Tensor s1 = on_cpu(rand({16}, std::nullopt, cuda));
+  manual_seed(11);
+  Tensor s2 = on_cpu(rand({16}, std::nullopt, cuda));
+  EXPECT_EQ(s1.to_double_vector(), s2.to_double_vector());
+  expect_error<Error>([&] { rand({2}, kInt64, cuda); }, {"rand", "floating"});
+  expect_error<Error>([&] { randint(3, 3, {2}, std::nullopt, cuda); }, {"randint", "low < high"});
+  expect_error<Error>([&] { randint(0, 300, {2}, kInt8, cuda); }, {"randint", "int8"});
+  expect_error<Error>([&] { arange(0, 5, 0, std::nullopt, cuda); }, {"arange", "step"});
+  expect_error<Error>([&] { eye(-1, std::nullopt, std::nullopt, cuda); }, {"eye"});
+}
+
+TEST(CudaKernels, JoinAndIndexingMatchCpu) {
+  REQUIRE_GPU();
+  for (ScalarType dt : {kFloat32, kFloat64, kFloat16, kBFloat16, kInt64, kInt32, kInt8, kBool}) {
+    std::string n = std::string(tessera::name(dt));
+    Tensor x = to(data({4, 5}, kFloat64, -5, 5), dt), y = to(data({2, 5}, kFloat64, -5, 5), dt);
+    Tensor gx = on_gpu(x), gy = on_gpu(y);
+    expect_same(cat({gx, gy}), cat({x, y}), "cat " + n);
+    expect_same(cat({transpose(gx, 0, 1), transpose(gy, 0, 1)}, 1), cat({transpose(x, 0, 1), transpose(y, 0, 1)}, 1),
+                "cat transposed " + n);
+    expect_same(stack({gx, gx, transpose(transpose(gx, 0, 1), 0, 1)}, 1), stack({x, x, x}, 1), "stack " + n);
+    Tensor idx = tensor_from_values(std::vector<double>{3, 0, 0, 2}, {4}, kInt64);
+    Tensor gidx = on_gpu(idx);
+    expect_same(index_select(gx, 0, gidx), index_select(x, 0, idx), "index_select " + n);
+    expect_same(index_select(transpose(gx, 0, 1), 1, gidx), index_select(transpose(x, 0, 1), 1, idx),
+                "index_select transposed " + n);
+    Tensor gi = tensor_from_values(std::vector<double>{0, 3, 1, 2, 2, 1, 0, 3}, {2, 4}, kInt64);
+    expect_same(gather(gx, 0, on_gpu(gi)), gather(x, 0, gi), "gather " + n);
+    expect_same(gather(gx, 1, on_gpu(gi)), gather(x, 1, gi), "gather dim 1 " + n);
+    // scatter with distinct indices per column (the result of duplicates is unspecified on CUDA)
+    Tensor si = tensor_from_values(std::vector<double>{0, 3, 1, 2, 2, 1, 0, 3}, {2, 4}, kInt64);
+    expect_same(scatter(gx, 0, on_gpu(si), gy), scatter(x, 0, si, y), "scatter src " + n);
+    expect_same(scatter(gx, 0, on_gpu(si), Scalar(1)), scatter(x, 0, si, Scalar(1)), "scatter value " + n);
+    if (dt != kBool) {
+      const double t = dt == kFloat16 || dt == kBFloat16 ? 4 : 1;
+      Tensor dup = tensor_from_values(std::vector<double>{0, 0, 1, 1, 0, 0, 1, 1}, {2, 4}, kInt64);
+      expect_same(scatter_add(gx, 0, on_gpu(dup), gy), scatter_add(x, 0, dup, y), "scatter_add " + n, t);
+      Tensor src = to(data({4, 4}, kFloat64, -5, 5), dt);
+      expect_same(index_add(gx, 1, on_gpu(idx), on_gpu(src)), index_add(x, 1, idx, src), "index_add " + n, t);
+      expect_same(index_add(gx, 1, on_gpu(idx), on_gpu(src), 2), index_add(x, 1, idx, src, 2), "index_add alpha " + n,
+                  t);
+    }
+    expect_same(slice_backward(gy, {6, 5}, 0, 1, 6, 3), slice_backward(y, {6, 5}, 0, 1, 6, 3), "slice_backward " + n);
+    expect_same(select_backward(select(gx, 1, 2), {4, 5}, 1, -3), select_backward(select(x, 1, 2), {4, 5}, 1, -3),
+                "select_backward " + n);
+  }
+  // In place; int32 indices; empty inputs; errors.
+  Tensor x = data({4, 5}, kFloat32), gx = on_gpu(x);
+  Tensor si = tensor_from_values(std::vector<double>{3, 1, 0, 2}, {1, 4}, kInt32);
+  Tensor v = data({1, 4}, kFloat32);
+  scatter_(gx, 0, on_gpu(si), on_gpu(v));
+  scatter_(x, 0, si, v);
+  expect_same(gx, x, "scatter_ int32 index");
+  scatter_add_(gx, 0, on_gpu(si), on_gpu(v));
+  scatter_add_(x, 0, si, v);
+  expect_same(gx, x, "scatter_add_");
+  Tensor ii = tensor_from_values(std::vector<double>{1, 1}, {2}, kInt64);
+  Tensor s = data({2, 5}, kFloat32);
+  index_add_(gx, 0, on_gpu(ii), on_gpu(s));
+  index_add_(x, 0, ii, s);
+  expect_same(gx, x, "index_add_ duplicates");
+  Tensor e = data({0, 5}, kFloat32);
+  expect_same(cat({on_gpu(e), gx}), cat({e, x}), "cat with an empty tensor");
+  Tensor no_idx = zeros({0}, kInt64);
+  expect_same(index_select(gx, 0, on_gpu(no_idx)), index_select(x, 0, no_idx), "index_select no index");
+  Tensor bad = tensor_from_values(std::vector<double>{0, 4}, {2}, kInt64);
+  expect_error<Error>([&] { index_select(gx, 0, on_gpu(bad)); }, {"index_select", "index 4", "out of range"});
+  expect_error<Error>([&] { gather(gx, 0, on_gpu(reshape(bad, {2, 1}))); }, {"gather", "index 4"});
+  expect_error<Error>([&] { index_add(gx, 0, on_gpu(bad), on_gpu(data({2, 5}, kFloat32))); }, {"index_add", "index 4"});
+  Tensor before = on_cpu(gx);
+  expect_error<Error>([&] { scatter_(gx, 0, on_gpu(reshape(bad, {2, 1})), 1.0); }, {"scatter_", "index 4"});
+  expect_same(gx, before, "a refused scatter_ leaves self as it was");
+  expect_error<Error>([&] { index_select(gx, 0, on_gpu(to(bad, kFloat32))); }, {"index_select", "int64 or int32"});
+  expect_error<Error>([&] { cat({gx, on_gpu(data({2, 4}, kFloat32))}); }, {"cat", "sizes of tensors must match"});
+  expect_error<Error>([&] { stack({gx, on_gpu(data({2, 4}, kFloat32))}); }, {"stack", "same shape"});
+  expect_error<Error>([&] { cat({gx, data({1, 5}, kFloat32)}); }, {"cat", "cpu"});
 }
 
 }  // namespace

@@ -482,3 +482,47 @@ def test_new_nn_operators_check_their_arguments_on_cuda():
         ts.ops.aten.native_group_norm(x, None, None, 2, 3, 1, 2, 1e-5)
     with pytest.raises(ValueError, match="native_dropout.*\\[0, 1\\]"):
         ts.ops.aten.native_dropout(x, 1.5, True)
+# ---------------------------------------------------------------- element-wise, reductions, factories, indexing
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
+def test_more_elementwise_and_reductions(dtype):
+    dt = getattr(ts, dtype)
+    a, b = (ts.randn(3, 1, 5) * 4).to(dt), (ts.rand(4, 5) * 3 + 1).to(dt)
+    ga, gb = a.to("cuda"), b.to("cuda")
+    aten = ts.ops.aten
+    for f in [aten.floor_divide, aten.maximum, aten.minimum, aten.logical_and]:
+        close(f(ga, gb), f(a, b))
+    close(aten.clamp(ga, -1, 2), aten.clamp(a, -1, 2))
+    close(aten.sign(ga), aten.sign(a))
+    close(aten.erf(ga), aten.erf(a), 1e-5, 1e-6)
+    x = (ts.rand(3, 5, 7) + 0.5).to(dt)
+    g = x.to("cuda")
+    close(aten.prod(g, [1]), aten.prod(x, [1]), 1e-5)
+    close(aten.argmax(g, 2), aten.argmax(x, 2))
+    close(aten.argmin(g), aten.argmin(x))
+    close(aten.logsumexp(g, [0, 2]), aten.logsumexp(x, [0, 2]), 1e-5)
+    if dtype != "int64":
+        close(aten.var(g, [1]), aten.var(x, [1]), 1e-5)
+
+
+@needs_gpu
+def test_more_factories_and_indexing():
+    aten = ts.ops.aten
+    close(aten.arange(1, 4, 0.5, device="cuda"), aten.arange(1, 4, 0.5))
+    close(aten.linspace(-1, 2, 7, device="cuda"), aten.linspace(-1, 2, 7))
+    close(aten.eye(3, 4, device="cuda"), aten.eye(3, 4))
+    u = np_of(aten.rand([2000], device="cuda"))
+    assert u.min() >= 0 and u.max() < 1 and abs(u.mean() - 0.5) < 0.05
+    r = np_of(aten.randint(-2, 3, [2000], device="cuda"))
+    assert set(np.unique(r)) == {-2, -1, 0, 1, 2}
+    x = ts.randn(4, 5)
+    g = x.to("cuda")
+    close(aten.cat([g, g], 1), aten.cat([x, x], 1))
+    close(aten.stack([g, g], 0), aten.stack([x, x], 0))
+    idx = ts.tensor([3, 0, 0])
+    close(aten.index_select(g, 0, idx.to("cuda")), aten.index_select(x, 0, idx))
+    gi = ts.tensor([[0, 3, 1, 2, 2]])
+    close(aten.gather(g, 0, gi.to("cuda")), aten.gather(x, 0, gi))
+    with pytest.raises(IndexError, match="index_select.*out of range"):
+        aten.index_select(g, 0, ts.tensor([7]).to("cuda"))

@@ -2,73 +2,13 @@
 // host; the arithmetic runs in elementwise.cu. Functional and in-place variants; the out=
 // variants and the rest fall back to the CPU through the host.
 #include "cuda_plugin.h"
+#include "more_ops.h"
 
 #include <optional>
 #include <string>
 
 namespace tessera::gpu {
 namespace {
-
-int category(int32_t d) { return d == TS_BOOL ? 0 : sdk::is_floating(d) ? 2 : 1; }
-
-// PyTorch's result_type: dimensioned tensors, then 0-dim tensors, then Python numbers; a lower
-// rank changes the result only when its category (bool < integer < floating) is higher.
-struct ResultType {
-  int32_t dimensioned = -1, zero_dim = -1, number = -1;
-  void tensor(const TensorRef& t) {
-    int32_t& slot = t.dim() == 0 ? zero_dim : dimensioned;
-    slot = slot < 0 ? t.dtype() : sdk::promote_types(slot, t.dtype());
-  }
-  void scalar(const ScalarArg& s) {
-    int32_t d = s.kind == ScalarArg::Double ? sdk::default_float_dtype() : s.kind == ScalarArg::Bool ? TS_BOOL : TS_INT64;
-    number = number < 0 ? d : sdk::promote_types(number, d);
-  }
-  int32_t result() const {
-    int32_t r = dimensioned;
-    for (int32_t lower : {zero_dim, number}) {
-      if (lower < 0) continue;
-      if (r < 0) r = lower;
-      else if (category(lower) > category(r)) r = sdk::promote_types(r, lower);
-    }
-    return r;
-  }
-};
-
-bool can_cast(int32_t from, int32_t to) {
-  return category(from) <= category(to);
-}
-
-ScalarArg scalar_of_cpu_tensor(const TensorRef& t) {
-  ScalarArg s;
-  const char* p = static_cast<const char*>(t.data());
-  TS_DISPATCH_ALL(t.dtype(), sdk::fail(TS_ERROR_TYPE, "invalid dtype"), {
-    auto v = static_cast<sdk::opmath_t<scalar_t>>(*reinterpret_cast<const scalar_t*>(p));
-    if (sdk::is_floating(t.dtype())) { s.kind = ScalarArg::Double; s.d = double(v); }
-    else if (t.dtype() == TS_BOOL) { s.kind = ScalarArg::Bool; s.i = int64_t(v); }
-    else { s.kind = ScalarArg::Int; s.i = int64_t(v); }
-  });
-  return s;
-}
-
-// The loop's output: a new tensor, or `self` for the in-place variant (checked castable).
-TensorRef output(sdk::Args& a, const char* op, bool inplace, const TensorRef& self, std::span<const int64_t> shape,
-                 int32_t dtype) {
-  if (!inplace) return empty_on(a.call(), shape, dtype, self.device());
-  TS_SDK_CHECK(can_cast(dtype, self.dtype()), TS_ERROR_TYPE, op, ": result type ", sdk::dtype_name(dtype),
-               " can't be cast to the desired output type ", sdk::dtype_name(self.dtype()));
-  TS_SDK_CHECK(std::equal(shape.begin(), shape.end(), self.sizes().begin(), self.sizes().end()), TS_ERROR_VALUE, op,
-               ": output with shape ", shape_str(self.sizes()), " doesn't match the broadcast shape ", shape_str(shape));
-  return self;
-}
-
-void finish(sdk::Args& a, bool inplace, TensorRef&& out) {
-  if (inplace) {
-    out.bump_version();
-    a.return_argument(out);
-  } else {
-    a.return_tensor(std::move(out));
-  }
-}
 
 // ---- unary
 enum class UnaryKind { Float, KeepDtype };
@@ -84,11 +24,11 @@ void unary_k(sdk::Args& a) {
   if (Kind == UnaryKind::Float && !sdk::is_floating(dtype)) dtype = sdk::default_float_dtype();
   TS_SDK_CHECK(!(Op == UnaryOp::Neg && dtype == TS_BOOL), TS_ERROR_TYPE,
                "neg: negation, the `-` operator, on a bool tensor is not supported; use ~ or logical_not() instead");
-  TensorRef out = output(a, op, Inplace, self, self.sizes(), dtype);
+  TensorRef out = new_or_self(a, op, Inplace, self, self.sizes(), dtype);
   Loop L = make_loop(op, self.sizes(), {&out, &self});
   DeviceGuard guard(self.device().index);
   launch_unary(Op, compute_for(dtype), L, stream_for(self.device().index));
-  finish(a, Inplace, std::move(out));
+  finish_output(a, Inplace, std::move(out));
 }
 
 template <bool Inplace>
@@ -100,12 +40,12 @@ void gelu_k(sdk::Args& a) {
   common_device("gelu", {&self});
   TS_SDK_CHECK(sdk::is_floating(self.dtype()), TS_ERROR_TYPE, "gelu: expected a floating tensor, got ",
                sdk::dtype_name(self.dtype()));
-  TensorRef out = output(a, "gelu", Inplace, self, self.sizes(), self.dtype());
+  TensorRef out = new_or_self(a, "gelu", Inplace, self, self.sizes(), self.dtype());
   Loop L = make_loop("gelu", self.sizes(), {&out, &self});
   DeviceGuard guard(self.device().index);
   launch_unary(approx == "tanh" ? UnaryOp::GeluTanh : UnaryOp::Gelu, compute_for(self.dtype()), L,
                stream_for(self.device().index));
-  finish(a, Inplace, std::move(out));
+  finish_output(a, Inplace, std::move(out));
 }
 
 // ---- binary: (self, other[, alpha]) with other a Tensor or a Scalar
@@ -143,7 +83,7 @@ void binary_k(sdk::Args& a) {
   int32_t out_dtype = compare ? TS_BOOL : common;
 
   std::vector<int64_t> shape = number ? self.shape_vector() : broadcast_shapes(op, self.sizes(), other->sizes());
-  TensorRef out = output(a, op, Inplace, self, shape, out_dtype);
+  TensorRef out = new_or_self(a, op, Inplace, self, shape, out_dtype);
   Loop L = number ? make_loop(op, shape, {&out, &self, nullptr}) : make_loop(op, shape, {&out, &self, &*other});
   if (number) {
     L.scalar_d = number->to_double();
@@ -153,7 +93,7 @@ void binary_k(sdk::Args& a) {
   L.alpha_i = Negate ? -alpha.to_int() : alpha.to_int();
   DeviceGuard guard(self.device().index);
   launch_binary(Op, compute_for(common), L, stream_for(self.device().index));
-  finish(a, Inplace, std::move(out));
+  finish_output(a, Inplace, std::move(out));
 }
 
 // where.self(Tensor condition, Tensor self, Tensor other)

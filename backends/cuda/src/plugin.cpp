@@ -28,6 +28,7 @@ void register_gpu(tessera::sdk::Registrar& reg) {
   register_loss_kernels(reg, key);
   register_embedding_kernels(reg, key);
   register_dropout_kernels(reg, key);
+  register_more_kernels(reg, key);
 }
 }  // namespace
 

@@ -1,0 +1,240 @@
+// More element-wise kernels (functional and in place; out= variants fall back to the CPU):
+// div with rounding_mode, floor_divide, pow (Tensor and Scalar exponents), maximum, minimum,
+// logical_and/or/not, clamp, masked_fill, sign, log1p, erf. Checks, promotion and messages
+// follow the CPU plugin (binary.cpp, compare.cpp, unary.cpp); the arithmetic is in
+// elementwise_more.cu.
+#include "more_ops.h"
+
+#include <string>
+
+namespace tessera::gpu {
+namespace {
+
+// The right-hand side of a binary op: a tensor of ours, or a number (a Scalar argument, or a
+// 0-dim CPU tensor).
+struct Rhs {
+  std::optional<TensorRef> tensor;
+  std::optional<ScalarArg> number;
+  int32_t dtype = 0;
+};
+Rhs read_rhs(sdk::Args& a, int i, bool scalar) {
+  Rhs r;
+  if (scalar) {
+    r.number = a.scalar(i);
+    r.dtype = r.number->kind == ScalarArg::Double ? sdk::default_float_dtype()
+              : r.number->kind == ScalarArg::Bool ? TS_BOOL : TS_INT64;
+    return r;
+  }
+  TensorRef t = a.tensor(i);
+  r.dtype = t.dtype();
+  if (is_cpu_number(t)) r.number = scalar_of_cpu_tensor(t);
+  r.tensor = t;
+  return r;
+}
+
+struct Prepared {
+  TensorRef out;
+  Loop loop;
+  int32_t common = 0;
+};
+
+// Promotion, output and loop of `self op rhs`; `out_dtype` < 0: the common dtype.
+Prepared prepare_binary(sdk::Args& a, const char* op, bool inplace, const TensorRef& self, const Rhs& rhs,
+                        int32_t common_override = -1, int32_t out_dtype = -1) {
+  const bool number = bool(rhs.number);
+  if (number) common_device(op, {&self});
+  else common_device(op, {&self, &*rhs.tensor});
+  ResultType rt;
+  rt.tensor(self);
+  if (!number) rt.tensor(*rhs.tensor);
+  else if (rhs.tensor) rt.tensor(*rhs.tensor);  // a 0-dim CPU tensor promotes as a 0-dim tensor
+  else rt.scalar(*rhs.number);
+  Prepared p;
+  p.common = common_override >= 0 ? common_override : rt.result();
+  const int32_t od = out_dtype >= 0 ? out_dtype : p.common;
+  std::vector<int64_t> shape = number ? self.shape_vector() : broadcast_shapes(op, self.sizes(), rhs.tensor->sizes());
+  p.out = new_or_self(a, op, inplace, self, shape, od);
+  p.loop = number ? make_loop(op, shape, {&p.out, &self, nullptr}) : make_loop(op, shape, {&p.out, &self, &*rhs.tensor});
+  if (number) {
+    p.loop.scalar_d = rhs.number->to_double();
+    p.loop.scalar_i = rhs.number->to_int();
+  }
+  return p;
+}
+
+void run_binary(sdk::Args& a, bool inplace, const TensorRef& self, Prepared&& p, BinaryMoreOp op) {
+  DeviceGuard guard(self.device().index);
+  launch_binary_more(op, compute_for(p.common), p.loop, stream_for(self.device().index));
+  finish_output(a, inplace, std::move(p.out));
+}
+
+// div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) and floor_divide.
+// Integer division by zero raises (checked on the device first: one sync), as the CPU plugin.
+template <bool Inplace, bool FloorDivide>
+void rounding_div_k(sdk::Args& a) {
+  const char* op = FloorDivide ? "floor_divide" : "div";
+  BinaryMoreOp rop = BinaryMoreOp::DivFloor;
+  if constexpr (!FloorDivide) {
+    const auto mode = a.optional_str(2);
+    if (!mode) {  // true division: the engine's div
+      static const sdk::Operator div_tensor(Inplace ? "div_.Tensor" : "div.Tensor");
+      TensorRef self = a.tensor(0), other = a.tensor(1);
+      TensorRef r = div_tensor.call(a.call(), {sdk::value(self), sdk::value(other)});
+      return Inplace ? a.return_argument(self) : a.return_tensor(std::move(r));
+    }
+    TS_SDK_CHECK(*mode == "trunc" || *mode == "floor", TS_ERROR_VALUE, Inplace ? "div_" : "div",
+                 ": expected rounding_mode to be one of None, 'trunc' or 'floor', got '", std::string(*mode), "'");
+    rop = *mode == "trunc" ? BinaryMoreOp::DivTrunc : BinaryMoreOp::DivFloor;
+  }
+  const std::string name = std::string(op) + (Inplace ? "_" : "");
+  TensorRef self = a.tensor(0);
+  const Rhs rhs = read_rhs(a, 1, false);
+  TS_SDK_CHECK(!(self.dtype() == TS_BOOL && rhs.dtype == TS_BOOL), TS_ERROR_TYPE, name,
+               ": expected numeric tensors, got bool and bool");
+  Prepared p = prepare_binary(a, name.c_str(), Inplace, self, rhs);
+  if (sdk::is_integral(p.common, false) && p.loop.numel > 0) {
+    const bool zero = rhs.number ? rhs.number->to_int() == 0 && rhs.number->to_double() == 0
+                                 : first_flagged(a.call(), *rhs.tensor, 0, 1, true).has_value();
+    TS_SDK_CHECK(!zero, TS_ERROR_VALUE, name, ": ZeroDivisionError (integer division by zero)");
+  }
+  run_binary(a, Inplace, self, std::move(p), rop);
+}
+
+// pow.Tensor_Tensor / pow.Tensor_Scalar
+template <bool Inplace, bool Scalar>
+void pow_k(sdk::Args& a) {
+  const std::string name = Inplace ? "pow_" : "pow";
+  TensorRef self = a.tensor(0);
+  const Rhs rhs = read_rhs(a, 1, Scalar);
+  Prepared p = prepare_binary(a, name.c_str(), Inplace, self, rhs);
+  TS_SDK_CHECK(p.common != TS_BOOL, TS_ERROR_TYPE, name, ": expected numeric tensors, got bool");
+  if (Scalar && sdk::is_integral(p.common, false) && rhs.number->kind == ScalarArg::Int && rhs.number->i < 0)
+    sdk::fail(TS_ERROR_VALUE, name, ": integers to negative integer powers are not allowed, got exponent ",
+              rhs.number->i);
+  run_binary(a, Inplace, self, std::move(p), BinaryMoreOp::Pow);
+}
+
+// maximum / minimum: NaN propagates.
+template <bool Max>
+void extremum_k(sdk::Args& a) {
+  const char* op = Max ? "maximum" : "minimum";
+  TensorRef self = a.tensor(0);
+  Prepared p = prepare_binary(a, op, false, self, read_rhs(a, 1, false));
+  run_binary(a, false, self, std::move(p), Max ? BinaryMoreOp::Maximum : BinaryMoreOp::Minimum);
+}
+
+// logical_and / logical_or: operands read as bool (nonzero), bool result.
+template <bool And>
+void logical_k(sdk::Args& a) {
+  const char* op = And ? "logical_and" : "logical_or";
+  TensorRef self = a.tensor(0);
+  Rhs rhs = read_rhs(a, 1, false);
+  rhs.number.reset();  // the kernel reads both operands as tensors (a 0-dim CPU one is copied up)
+  std::optional<TensorRef> moved;
+  if (rhs.tensor->device().type == 0 && rhs.tensor->dim() == 0) {
+    TensorRef up = empty_on(a.call(), {}, rhs.tensor->dtype(), self.device());
+    copy_host(self.device().index, up.data(), rhs.tensor->data(), size_t(up.itemsize()), gpuMemcpyHostToDevice, false,
+              op);
+    rhs.tensor = up;
+  }
+  Prepared p = prepare_binary(a, op, false, self, rhs, TS_BOOL, TS_BOOL);
+  run_binary(a, false, self, std::move(p), And ? BinaryMoreOp::And : BinaryMoreOp::Or);
+}
+
+// ---- unary
+void logical_not_k(sdk::Args& a) {
+  TensorRef self = a.tensor(0);
+  common_device("logical_not", {&self});
+  TensorRef out = empty_on(a.call(), self.sizes(), TS_BOOL, self.device());
+  Loop L = make_loop("logical_not", self.sizes(), {&out, &self});
+  DeviceGuard guard(self.device().index);
+  launch_unary_more(UnaryMoreOp::Not, Compute::Int64, L, stream_for(self.device().index));
+  a.return_tensor(std::move(out));
+}
+
+// sign keeps the dtype (bool allowed); log1p and erf compute integers in the default float dtype.
+template <UnaryMoreOp Op, bool Inplace>
+void unary_k(sdk::Args& a) {
+  const char* base = Op == UnaryMoreOp::Sign ? "sign" : Op == UnaryMoreOp::Log1p ? "log1p" : "erf";
+  const std::string name = std::string(base) + (Inplace ? "_" : "");
+  TensorRef self = a.tensor(0);
+  common_device(name.c_str(), {&self});
+  int32_t dtype = self.dtype();
+  if (Op != UnaryMoreOp::Sign && !sdk::is_floating(dtype)) dtype = sdk::default_float_dtype();
+  TensorRef out = new_or_self(a, name.c_str(), Inplace, self, self.sizes(), dtype);
+  Loop L = make_loop(name.c_str(), self.sizes(), {&out, &self});
+  DeviceGuard guard(self.device().index);
+  launch_unary_more(Op, compute_for(dtype), L, stream_for(self.device().index));
+  finish_output(a, Inplace, std::move(out));
+}
+
+// clamp(Tensor self, Scalar? min=None, Scalar? max=None): the bounds promote like Python numbers.
+template <bool Inplace>
+void clamp_k(sdk::Args& a) {
+  const std::string name = Inplace ? "clamp_" : "clamp";
+  TensorRef self = a.tensor(0);
+  const std::optional<ScalarArg> lo = a.optional_scalar(1), hi = a.optional_scalar(2);
+  TS_SDK_CHECK(lo || hi, TS_ERROR_VALUE, name, ": expected at least one of 'min' or 'max' to be given, got neither");
+  TS_SDK_CHECK(self.dtype() != TS_BOOL, TS_ERROR_TYPE, name, ": expected a numeric tensor, got bool");
+  common_device(name.c_str(), {&self});
+  ResultType rt;
+  rt.tensor(self);
+  if (lo) rt.scalar(*lo);
+  if (hi) rt.scalar(*hi);
+  const int32_t common = rt.result();
+  TensorRef out = new_or_self(a, name.c_str(), Inplace, self, self.sizes(), common);
+  Loop L = make_loop(name.c_str(), self.sizes(), {&out, &self});
+  if (lo) L.scalar_d = lo->to_double(), L.scalar_i = lo->to_int();
+  if (hi) L.alpha_d = hi->to_double(), L.alpha_i = hi->to_int();
+  DeviceGuard guard(self.device().index);
+  launch_clamp(compute_for(common), L, bool(lo), bool(hi), stream_for(self.device().index));
+  finish_output(a, Inplace, std::move(out));
+}
+
+// masked_fill.Scalar(Tensor self, Tensor mask, Scalar value): keeps self's dtype.
+template <bool Inplace>
+void masked_fill_k(sdk::Args& a) {
+  const std::string name = Inplace ? "masked_fill_" : "masked_fill";
+  TensorRef self = a.tensor(0), mask = a.tensor(1);
+  const ScalarArg value = a.scalar(2);
+  TS_SDK_CHECK(mask.dtype() == TS_BOOL, TS_ERROR_TYPE, name, ": expected a bool mask, got ",
+               sdk::dtype_name(mask.dtype()));
+  common_device(name.c_str(), {&self, &mask});
+  auto shape = broadcast_shapes(name.c_str(), self.sizes(), mask.sizes());
+  TensorRef out = new_or_self(a, name.c_str(), Inplace, self, shape, self.dtype());
+  Loop L = make_loop(name.c_str(), shape, {&out, &self, &mask});
+  L.scalar_d = value.to_double();
+  L.scalar_i = self.dtype() == TS_BOOL ? int64_t(value.to_double() != 0) : value.to_int();
+  DeviceGuard guard(self.device().index);
+  launch_masked_fill(compute_for(self.dtype()), L, stream_for(self.device().index));
+  finish_output(a, Inplace, std::move(out));
+}
+}  // namespace
+
+void register_elementwise_more_kernels(sdk::Registrar& reg, ts_dispatch_key key) {
+  reg.kernel("div.Tensor_mode", key, rounding_div_k<false, false>);
+  reg.kernel("div_.Tensor_mode", key, rounding_div_k<true, false>);
+  reg.kernel("floor_divide", key, rounding_div_k<false, true>);
+  reg.kernel("floor_divide_", key, rounding_div_k<true, true>);
+  reg.kernel("pow.Tensor_Tensor", key, pow_k<false, false>);
+  reg.kernel("pow_.Tensor_Tensor", key, pow_k<true, false>);
+  reg.kernel("pow.Tensor_Scalar", key, pow_k<false, true>);
+  reg.kernel("pow_.Tensor_Scalar", key, pow_k<true, true>);
+  reg.kernel("maximum", key, extremum_k<true>);
+  reg.kernel("minimum", key, extremum_k<false>);
+  reg.kernel("logical_and", key, logical_k<true>);
+  reg.kernel("logical_or", key, logical_k<false>);
+  reg.kernel("logical_not", key, logical_not_k);
+  reg.kernel("sign", key, unary_k<UnaryMoreOp::Sign, false>);
+  reg.kernel("sign_", key, unary_k<UnaryMoreOp::Sign, true>);
+  reg.kernel("log1p", key, unary_k<UnaryMoreOp::Log1p, false>);
+  reg.kernel("log1p_", key, unary_k<UnaryMoreOp::Log1p, true>);
+  reg.kernel("erf", key, unary_k<UnaryMoreOp::Erf, false>);
+  reg.kernel("erf_", key, unary_k<UnaryMoreOp::Erf, true>);
+  reg.kernel("clamp", key, clamp_k<false>);
+  reg.kernel("clamp_", key, clamp_k<true>);
+  reg.kernel("masked_fill.Scalar", key, masked_fill_k<false>);
+  reg.kernel("masked_fill_.Scalar", key, masked_fill_k<true>);
+}
+
+}  // namespace tessera::gpu
