@@ -76,6 +76,13 @@ std::string device_str(ts_device d);
 ts_device common_device(const char* op, std::initializer_list<const TensorRef*> tensors);
 // The device pointer of a tensor's first element.
 inline char* first_element(const TensorRef& t) { return static_cast<char*>(t.data()); }
+
+// The geometry of reducing `self` over the dims where `mask` is true: kept dims first, then the
+// reduced ones (sizes and input strides); `out_shape` gets the result's shape (size-1 dims kept
+// when keepdim). bind_reduction then points it at the input and the allocated output (reduce_ops.cpp).
+Reduction plan_reduction(const char* op, const TensorRef& self, const std::vector<bool>& mask, bool keepdim,
+                         std::vector<int64_t>& out_shape);
+void bind_reduction(Reduction& r, const TensorRef& self, const TensorRef& out);
 int64_t wrap_dim(const char* op, int64_t dim, int64_t ndim);
 std::vector<int64_t> contiguous_strides(std::span<const int64_t> shape);
 std::string shape_str(std::span<const int64_t> shape);

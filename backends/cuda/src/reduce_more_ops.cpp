@@ -31,36 +31,11 @@ void check_nonempty(const char* op, const TensorRef& in, const std::vector<bool>
 
 TensorRef reduce_more(sdk::Args& a, const char* op, ReduceMoreOp rop, Compute acc, const TensorRef& self,
                       const std::vector<bool>& mask, bool keepdim, int32_t out_dtype, double correction = 0) {
-  Reduction r;
-  std::vector<int64_t> out_shape, kept_sizes, kept_strides, red_sizes, red_strides;
-  for (int64_t d = 0; d < self.dim(); ++d) {
-    if (mask[size_t(d)]) {
-      red_sizes.push_back(self.size(d));
-      red_strides.push_back(self.stride(d));
-      r.reduced *= self.size(d);
-      if (keepdim) out_shape.push_back(1);
-    } else {
-      kept_sizes.push_back(self.size(d));
-      kept_strides.push_back(self.stride(d));
-      r.kept *= self.size(d);
-      out_shape.push_back(self.size(d));
-    }
-  }
-  const int32_t nk = int32_t(kept_sizes.size()), nr = int32_t(red_sizes.size());
-  TS_SDK_CHECK(nk + nr <= kMaxDims, TS_ERROR_VALUE, op, ": at most ", kMaxDims, " dims are supported on ", kName);
+  std::vector<int64_t> out_shape;
+  Reduction r = plan_reduction(op, self, mask, keepdim, out_shape);
   TensorRef out = empty_on(a.call(), out_shape, out_dtype, self.device());
   if (r.kept == 0) return out;
-  r.ndim_kept = nk;
-  r.ndim_reduced = nr;
-  for (int32_t i = 0; i < nk; ++i) r.sizes[i] = kept_sizes[size_t(i)], r.in.strides[i] = kept_strides[size_t(i)];
-  for (int32_t i = 0; i < nr; ++i)
-    r.sizes[nk + i] = red_sizes[size_t(i)], r.in.strides[nk + i] = red_strides[size_t(i)];
-  r.in.data = first_element(self);
-  r.in.dtype = self.dtype();
-  r.in.itemsize = int32_t(self.itemsize());
-  r.out.data = first_element(out);
-  r.out.dtype = out_dtype;
-  r.out.itemsize = int32_t(out.itemsize());
+  bind_reduction(r, self, out);
   DeviceGuard guard(self.device().index);
   launch_reduce_more(rop, acc, r, correction, stream_for(self.device().index));
   return out;

@@ -6,6 +6,42 @@
 #include <optional>
 
 namespace tessera::gpu {
+
+Reduction plan_reduction(const char* op, const TensorRef& self, const std::vector<bool>& mask, bool keepdim,
+                         std::vector<int64_t>& out_shape) {
+  Reduction r;
+  std::vector<int64_t> kept_sizes, kept_strides, red_sizes, red_strides;
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    if (mask[size_t(d)]) {
+      red_sizes.push_back(self.size(d));
+      red_strides.push_back(self.stride(d));
+      r.reduced *= self.size(d);
+      if (keepdim) out_shape.push_back(1);
+    } else {
+      kept_sizes.push_back(self.size(d));
+      kept_strides.push_back(self.stride(d));
+      r.kept *= self.size(d);
+      out_shape.push_back(self.size(d));
+    }
+  }
+  const int32_t nk = int32_t(kept_sizes.size()), nr = int32_t(red_sizes.size());
+  TS_SDK_CHECK(nk + nr <= kMaxDims, TS_ERROR_VALUE, op, ": at most ", kMaxDims, " dims are supported on ", kName);
+  r.ndim_kept = nk;
+  r.ndim_reduced = nr;
+  for (int32_t i = 0; i < nk; ++i) r.sizes[i] = kept_sizes[size_t(i)], r.in.strides[i] = kept_strides[size_t(i)];
+  for (int32_t i = 0; i < nr; ++i) r.sizes[nk + i] = red_sizes[size_t(i)], r.in.strides[nk + i] = red_strides[size_t(i)];
+  return r;
+}
+
+void bind_reduction(Reduction& r, const TensorRef& self, const TensorRef& out) {
+  r.in.data = first_element(self);
+  r.in.dtype = self.dtype();
+  r.in.itemsize = int32_t(self.itemsize());
+  r.out.data = first_element(out);
+  r.out.dtype = out.dtype();
+  r.out.itemsize = int32_t(out.itemsize());
+}
+
 namespace {
 
 // Which dims are reduced: none given (or an empty list) means all of them.
@@ -26,46 +62,13 @@ TensorRef reduce(sdk::Args& a, const char* op, ReduceOp rop, const TensorRef& se
                  std::optional<std::span<const int64_t>> dims, bool keepdim, int32_t out_dtype, bool mean) {
   common_device(op, {&self});
   auto mask = reduced_mask(op, dims, self.dim());
-  Reduction r;
   std::vector<int64_t> out_shape;
-  int32_t nk = 0, nr = 0;
-  std::vector<int64_t> kept_sizes, kept_strides, red_sizes, red_strides;
-  for (int64_t d = 0; d < self.dim(); ++d) {
-    if (mask[size_t(d)]) {
-      red_sizes.push_back(self.size(d));
-      red_strides.push_back(self.stride(d));
-      r.reduced *= self.size(d);
-      if (keepdim) out_shape.push_back(1);
-    } else {
-      kept_sizes.push_back(self.size(d));
-      kept_strides.push_back(self.stride(d));
-      r.kept *= self.size(d);
-      out_shape.push_back(self.size(d));
-    }
-  }
-  nk = int32_t(kept_sizes.size());
-  nr = int32_t(red_sizes.size());
-  TS_SDK_CHECK(nk + nr <= kMaxDims, TS_ERROR_VALUE, op, ": at most ", kMaxDims, " dims are supported on ", kName);
+  Reduction r = plan_reduction(op, self, mask, keepdim, out_shape);
   TS_SDK_CHECK(rop == ReduceOp::Sum || r.reduced > 0 || r.kept == 0, TS_ERROR_INDEX, op,
                ": expected reduction dims to have non-zero size (input shape ", shape_str(self.sizes()), ")");
   TensorRef out = empty_on(a.call(), out_shape, out_dtype, self.device());
   if (r.kept == 0) return out;
-  r.ndim_kept = nk;
-  r.ndim_reduced = nr;
-  for (int32_t i = 0; i < nk; ++i) {
-    r.sizes[i] = kept_sizes[size_t(i)];
-    r.in.strides[i] = kept_strides[size_t(i)];
-  }
-  for (int32_t i = 0; i < nr; ++i) {
-    r.sizes[nk + i] = red_sizes[size_t(i)];
-    r.in.strides[nk + i] = red_strides[size_t(i)];
-  }
-  r.in.data = first_element(self);
-  r.in.dtype = self.dtype();
-  r.in.itemsize = int32_t(self.itemsize());
-  r.out.data = first_element(out);
-  r.out.dtype = out_dtype;
-  r.out.itemsize = int32_t(out.itemsize());
+  bind_reduction(r, self, out);
   if (mean) r.scale = r.reduced ? 1.0 / double(r.reduced) : NAN;
   DeviceGuard guard(self.device().index);
   launch_reduce(rop, compute_for(out_dtype), r, stream_for(self.device().index));
