@@ -19,81 +19,8 @@ using sdk::Args;
 using sdk::fail;
 using sdk::TensorRef;
 using strided::str;
-using Shape = std::vector<int64_t>;
 
 // ---- geometry and checks
-
-// stride / padding / dilation: one value per spatial dim, or one for all of them.
-std::array<int64_t, 2> spatial_arg(const char* op, const char* name, std::span<const int64_t> v, int64_t dims,
-                                   int64_t min) {
-  if (v.size() != 1 && int64_t(v.size()) != dims)
-    fail(TS_ERROR_VALUE, op, ": expected ", name, dims == 1 ? " to have 1 value" : " to have 1 or 2 values",
-         " (one per spatial dim, or one for all), got ", str(v));
-  for (int64_t x : v)
-    if (x < min) fail(TS_ERROR_VALUE, op, ": expected ", name, " values >= ", min, ", got ", str(v));
-  // 1-D: H is a size-1 dim whose stride 1, padding 0 and dilation 1 are each one's `min`.
-  if (dims == 1) return {min, v[0]};
-  return {v[0], v.size() == 1 ? v[0] : v[1]};
-}
-
-struct ConvPlan {
-  ConvGeometry g;
-  Shape out_shape;  // the result's shape (unbatched and 1-D kept as given)
-};
-
-ConvPlan plan_conv(const char* op, const TensorRef& input, const TensorRef& weight, std::span<const int64_t> stride,
-                   std::span<const int64_t> padding, std::span<const int64_t> dilation, int64_t groups) {
-  const int64_t wd = weight.dim();
-  if (wd != 3 && wd != 4)
-    fail(TS_ERROR_VALUE, op, ": expected a 3-D weight (1-D convolution) or a 4-D weight (2-D convolution), got ", wd,
-         "-D weight of shape ", str(weight.sizes()));
-  const int64_t dims = wd - 2;
-  const bool batched = input.dim() == dims + 2;
-  if (!batched && input.dim() != dims + 1)
-    fail(TS_ERROR_VALUE, op, ": expected a ", dims + 1, "-D (unbatched) or ", dims + 2, "-D (batched) input for ",
-         dims, "-D convolution with weight of shape ", str(weight.sizes()), ", got ", input.dim(),
-         "-D input of shape ", str(input.sizes()));
-  if (groups <= 0) fail(TS_ERROR_VALUE, op, ": expected groups > 0, got ", groups);
-  ConvPlan p;
-  ConvGeometry& g = p.g;
-  const int64_t lead = batched ? 1 : 0;
-  g.n = batched ? input.size(0) : 1;
-  g.c_in = input.size(lead);
-  g.c_out = weight.size(0);
-  g.groups = groups;
-  if (g.c_out % groups != 0)
-    fail(TS_ERROR_VALUE, op, ": expected the weight's out channels (", g.c_out, ") to be divisible by groups (",
-         groups, "), weight of shape ", str(weight.sizes()));
-  if (weight.size(1) * groups != g.c_in)
-    fail(TS_ERROR_VALUE, op, ": given groups=", groups, " and weight of shape ", str(weight.sizes()),
-         ", expected input of shape ", str(input.sizes()), " to have ", weight.size(1) * groups,
-         " channels, but got ", g.c_in, " channels");
-  const auto s = spatial_arg(op, "stride", stride, dims, 1);
-  const auto pad = spatial_arg(op, "padding", padding, dims, 0);
-  const auto dil = spatial_arg(op, "dilation", dilation, dims, 1);
-  g.sh = s[0], g.sw = s[1], g.ph = pad[0], g.pw = pad[1], g.dh = dil[0], g.dw = dil[1];
-  g.h = dims == 2 ? input.size(lead + 1) : 1;
-  g.w = input.size(lead + dims);
-  g.kh = dims == 2 ? weight.size(2) : 1;
-  g.kw = weight.size(wd - 1);
-  if (g.kh == 0 || g.kw == 0)
-    fail(TS_ERROR_VALUE, op, ": expected a non-empty kernel, got weight of shape ", str(weight.sizes()));
-  const int64_t eh = g.dh * (g.kh - 1) + 1, ew = g.dw * (g.kw - 1) + 1;  // extents after dilation
-  const int64_t ih = g.h + 2 * g.ph, iw = g.w + 2 * g.pw;
-  if (ih < eh || iw < ew) {
-    Shape padded = dims == 2 ? Shape{ih, iw} : Shape{iw}, kernel = dims == 2 ? Shape{eh, ew} : Shape{ew};
-    fail(TS_ERROR_VALUE, op, ": the kernel (size after dilation ", str(kernel),
-         ") can't be larger than the padded input (size per channel ", str(padded), "), input of shape ",
-         str(input.sizes()), ", weight of shape ", str(weight.sizes()));
-  }
-  g.oh = (ih - eh) / g.sh + 1;
-  g.ow = (iw - ew) / g.sw + 1;
-  if (batched) p.out_shape.push_back(g.n);
-  p.out_shape.push_back(g.c_out);
-  if (dims == 2) p.out_shape.push_back(g.oh);
-  p.out_shape.push_back(g.ow);
-  return p;
-}
 
 void check_operands(const char* op, const TensorRef& input, const TensorRef& weight) {
   const TensorRef* ts[] = {&input, &weight};
@@ -277,26 +204,26 @@ void convolution_kernel(Args& a) {
   TensorRef input = a.tensor(0), weight = a.tensor(1);
   std::optional<TensorRef> bias = a.optional_tensor(2);
   check_operands(op, input, weight);
-  const ConvPlan p = plan_conv(op, input, weight, a.int_list(3), a.int_list(4), a.int_list(5), a.to_int(6));
+  const ConvGeometry g = sdk::conv_geometry(op, input, weight, a.int_list(3), a.int_list(4), a.int_list(5), a.to_int(6));
   if (bias) {
     const TensorRef* ts[] = {&*bias};
     check_cpu(op, ts);
     check_same_dtype(op, "bias", *bias, "input", input.dtype());
-    if (bias->dim() != 1 || bias->size(0) != p.g.c_out)
-      fail(TS_ERROR_VALUE, op, ": expected bias of shape [", p.g.c_out, "] (the weight's out channels), got ",
+    if (bias->dim() != 1 || bias->size(0) != g.c_out)
+      fail(TS_ERROR_VALUE, op, ": expected bias of shape [", g.c_out, "] (the weight's out channels), got ",
            str(bias->sizes()));
   }
   const int32_t dtype = input.dtype(), cdt = compute_dtype(dtype);
   TensorRef x = prepared(a.call(), input, op), w = prepared(a.call(), weight, op);
   TensorRef b = bias ? prepared(a.call(), *bias, op) : TensorRef();
-  TensorRef y = sdk::empty(a.call(), p.out_shape, cdt, kCpuDevice);
+  TensorRef y = sdk::empty(a.call(), g.out_shape, cdt, kCpuDevice);
   if (y.numel() > 0) {
-    if (!use_onednn(p.g, cdt) ||
-        !onednn_conv_forward(op, p.g, x.data<float>(), w.data<float>(), b.defined() ? b.data<float>() : nullptr,
+    if (!use_onednn(g, cdt) ||
+        !onednn_conv_forward(op, g, x.data<float>(), w.data<float>(), b.defined() ? b.data<float>() : nullptr,
                              y.data<float>())) {
       with_compute_type(cdt, [&](auto zero) {
         using T = decltype(zero);
-        forward_generic<T>(p.g, x.data<T>(), w.data<T>(), b.defined() ? b.data<T>() : nullptr, y.data<T>());
+        forward_generic<T>(g, x.data<T>(), w.data<T>(), b.defined() ? b.data<T>() : nullptr, y.data<T>());
       });
     }
   }
@@ -314,21 +241,21 @@ void convolution_backward_kernel(Args& a) {
     check_cpu(op, ts);
   }
   check_same_dtype(op, "grad_output", grad_out, "input", input.dtype());
-  const ConvPlan p = plan_conv(op, input, weight, a.int_list(3), a.int_list(4), a.int_list(5), a.to_int(6));
-  if (grad_out.shape_vector() != p.out_shape)
-    fail(TS_ERROR_VALUE, op, ": expected grad_output of shape ", str(p.out_shape),
+  const ConvGeometry g = sdk::conv_geometry(op, input, weight, a.int_list(3), a.int_list(4), a.int_list(5), a.to_int(6));
+  if (grad_out.shape_vector() != g.out_shape)
+    fail(TS_ERROR_VALUE, op, ": expected grad_output of shape ", str(g.out_shape),
          " (the convolution's output), got ", str(grad_out.sizes()));
   const int32_t dtype = input.dtype(), cdt = compute_dtype(dtype);
   TensorRef gy = prepared(a.call(), grad_out, op), x = prepared(a.call(), input, op),
             w = prepared(a.call(), weight, op);
   TensorRef gx = zeros(a.call(), input.sizes(), cdt), gw = zeros(a.call(), weight.sizes(), cdt);
-  const int64_t bias_shape[1] = {p.g.c_out};
+  const int64_t bias_shape[1] = {g.c_out};
   TensorRef gb = zeros(a.call(), bias_shape, cdt);
-  if (!use_onednn(p.g, cdt) || !onednn_conv_backward(op, p.g, gy.data<float>(), x.data<float>(), w.data<float>(),
+  if (!use_onednn(g, cdt) || !onednn_conv_backward(op, g, gy.data<float>(), x.data<float>(), w.data<float>(),
                                                      gx.data<float>(), gw.data<float>(), gb.data<float>())) {
     with_compute_type(cdt, [&](auto zero) {
       using T = decltype(zero);
-      backward_generic<T>(p.g, gy.data<T>(), x.data<T>(), w.data<T>(), gx.data<T>(), gw.data<T>(), gb.data<T>());
+      backward_generic<T>(g, gy.data<T>(), x.data<T>(), w.data<T>(), gx.data<T>(), gw.data<T>(), gb.data<T>());
     });
   }
   a.returns({Args::tensor_value(to_dtype(a.call(), gx, dtype, op)),

@@ -10,6 +10,8 @@
 #include "caching_allocator.h"
 #include "cuda_plugin.h"
 
+#include <tessera/sdk/conv_geometry.h>
+
 #include <cudnn.h>
 
 #include <array>
@@ -113,79 +115,8 @@ struct Workspace {
   Workspace& operator=(const Workspace&) = delete;
 };
 
-// ---- geometry and checks (the CPU plugin's rules and messages)
-struct Geometry {
-  int64_t n = 1, c_in = 0, h = 1, w = 1;  // input [n, c_in, h, w]
-  int64_t c_out = 0, kh = 1, kw = 1;      // weight [c_out, c_in / groups, kh, kw]
-  int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1, groups = 1;
-  int64_t oh = 1, ow = 1;
-  int64_t channel_dim = 1;         // of the result: 0 when unbatched
-  std::vector<int64_t> out_shape;  // the result's shape (unbatched and 1-D kept as given)
-};
-
-// stride / padding / dilation: one value per spatial dim, or one for all.
-std::array<int64_t, 2> spatial_arg(const char* op, const char* name, std::span<const int64_t> v, int64_t dims,
-                                   int64_t min) {
-  TS_SDK_CHECK(v.size() == 1 || int64_t(v.size()) == dims, TS_ERROR_VALUE, op, ": expected ", name,
-               dims == 1 ? " to have 1 value" : " to have 1 or 2 values", " (one per spatial dim, or one for all), got ",
-               shape_str(v));
-  for (int64_t x : v)
-    TS_SDK_CHECK(x >= min, TS_ERROR_VALUE, op, ": expected ", name, " values >= ", min, ", got ", shape_str(v));
-  if (dims == 1) return {min, v[0]};  // H: a size-1 dim with stride 1, padding 0, dilation 1
-  return {v[0], v.size() == 1 ? v[0] : v[1]};
-}
-
-Geometry plan(const char* op, const TensorRef& input, const TensorRef& weight, std::span<const int64_t> stride,
-              std::span<const int64_t> padding, std::span<const int64_t> dilation, int64_t groups) {
-  const int64_t wd = weight.dim();
-  TS_SDK_CHECK(wd == 3 || wd == 4, TS_ERROR_VALUE, op,
-               ": expected a 3-D weight (1-D convolution) or a 4-D weight (2-D convolution), got ", wd,
-               "-D weight of shape ", shape_str(weight.sizes()));
-  const int64_t dims = wd - 2;
-  const bool batched = input.dim() == dims + 2;
-  TS_SDK_CHECK(batched || input.dim() == dims + 1, TS_ERROR_VALUE, op, ": expected a ", dims + 1, "-D (unbatched) or ",
-               dims + 2, "-D (batched) input for ", dims, "-D convolution with weight of shape ",
-               shape_str(weight.sizes()), ", got ", input.dim(), "-D input of shape ", shape_str(input.sizes()));
-  TS_SDK_CHECK(groups > 0, TS_ERROR_VALUE, op, ": expected groups > 0, got ", groups);
-  Geometry g;
-  const int64_t lead = batched ? 1 : 0;
-  g.channel_dim = lead;
-  g.n = batched ? input.size(0) : 1;
-  g.c_in = input.size(lead);
-  g.c_out = weight.size(0);
-  g.groups = groups;
-  TS_SDK_CHECK(g.c_out % groups == 0, TS_ERROR_VALUE, op, ": expected the weight's out channels (", g.c_out,
-               ") to be divisible by groups (", groups, "), weight of shape ", shape_str(weight.sizes()));
-  TS_SDK_CHECK(weight.size(1) * groups == g.c_in, TS_ERROR_VALUE, op, ": given groups=", groups, " and weight of shape ",
-               shape_str(weight.sizes()), ", expected input of shape ", shape_str(input.sizes()), " to have ",
-               weight.size(1) * groups, " channels, but got ", g.c_in, " channels");
-  const auto s = spatial_arg(op, "stride", stride, dims, 1);
-  const auto pad = spatial_arg(op, "padding", padding, dims, 0);
-  const auto dil = spatial_arg(op, "dilation", dilation, dims, 1);
-  g.sh = s[0], g.sw = s[1], g.ph = pad[0], g.pw = pad[1], g.dh = dil[0], g.dw = dil[1];
-  g.h = dims == 2 ? input.size(lead + 1) : 1;
-  g.w = input.size(lead + dims);
-  g.kh = dims == 2 ? weight.size(2) : 1;
-  g.kw = weight.size(wd - 1);
-  TS_SDK_CHECK(g.kh > 0 && g.kw > 0, TS_ERROR_VALUE, op, ": expected a non-empty kernel, got weight of shape ",
-               shape_str(weight.sizes()));
-  const int64_t eh = g.dh * (g.kh - 1) + 1, ew = g.dw * (g.kw - 1) + 1;  // extents after dilation
-  const int64_t ih = g.h + 2 * g.ph, iw = g.w + 2 * g.pw;
-  if (ih < eh || iw < ew) {
-    std::vector<int64_t> padded = dims == 2 ? std::vector<int64_t>{ih, iw} : std::vector<int64_t>{iw};
-    std::vector<int64_t> kernel = dims == 2 ? std::vector<int64_t>{eh, ew} : std::vector<int64_t>{ew};
-    sdk::fail(TS_ERROR_VALUE, op, ": the kernel (size after dilation ", shape_str(kernel),
-              ") can't be larger than the padded input (size per channel ", shape_str(padded), "), input of shape ",
-              shape_str(input.sizes()), ", weight of shape ", shape_str(weight.sizes()));
-  }
-  g.oh = (ih - eh) / g.sh + 1;
-  g.ow = (iw - ew) / g.sw + 1;
-  if (batched) g.out_shape.push_back(g.n);
-  g.out_shape.push_back(g.c_out);
-  if (dims == 2) g.out_shape.push_back(g.oh);
-  g.out_shape.push_back(g.ow);
-  return g;
-}
+// ---- geometry and checks: the SDK's rules and messages, as on the CPU
+using Geometry = sdk::ConvGeometry;
 
 void check_operands(const char* op, const TensorRef& input, const TensorRef& weight) {
   TS_SDK_CHECK(sdk::is_floating(input.dtype()), TS_ERROR_TYPE, op, ": expected input of a floating point dtype, got ",
@@ -291,7 +222,7 @@ void convolution_k(sdk::Args& a) {
   if (bias) common_device(op, {&input, &weight, &*bias});
   else common_device(op, {&input, &weight});
   check_operands(op, input, weight);
-  Geometry g = plan(op, input, weight, a.int_list(3), a.int_list(4), a.int_list(5), a.to_int(6));
+  Geometry g = sdk::conv_geometry(op, input, weight, a.int_list(3), a.int_list(4), a.int_list(5), a.to_int(6));
   if (bias) {
     TS_SDK_CHECK(bias->dtype() == input.dtype(), TS_ERROR_TYPE, op, ": expected bias to have the input's dtype ",
                  sdk::dtype_name(input.dtype()), ", got ", sdk::dtype_name(bias->dtype()));
@@ -356,7 +287,7 @@ void convolution_backward_k(sdk::Args& a) {
   check_operands(op, input, weight);
   TS_SDK_CHECK(grad_out.dtype() == input.dtype(), TS_ERROR_TYPE, op, ": expected grad_output to have the input's dtype ",
                sdk::dtype_name(input.dtype()), ", got ", sdk::dtype_name(grad_out.dtype()));
-  Geometry g = plan(op, input, weight, a.int_list(3), a.int_list(4), a.int_list(5), a.to_int(6));
+  Geometry g = sdk::conv_geometry(op, input, weight, a.int_list(3), a.int_list(4), a.int_list(5), a.to_int(6));
   TS_SDK_CHECK(grad_out.shape_vector() == g.out_shape, TS_ERROR_VALUE, op, ": expected grad_output of shape ",
                shape_str(g.out_shape), " (the convolution's output), got ", shape_str(grad_out.sizes()));
   check_int_sized(op, g);
