@@ -4,6 +4,8 @@
 #include "cuda_plugin.h"
 #include "nn_launch.h"
 
+#include <tessera/sdk/pool_geometry.h>
+
 #include <array>
 #include <climits>
 #include <optional>
@@ -22,68 +24,24 @@ Pair int_pair(const char* op, const char* name, std::span<const int64_t> v, cons
   return {v[0], v[1]};
 }
 
-struct Planes {
-  int64_t planes = 0, h = 0, w = 0;
-  std::vector<int64_t> lead;  // [C] or [N, C]
-  std::vector<int64_t> shape(int64_t oh, int64_t ow) const {
-    std::vector<int64_t> s = lead;
-    s.push_back(oh);
-    s.push_back(ow);
-    return s;
-  }
-};
+using Planes = sdk::PoolPlanes;
 
 // `self` on our device, floating, 3-D or 4-D, only the batch dim may be 0.
 Planes planes_of(const char* op, const TensorRef& self) {
   common_device(op, {&self});
   TS_SDK_CHECK(sdk::is_floating(self.dtype()), TS_ERROR_TYPE, op, ": expected input of a floating point dtype, got ",
                sdk::dtype_name(self.dtype()));
-  const int64_t d = self.dim();
-  TS_SDK_CHECK(d == 3 || d == 4, TS_ERROR_VALUE, op, ": expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got ", d,
-               "-D input of shape ", shape_str(self.sizes()));
-  for (int64_t i = d - 3; i < d; ++i)
-    TS_SDK_CHECK(self.size(i) != 0, TS_ERROR_VALUE, op,
-                 ": expected an input with non-zero sizes in all but the batch dim, got shape ", shape_str(self.sizes()));
-  Planes p;
-  p.lead.assign(self.sizes().begin(), self.sizes().end() - 2);
-  p.planes = 1;
-  for (int64_t s : p.lead) p.planes *= s;
-  p.h = self.size(d - 2);
-  p.w = self.size(d - 1);
-  return p;
+  return sdk::pool_input_planes(op, self);
 }
 
 void check_params(const char* op, const Pair& k, const Pair& s, const Pair& pad, const Pair& dil) {
-  TS_SDK_CHECK(k[0] > 0 && k[1] > 0, TS_ERROR_VALUE, op, ": expected kernel_size > 0, got ", shape_str(k));
-  TS_SDK_CHECK(s[0] > 0 && s[1] > 0, TS_ERROR_VALUE, op, ": expected stride > 0, got ", shape_str(s));
-  TS_SDK_CHECK(dil[0] > 0 && dil[1] > 0, TS_ERROR_VALUE, op, ": expected dilation > 0, got ", shape_str(dil));
-  TS_SDK_CHECK(pad[0] >= 0 && pad[1] >= 0, TS_ERROR_VALUE, op, ": expected padding >= 0, got ", shape_str(pad));
-  TS_SDK_CHECK(pad[0] <= k[0] / 2 && pad[1] <= k[1] / 2, TS_ERROR_VALUE, op,
-               ": expected padding to be at most half of kernel_size, got padding ", shape_str(pad),
-               " and kernel_size ", shape_str(k));
+  sdk::check_pool_params(op, k, s, pad, dil);
   for (int64_t v : {k[0], k[1], s[0], s[1], dil[0], dil[1]})
     TS_SDK_CHECK(v <= INT_MAX, TS_ERROR_VALUE, op, ": pooling parameters above ", INT_MAX, " are not supported on ",
                  kName);
 }
 
-// PyTorch's output size; in ceil mode the last window must start inside the input or the left padding.
-int64_t pooled_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dil, bool ceil_mode) {
-  const int64_t num = in + 2 * pad - dil * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0);
-  const int64_t q = num >= 0 ? num / stride : -((-num + stride - 1) / stride);  // floor division
-  int64_t out = q + 1;
-  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
-  return out;
-}
-
-Pair pooled_plane(const char* op, const Planes& p, const Pair& k, const Pair& s, const Pair& pad, const Pair& dil,
-                  bool ceil_mode) {
-  const int64_t oh = pooled_size(p.h, k[0], pad[0], s[0], dil[0], ceil_mode);
-  const int64_t ow = pooled_size(p.w, k[1], pad[1], s[1], dil[1], ceil_mode);
-  TS_SDK_CHECK(oh >= 1 && ow >= 1, TS_ERROR_VALUE, op, ": the output would be empty: input plane ", p.h, "x", p.w,
-               " with kernel_size ", shape_str(k), ", stride ", shape_str(s), ", padding ", shape_str(pad),
-               " and dilation ", shape_str(dil), " gives ", oh, "x", ow);
-  return {oh, ow};
-}
+using sdk::pooled_plane;
 
 void check_grad_output(const char* op, const TensorRef& grad_out, const TensorRef& self,
                        const std::vector<int64_t>& expected) {
