@@ -6,6 +6,8 @@
 #include "strided.h"
 #include "tensor_iterator.h"
 
+#include <tessera/sdk/norm_geometry.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -16,31 +18,7 @@ using namespace norm;
 using sdk::Args;
 using sdk::fail;
 
-struct Rows {
-  int64_t m = 1, n = 1;            // rows, elements per row
-  std::vector<int64_t> stat_shape;  // leading dims + a 1 per normalized dim
-};
-
-Rows rows_of(const char* op, const TensorRef& input, std::span<const int64_t> normalized) {
-  const int64_t k = int64_t(normalized.size());
-  if (k == 0) fail(TS_ERROR_VALUE, op, ": expected normalized_shape to be at least 1-dimensional, got []");
-  const int64_t axis = input.dim() - k;
-  bool ok = axis >= 0;
-  for (int64_t i = 0; ok && i < k; ++i) ok = input.size(axis + i) == normalized[size_t(i)];
-  if (!ok)
-    fail(TS_ERROR_VALUE, op, ": expected input with shape [*, ", strided::str(normalized).substr(1),
-         " (ending in normalized_shape), got input of shape ", strided::str(input.sizes()));
-  Rows r;
-  for (int64_t d = 0; d < axis; ++d) {
-    r.m *= input.size(d);
-    r.stat_shape.push_back(input.size(d));
-  }
-  for (int64_t d = axis; d < input.dim(); ++d) {
-    r.n *= input.size(d);
-    r.stat_shape.push_back(1);
-  }
-  return r;
-}
+using Rows = sdk::LayerNormRows;
 
 // native_layer_norm(Tensor input, int[] normalized_shape, Tensor? weight, Tensor? bias, float eps)
 void layer_norm_kernel(Args& a) {
@@ -51,7 +29,7 @@ void layer_norm_kernel(Args& a) {
   const double eps = a.to_double(4);
   check_cpu_all(op, {&input, weight ? &*weight : nullptr, bias ? &*bias : nullptr});
   require_floating(op, input, "input");
-  const Rows r = rows_of(op, input, normalized);
+  const Rows r = sdk::layer_norm_rows(op, input, normalized);
   const std::vector<double> w = optional_values(op, weight, normalized, "weight");
   const std::vector<double> b = optional_values(op, bias, normalized, "bias");
 
@@ -99,7 +77,7 @@ void layer_norm_backward_kernel(Args& a) {
   require_floating(op, input, "input");
   require_floating(op, grad_out, "grad_out");
   require_shape(op, grad_out, input.sizes(), "grad_out");
-  const Rows r = rows_of(op, input, normalized);
+  const Rows r = sdk::layer_norm_rows(op, input, normalized);
   const std::vector<double> w = optional_values(op, weight, normalized, "weight");
   if (bias) {
     require_floating(op, *bias, "bias");

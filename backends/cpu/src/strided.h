@@ -15,11 +15,7 @@
 namespace tessera::cpu::strided {
 
 // "[2, 3]" for error messages.
-inline std::string str(std::span<const int64_t> values) {
-  std::string s = "[";
-  for (size_t i = 0; i < values.size(); ++i) s += (i ? ", " : "") + std::to_string(values[i]);
-  return s + "]";
-}
+inline std::string str(std::span<const int64_t> values) { return sdk::shape_text(values); }
 
 inline int64_t numel(std::span<const int64_t> shape) {
   int64_t n = 1;

@@ -206,8 +206,8 @@ void bmm_k(sdk::Args& a) {
   TS_SDK_CHECK(x.dim() == 3 && y.dim() == 3, TS_ERROR_VALUE, "bmm: expected 3-D tensors, got ", x.dim(), "-D and ",
                y.dim(), "-D");
   TS_SDK_CHECK(x.size(0) == y.size(0) && x.size(2) == y.size(1), TS_ERROR_VALUE,
-               "bmm: batch1 and batch2 shapes cannot be multiplied (", shape_str(x.sizes()), " and ",
-               shape_str(y.sizes()), ")");
+               "bmm: batch1 and batch2 shapes cannot be multiplied (", shape_text(x.sizes()), " and ",
+               shape_text(y.sizes()), ")");
   check_float("bmm", x, y);
   TensorRef out = empty_on(a.call(), std::vector<int64_t>{x.size(0), x.size(1), y.size(2)}, x.dtype(), x.device());
   gemm(a.call(), mat3d(x), mat3d(y), mat3d(out), 1.0, 0.0);
@@ -250,7 +250,7 @@ void matmul_k(sdk::Args& a) {
   if (x1) { xs.insert(xs.begin(), 1); xst.insert(xst.begin(), xst[0]); }
   if (y1) { ys.push_back(1); yst.push_back(1); }
   const int64_t n = xs[xs.size() - 2], k = xs.back(), k2 = ys[ys.size() - 2], p = ys.back();
-  TS_SDK_CHECK(k == k2, TS_ERROR_VALUE, "matmul: shapes ", shape_str(x.sizes()), " and ", shape_str(y.sizes()),
+  TS_SDK_CHECK(k == k2, TS_ERROR_VALUE, "matmul: shapes ", shape_text(x.sizes()), " and ", shape_text(y.sizes()),
                " cannot be multiplied (", k, " != ", k2, ")");
   std::span<const int64_t> xb(xs.data(), xs.size() - 2), yb(ys.data(), ys.size() - 2);
   std::vector<int64_t> batch = broadcast_shapes("matmul", xb, yb);

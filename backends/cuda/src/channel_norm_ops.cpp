@@ -17,7 +17,7 @@ void require_floating(const char* op, const TensorRef& t, const char* what) {
 }
 void require_shape(const char* op, const TensorRef& t, std::span<const int64_t> shape, const char* what) {
   TS_SDK_CHECK(std::equal(shape.begin(), shape.end(), t.sizes().begin(), t.sizes().end()), TS_ERROR_VALUE, op,
-               ": expected ", what, " of shape ", shape_str(shape), ", got ", shape_str(t.sizes()));
+               ": expected ", what, " of shape ", shape_text(shape), ", got ", shape_text(t.sizes()));
 }
 // An optional per-channel tensor: checked, on our device, contiguous (undefined when None).
 TensorRef channel_param(ts_call call, const char* op, const TensorRef& input, const std::optional<TensorRef>& t,
@@ -46,7 +46,7 @@ struct Layout {
 };
 Layout layout_of(const char* op, const TensorRef& input) {
   TS_SDK_CHECK(input.dim() >= 2, TS_ERROR_VALUE, op, ": expected input of at least 2 dimensions (N, C, *), got ",
-               input.dim(), " (shape ", shape_str(input.sizes()), ")");
+               input.dim(), " (shape ", shape_text(input.sizes()), ")");
   Layout l{input.size(0), input.size(1), 1};
   for (int64_t d = 2; d < input.dim(); ++d) l.hw *= input.size(d);
   return l;
@@ -73,7 +73,7 @@ void batch_norm_k(sdk::Args& a) {
                ": expected running_mean and running_var in evaluation mode (training=False), got None");
   TS_SDK_CHECK(!training || l.n * l.hw != 1, TS_ERROR_VALUE, op,
                ": expected more than 1 value per channel when training, got input of shape ",
-               shape_str(input.sizes()));
+               shape_text(input.sizes()));
   const TensorRef x = contiguous(a.call(), input, input.dtype());
   TensorRef out = empty_on(a.call(), input.sizes(), input.dtype(), input.device());
   const int32_t sd = stat_dtype(input.dtype());
@@ -172,7 +172,7 @@ Groups groups_of(const char* op, const TensorRef& input, int64_t n, int64_t c, i
   TS_SDK_CHECK(input.numel() == n * c * hw && (input.dim() < 1 || input.size(0) == n) &&
                    (input.dim() < 2 || input.size(1) == c),
                TS_ERROR_VALUE, op, ": expected input of shape (N, C, *) = (", n, ", ", c, ", ...) with ", n * c * hw,
-               " elements (HxW = ", hw, "), got shape ", shape_str(input.sizes()));
+               " elements (HxW = ", hw, "), got shape ", shape_text(input.sizes()));
   return {n, c, hw, group};
 }
 
@@ -225,7 +225,7 @@ void group_norm_backward_k(sdk::Args& a) {
   require_floating(op, rstd_t, "rstd");
   TS_SDK_CHECK(mean_t.numel() == g.n * g.group && rstd_t.numel() == g.n * g.group, TS_ERROR_VALUE, op,
                ": expected mean and rstd of N * group = ", g.n * g.group, " elements, got shapes ",
-               shape_str(mean_t.sizes()), " and ", shape_str(rstd_t.sizes()));
+               shape_text(mean_t.sizes()), " and ", shape_text(rstd_t.sizes()));
   const TensorRef mean = contiguous(a.call(), mean_t, mean_t.dtype()), rstd = contiguous(a.call(), rstd_t, rstd_t.dtype());
   const TensorRef x = contiguous(a.call(), input, input.dtype());
   const TensorRef dy = contiguous(a.call(), grad_out, input.dtype());

@@ -75,27 +75,19 @@ cudnnHandle_t handle_for(int32_t index) {
 }
 
 // ---- descriptors (RAII)
-struct TensorDesc {
-  cudnnTensorDescriptor_t d = nullptr;
-  TensorDesc() { check_dnn(cudnnCreateTensorDescriptor(&d), "cudnnCreateTensorDescriptor"); }
-  ~TensorDesc() { cudnnDestroyTensorDescriptor(d); }
-  TensorDesc(const TensorDesc&) = delete;
-  TensorDesc& operator=(const TensorDesc&) = delete;
+// One cuDNN descriptor, created and destroyed with the object.
+template <class Handle, cudnnStatus_t (*Create)(Handle*), cudnnStatus_t (*Destroy)(Handle)>
+struct Descriptor {
+  Handle d = nullptr;
+  Descriptor() { check_dnn(Create(&d), "creating a cuDNN descriptor"); }
+  ~Descriptor() { Destroy(d); }
+  Descriptor(const Descriptor&) = delete;
+  Descriptor& operator=(const Descriptor&) = delete;
 };
-struct FilterDesc {
-  cudnnFilterDescriptor_t d = nullptr;
-  FilterDesc() { check_dnn(cudnnCreateFilterDescriptor(&d), "cudnnCreateFilterDescriptor"); }
-  ~FilterDesc() { cudnnDestroyFilterDescriptor(d); }
-  FilterDesc(const FilterDesc&) = delete;
-  FilterDesc& operator=(const FilterDesc&) = delete;
-};
-struct ConvDesc {
-  cudnnConvolutionDescriptor_t d = nullptr;
-  ConvDesc() { check_dnn(cudnnCreateConvolutionDescriptor(&d), "cudnnCreateConvolutionDescriptor"); }
-  ~ConvDesc() { cudnnDestroyConvolutionDescriptor(d); }
-  ConvDesc(const ConvDesc&) = delete;
-  ConvDesc& operator=(const ConvDesc&) = delete;
-};
+using TensorDesc = Descriptor<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
+using FilterDesc = Descriptor<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor>;
+using ConvDesc = Descriptor<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor,
+                            cudnnDestroyConvolutionDescriptor>;
 
 // Workspace from the caching allocator on the current stream: given back as soon as the work is
 // queued, since the next user of the block on this stream is ordered after it. A failed
@@ -227,7 +219,7 @@ void convolution_k(sdk::Args& a) {
     TS_SDK_CHECK(bias->dtype() == input.dtype(), TS_ERROR_TYPE, op, ": expected bias to have the input's dtype ",
                  sdk::dtype_name(input.dtype()), ", got ", sdk::dtype_name(bias->dtype()));
     TS_SDK_CHECK(bias->dim() == 1 && bias->size(0) == g.c_out, TS_ERROR_VALUE, op, ": expected bias of shape [",
-                 g.c_out, "] (the weight's out channels), got ", shape_str(bias->sizes()));
+                 g.c_out, "] (the weight's out channels), got ", shape_text(bias->sizes()));
   }
   check_int_sized(op, g);
   const int32_t index = input.device().index;
@@ -289,7 +281,7 @@ void convolution_backward_k(sdk::Args& a) {
                sdk::dtype_name(input.dtype()), ", got ", sdk::dtype_name(grad_out.dtype()));
   Geometry g = sdk::conv_geometry(op, input, weight, a.int_list(3), a.int_list(4), a.int_list(5), a.to_int(6));
   TS_SDK_CHECK(grad_out.shape_vector() == g.out_shape, TS_ERROR_VALUE, op, ": expected grad_output of shape ",
-               shape_str(g.out_shape), " (the convolution's output), got ", shape_str(grad_out.sizes()));
+               shape_text(g.out_shape), " (the convolution's output), got ", shape_text(grad_out.sizes()));
   check_int_sized(op, g);
   const int32_t index = input.device().index, dtype = input.dtype();
   DeviceGuard guard(index);

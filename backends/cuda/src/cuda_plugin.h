@@ -85,7 +85,7 @@ Reduction plan_reduction(const char* op, const TensorRef& self, const std::vecto
 void bind_reduction(Reduction& r, const TensorRef& self, const TensorRef& out);
 int64_t wrap_dim(const char* op, int64_t dim, int64_t ndim);
 std::vector<int64_t> contiguous_strides(std::span<const int64_t> shape);
-std::string shape_str(std::span<const int64_t> shape);
+using sdk::shape_text;  // "[2, 3]" in messages
 std::vector<int64_t> broadcast_shapes(const char* op, std::span<const int64_t> a, std::span<const int64_t> b);
 Compute compute_for(int32_t dtype);
 

@@ -53,8 +53,8 @@ void dropout_backward_k(sdk::Args& a) {
   TS_SDK_CHECK(mask_t.dtype() == TS_BOOL, TS_ERROR_TYPE, op, ": expected mask of dtype bool, got ",
                sdk::dtype_name(mask_t.dtype()));
   TS_SDK_CHECK(std::equal(grad.sizes().begin(), grad.sizes().end(), mask_t.sizes().begin(), mask_t.sizes().end()),
-               TS_ERROR_VALUE, op, ": expected mask (grad_output's shape) of shape ", shape_str(grad.sizes()), ", got ",
-               shape_str(mask_t.sizes()));
+               TS_ERROR_VALUE, op, ": expected mask (grad_output's shape) of shape ", shape_text(grad.sizes()), ", got ",
+               shape_text(mask_t.sizes()));
   DeviceGuard guard(grad.device().index);
   const TensorRef g = contiguous(a.call(), grad, grad.dtype()), mask = contiguous(a.call(), mask_t, TS_BOOL);
   TensorRef out = empty_on(a.call(), grad.sizes(), grad.dtype(), grad.device());

@@ -25,7 +25,7 @@ void embedding_k(sdk::Args& a) {
   const TensorRef weight = a.tensor(0), indices = a.tensor(1);
   common_device(op, {&weight, &indices});
   TS_SDK_CHECK(weight.dim() == 2, TS_ERROR_VALUE, op,
-               ": expected a 2-D weight (num_embeddings, embedding_dim), got shape ", shape_str(weight.sizes()));
+               ": expected a 2-D weight (num_embeddings, embedding_dim), got shape ", shape_text(weight.sizes()));
   check_index_dtype(op, indices);
   DeviceGuard guard(weight.device().index);
   std::vector<int64_t> shape(indices.sizes().begin(), indices.sizes().end());
@@ -60,7 +60,7 @@ void embedding_dense_backward_k(sdk::Args& a) {
   bool ok = grad.dim() == k + 1;
   for (int64_t d = 0; ok && d < k; ++d) ok = grad.size(d) == indices.size(d);
   TS_SDK_CHECK(ok, TS_ERROR_VALUE, op, ": expected grad_output of shape indices.shape + [embedding_dim] (indices shape ",
-               shape_str(indices.sizes()), "), got ", shape_str(grad.sizes()));
+               shape_text(indices.sizes()), "), got ", shape_text(grad.sizes()));
   check_index_dtype(op, indices);
   DeviceGuard guard(grad.device().index);
   const gpuStream_t stream = stream_for(grad.device().index);

@@ -20,7 +20,7 @@ ts_device our_device(const char* op, const sdk::Args& a, int index) {
 
 TensorRef make(const char* op, sdk::Args& a, std::span<const int64_t> size, int dtype_arg, int32_t default_dtype) {
   for (int64_t s : size)
-    TS_SDK_CHECK(s >= 0, TS_ERROR_VALUE, op, ": expected non-negative sizes, got ", shape_str(size));
+    TS_SDK_CHECK(s >= 0, TS_ERROR_VALUE, op, ": expected non-negative sizes, got ", shape_text(size));
   const int32_t dtype = a.optional_dtype(dtype_arg).value_or(default_dtype);
   return empty_on(a.call(), size, dtype, our_device(op, a, dtype_arg + 1));
 }

@@ -79,13 +79,13 @@ void cat_k(sdk::Args& a) {
     const TensorRef& t = ts[i];
     if (skipped(t)) continue;
     TS_SDK_CHECK(t.dim() == ref->dim(), TS_ERROR_VALUE, "cat: expected tensors of ", ref->dim(),
-                 " dimensions (like tensor ", ref_index, ", shape ", shape_str(ref->sizes()), "), got ", t.dim(),
-                 " dimensions for tensor ", i, " (shape ", shape_str(t.sizes()), ")");
+                 " dimensions (like tensor ", ref_index, ", shape ", shape_text(ref->sizes()), "), got ", t.dim(),
+                 " dimensions for tensor ", i, " (shape ", shape_text(t.sizes()), ")");
     for (int64_t d = 0; d < t.dim(); ++d)
       TS_SDK_CHECK(d == dim || t.size(d) == ref->size(d), TS_ERROR_VALUE,
                    "cat: sizes of tensors must match except in dimension ", dim, "; expected size ", ref->size(d),
                    " in dimension ", d, " (like tensor ", ref_index, "), got size ", t.size(d), " for tensor ", i,
-                   " (shape ", shape_str(t.sizes()), ")");
+                   " (shape ", shape_text(t.sizes()), ")");
     shape[size_t(dim)] += t.size(dim);
   }
   TensorRef out = empty_on(a.call(), shape, promoted(ts), ts[0].device());
@@ -107,8 +107,8 @@ void stack_k(sdk::Args& a) {
   check_ours("stack", ts);
   for (size_t i = 1; i < ts.size(); ++i)
     TS_SDK_CHECK(ts[i].shape_vector() == ts[0].shape_vector(), TS_ERROR_VALUE,
-                 "stack: expected each tensor to have the same shape, got ", shape_str(ts[0].sizes()),
-                 " for tensor 0 and ", shape_str(ts[i].sizes()), " for tensor ", i);
+                 "stack: expected each tensor to have the same shape, got ", shape_text(ts[0].sizes()),
+                 " for tensor 0 and ", shape_text(ts[i].sizes()), " for tensor ", i);
   const int64_t dim = wrap_dim("stack", a.is_none(1) ? 0 : a.to_int(1), ts[0].dim() + 1);
   Shape shape = ts[0].shape_vector();
   shape.insert(shape.begin() + dim, int64_t(ts.size()));
@@ -131,7 +131,7 @@ void index_select_k(sdk::Args& a) {
   const int64_t dim = wrap_dim(op, a.to_int(1), self.dim());
   common_device(op, {&self, &index});
   TS_SDK_CHECK(index.dim() <= 1, TS_ERROR_VALUE, op, ": expected a 0-d or 1-D index, got ", index.dim(),
-               " dimensions (shape ", shape_str(index.sizes()), ")");
+               " dimensions (shape ", shape_text(index.sizes()), ")");
   check_index_dtype(op, index);
   const int64_t size = self.dim() == 0 ? 1 : self.size(dim);
   check_index_range(a.call(), op, index, dim, size);
@@ -158,18 +158,18 @@ void index_select_k(sdk::Args& a) {
 void check_index_shape(const char* op, const TensorRef& self, const TensorRef& index, int64_t dim,
                        const TensorRef* src) {
   TS_SDK_CHECK(index.dim() == self.dim(), TS_ERROR_VALUE, op, ": expected index to have as many dimensions as self (",
-               self.dim(), "), got ", index.dim(), " (index shape ", shape_str(index.sizes()), ", self shape ",
-               shape_str(self.sizes()), ")");
+               self.dim(), "), got ", index.dim(), " (index shape ", shape_text(index.sizes()), ", self shape ",
+               shape_text(self.sizes()), ")");
   for (int64_t d = 0; d < index.dim(); ++d)
     TS_SDK_CHECK(d == dim || index.size(d) <= self.size(d), TS_ERROR_VALUE, op, ": expected index.size(", d,
-                 ") <= self.size(", d, "), got index shape ", shape_str(index.sizes()), " and self shape ",
-                 shape_str(self.sizes()));
+                 ") <= self.size(", d, "), got index shape ", shape_text(index.sizes()), " and self shape ",
+                 shape_text(self.sizes()));
   if (!src) return;
   TS_SDK_CHECK(src->dim() == self.dim(), TS_ERROR_VALUE, op, ": expected src to have as many dimensions as self (",
                self.dim(), "), got ", src->dim());
   for (int64_t d = 0; d < index.dim(); ++d)
     TS_SDK_CHECK(index.size(d) <= src->size(d), TS_ERROR_VALUE, op, ": expected index.size(", d, ") <= src.size(", d,
-                 "), got index shape ", shape_str(index.sizes()), " and src shape ", shape_str(src->sizes()));
+                 "), got index shape ", shape_text(index.sizes()), " and src shape ", shape_text(src->sizes()));
 }
 
 // `t` laid over index's shape with its own strides, 0 along dim (the kernel adds index * step).
@@ -265,12 +265,12 @@ void scatter_add_k(sdk::Args& a) {
   if (index.numel() > 0) {
     TS_SDK_CHECK(index.dim() == self.dim() && src.dim() == self.dim(), TS_ERROR_VALUE, op,
                  ": expected index and src to have as many dimensions as self (", self.dim(), "), got index shape ",
-                 shape_str(index.sizes()), " and src shape ", shape_str(src.sizes()));
+                 shape_text(index.sizes()), " and src shape ", shape_text(src.sizes()));
     for (int64_t d = 0; d < self.dim(); ++d)
       TS_SDK_CHECK(!((d != dim && index.size(d) > self.size(d)) || index.size(d) > src.size(d)), TS_ERROR_VALUE, op,
                    ": expected index.size(", d, ") <= src.size(", d, ") and, but for dim ", dim, ", <= self.size(", d,
-                   "); got index shape ", shape_str(index.sizes()), ", src shape ", shape_str(src.sizes()),
-                   " and self shape ", shape_str(self.sizes()));
+                   "); got index shape ", shape_text(index.sizes()), ", src shape ", shape_text(src.sizes()),
+                   " and self shape ", shape_text(self.sizes()));
     check_index_range(a.call(), op, index, dim, self.dim() == 0 ? 1 : self.size(dim));
     TensorRef target_view = over_index(a.call(), target, index, dim, true);
     TensorRef src_view = over_index(a.call(), src, index, dim, false);
@@ -291,7 +291,7 @@ void index_add_k(sdk::Args& a) {
   const int64_t dim = wrap_dim(op, a.to_int(1), self.dim());
   check_index_dtype(op, index);
   TS_SDK_CHECK(index.dim() <= 1, TS_ERROR_VALUE, op, ": expected a 0-d or 1-D index, got shape ",
-               shape_str(index.sizes()));
+               shape_text(index.sizes()));
   TS_SDK_CHECK(source.dtype() == self.dtype(), TS_ERROR_TYPE, op, ": expected source of dtype ",
                sdk::dtype_name(self.dtype()), " (like self), got ", sdk::dtype_name(source.dtype()));
   TS_SDK_CHECK(sdk::is_floating(self.dtype()) || alpha.kind != ScalarArg::Double, TS_ERROR_TYPE, op,
@@ -301,8 +301,8 @@ void index_add_k(sdk::Args& a) {
   bool ok = source.dim() == self.dim() || (source.dim() <= 1 && self.dim() <= 1);
   for (int64_t d = 0; ok && d < s1.dim(); ++d)
     ok = d == dim ? src1.size(d) == index.numel() : src1.size(d) == s1.size(d);
-  TS_SDK_CHECK(ok, TS_ERROR_VALUE, op, ": expected source of shape ", shape_str(self.sizes()), " but with ",
-               index.numel(), " (the number of indices) in dimension ", dim, ", got ", shape_str(source.sizes()));
+  TS_SDK_CHECK(ok, TS_ERROR_VALUE, op, ": expected source of shape ", shape_text(self.sizes()), " but with ",
+               index.numel(), " (the number of indices) in dimension ", dim, ", got ", shape_text(source.sizes()));
   check_index_range(a.call(), op, index, dim, s1.size(dim));
   TensorRef target = Inplace ? self : copy_of(a.call(), self);
   if (index.numel() > 0 && target.numel() > 0) {
@@ -326,7 +326,7 @@ Shape sizes_arg(const char* op, const sdk::Args& a, int i) {
   const auto s = a.int_list(i);
   Shape sizes(s.begin(), s.end());
   for (int64_t v : sizes)
-    TS_SDK_CHECK(v >= 0, TS_ERROR_VALUE, op, ": expected non-negative input_sizes, got ", shape_str(sizes));
+    TS_SDK_CHECK(v >= 0, TS_ERROR_VALUE, op, ": expected non-negative input_sizes, got ", shape_text(sizes));
   TS_SDK_CHECK(!sizes.empty(), TS_ERROR_VALUE, op, ": expected input_sizes of at least one dimension, got []");
   return sizes;
 }
@@ -334,8 +334,8 @@ Shape sizes_arg(const char* op, const sdk::Args& a, int i) {
 void scatter_view(sdk::Args& a, const char* op, const TensorRef& grad, const Shape& sizes, const Shape& view_sizes,
                   const Shape& view_strides, int64_t offset) {
   TS_SDK_CHECK(std::equal(view_sizes.begin(), view_sizes.end(), grad.sizes().begin(), grad.sizes().end()),
-               TS_ERROR_VALUE, op, ": expected grad_output of shape ", shape_str(view_sizes), " for input_sizes ",
-               shape_str(sizes), ", got ", shape_str(grad.sizes()));
+               TS_ERROR_VALUE, op, ": expected grad_output of shape ", shape_text(view_sizes), " for input_sizes ",
+               shape_text(sizes), ", got ", shape_text(grad.sizes()));
   TensorRef out = zeros_on(a.call(), sizes, grad.dtype(), grad.device());
   if (grad.numel() > 0) copy_into(op, restride(a.call(), out, view_sizes, view_strides, offset), grad);
   a.return_tensor(std::move(out));

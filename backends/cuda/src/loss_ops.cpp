@@ -50,11 +50,11 @@ NllProblem check_nll(ts_call call, const char* op, const TensorRef& self, const 
     else p.inner *= self.size(d);
   }
   TS_SDK_CHECK(std::equal(p.batch.begin(), p.batch.end(), target.sizes().begin(), target.sizes().end()),
-               TS_ERROR_VALUE, op, ": expected target of shape ", shape_str(p.batch), " for input of shape ",
-               shape_str(self.sizes()), ", got ", shape_str(target.sizes()));
+               TS_ERROR_VALUE, op, ": expected target of shape ", shape_text(p.batch), " for input of shape ",
+               shape_text(self.sizes()), ", got ", shape_text(target.sizes()));
   if (weight) {
     TS_SDK_CHECK(weight->dim() == 1 && weight->size(0) == p.classes, TS_ERROR_VALUE, op, ": expected weight of shape [",
-                 p.classes, "] (one per class), got ", shape_str(weight->sizes()));
+                 p.classes, "] (one per class), got ", shape_text(weight->sizes()));
     p.weight = contiguous(call, *weight, self.dtype());
   }
   return p;
@@ -111,10 +111,10 @@ void nll_loss_backward_k(sdk::Args& a) {
                                                         grad_out.sizes().end())
                                            : grad_out.numel() == 1;
   TS_SDK_CHECK(shape_ok, TS_ERROR_VALUE, op, ": expected grad_output of shape ",
-               reduction == kNone ? shape_str(p.batch) : std::string("[] (one element)"), ", got ",
-               shape_str(grad_out.sizes()));
+               reduction == kNone ? shape_text(p.batch) : std::string("[] (one element)"), ", got ",
+               shape_text(grad_out.sizes()));
   TS_SDK_CHECK(total.numel() == 1, TS_ERROR_VALUE, op, ": expected total_weight with one element, got shape ",
-               shape_str(total.sizes()));
+               shape_text(total.sizes()));
   const TensorRef go = contiguous(a.call(), grad_out, self.dtype()), t = contiguous(a.call(), target, TS_INT64);
   const TensorRef tw = contiguous(a.call(), total, total.dtype());
   TensorRef grad_in = empty_on(a.call(), self.sizes(), self.dtype(), self.device());
@@ -190,7 +190,7 @@ void mse_loss_backward_k(sdk::Args& a) {
   int64_t count = 1;
   for (int64_t s : xy) count *= s;
   TS_SDK_CHECK(reduction == kNone || g.numel() == 1, TS_ERROR_VALUE, op,
-               ": expected grad_output with one element for a reduced loss, got shape ", shape_str(g.sizes()));
+               ": expected grad_output with one element for a reduced loss, got shape ", shape_text(g.sizes()));
   const int32_t dtype = sdk::promote_types(sdk::promote_types(x.dtype(), y.dtype()), g.dtype());
   require_floating(op, dtype, x, y);
   DeviceGuard guard(x.device().index);
@@ -215,7 +215,7 @@ void bce_with_logits_k(sdk::Args& a) {
   if (w) common_device(op, {&x, &*w});
   if (pw) common_device(op, {&x, &*pw});
   TS_SDK_CHECK(std::equal(x.sizes().begin(), x.sizes().end(), t.sizes().begin(), t.sizes().end()), TS_ERROR_VALUE, op,
-               ": expected target of the input's shape ", shape_str(x.sizes()), ", got ", shape_str(t.sizes()));
+               ": expected target of the input's shape ", shape_text(x.sizes()), ", got ", shape_text(t.sizes()));
   int32_t dtype = sdk::promote_types(x.dtype(), t.dtype());
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
   for (const std::optional<TensorRef>* o : {&w, &pw})
@@ -245,8 +245,8 @@ void softmax_backward_k(sdk::Args& a) {
   const TensorRef g = a.tensor(0), y = a.tensor(1);
   common_device(op, {&g, &y});
   TS_SDK_CHECK(std::equal(g.sizes().begin(), g.sizes().end(), y.sizes().begin(), y.sizes().end()), TS_ERROR_VALUE, op,
-               ": expected grad_output and output of the same shape, got ", shape_str(g.sizes()), " and ",
-               shape_str(y.sizes()));
+               ": expected grad_output and output of the same shape, got ", shape_text(g.sizes()), " and ",
+               shape_text(y.sizes()));
   const int64_t dim = wrap_dim(op, a.to_int(2), g.dim());
   const std::optional<int32_t> input_dtype = a.optional_dtype(3);
   TS_SDK_CHECK(input_dtype.has_value(), TS_ERROR_TYPE, op, ": expected input_dtype to be a dtype, got None");

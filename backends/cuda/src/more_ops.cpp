@@ -46,7 +46,7 @@ TensorRef new_or_self(sdk::Args& a, const char* op, bool inplace, const TensorRe
   TS_SDK_CHECK(dtype_category(dtype) <= dtype_category(self.dtype()), TS_ERROR_TYPE, op, ": result type ",
                sdk::dtype_name(dtype), " can't be cast to the desired output type ", sdk::dtype_name(self.dtype()));
   TS_SDK_CHECK(std::equal(shape.begin(), shape.end(), self.sizes().begin(), self.sizes().end()), TS_ERROR_VALUE, op,
-               ": output with shape ", shape_str(self.sizes()), " doesn't match the broadcast shape ", shape_str(shape));
+               ": output with shape ", shape_text(self.sizes()), " doesn't match the broadcast shape ", shape_text(shape));
   return self;
 }
 

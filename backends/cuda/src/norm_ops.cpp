@@ -5,36 +5,15 @@
 #include "cuda_plugin.h"
 #include "nn_launch.h"
 
+#include <tessera/sdk/norm_geometry.h>
+
 #include <algorithm>
 #include <optional>
 
 namespace tessera::gpu {
 namespace {
 
-struct Rows {
-  int64_t m = 1, n = 1;
-  std::vector<int64_t> stat_shape;
-};
-
-Rows rows_of(const char* op, const TensorRef& input, std::span<const int64_t> normalized) {
-  const int64_t k = int64_t(normalized.size());
-  TS_SDK_CHECK(k > 0, TS_ERROR_VALUE, op, ": expected normalized_shape to be at least 1-dimensional, got []");
-  const int64_t axis = input.dim() - k;
-  bool ok = axis >= 0;
-  for (int64_t i = 0; ok && i < k; ++i) ok = input.size(axis + i) == normalized[size_t(i)];
-  TS_SDK_CHECK(ok, TS_ERROR_VALUE, op, ": expected input with shape [*, ", shape_str(normalized).substr(1),
-               " (ending in normalized_shape), got input of shape ", shape_str(input.sizes()));
-  Rows r;
-  for (int64_t d = 0; d < axis; ++d) {
-    r.m *= input.size(d);
-    r.stat_shape.push_back(input.size(d));
-  }
-  for (int64_t d = axis; d < input.dim(); ++d) {
-    r.n *= input.size(d);
-    r.stat_shape.push_back(1);
-  }
-  return r;
-}
+using Rows = sdk::LayerNormRows;
 
 void require_floating(const char* op, const TensorRef& t, const char* what) {
   TS_SDK_CHECK(sdk::is_floating(t.dtype()), TS_ERROR_TYPE, op, ": expected ", what, " of a floating point dtype, got ",
@@ -42,7 +21,7 @@ void require_floating(const char* op, const TensorRef& t, const char* what) {
 }
 void require_shape(const char* op, const TensorRef& t, std::span<const int64_t> shape, const char* what) {
   TS_SDK_CHECK(std::equal(shape.begin(), shape.end(), t.sizes().begin(), t.sizes().end()), TS_ERROR_VALUE, op,
-               ": expected ", what, " of shape ", shape_str(shape), ", got ", shape_str(t.sizes()));
+               ": expected ", what, " of shape ", shape_text(shape), ", got ", shape_text(t.sizes()));
 }
 // An affine parameter: checked, on our device, contiguous (or undefined when None).
 TensorRef param(sdk::Args& a, const char* op, const TensorRef& input, const std::optional<TensorRef>& t,
@@ -65,7 +44,7 @@ void layer_norm_k(sdk::Args& a) {
   const double eps = a.to_double(4);
   common_device(op, {&input});
   require_floating(op, input, "input");
-  const Rows r = rows_of(op, input, normalized);
+  const Rows r = sdk::layer_norm_rows(op, input, normalized);
   DeviceGuard guard(input.device().index);
   TensorRef w = param(a, op, input, weight, normalized, "weight"), b = param(a, op, input, bias, normalized, "bias");
   TensorRef x = contiguous(a.call(), input, input.dtype());
@@ -98,12 +77,12 @@ void layer_norm_backward_k(sdk::Args& a) {
   require_floating(op, input, "input");
   require_floating(op, grad_out, "grad_out");
   require_shape(op, grad_out, input.sizes(), "grad_out");
-  const Rows r = rows_of(op, input, normalized);
+  const Rows r = sdk::layer_norm_rows(op, input, normalized);
   require_floating(op, mean_t, "mean");
   require_floating(op, rstd_t, "rstd");
   TS_SDK_CHECK(mean_t.numel() == r.m && rstd_t.numel() == r.m, TS_ERROR_VALUE, op, ": expected mean and rstd of ", r.m,
-               " elements (shape ", shape_str(r.stat_shape), "), got shapes ", shape_str(mean_t.sizes()), " and ",
-               shape_str(rstd_t.sizes()));
+               " elements (shape ", shape_text(r.stat_shape), "), got shapes ", shape_text(mean_t.sizes()), " and ",
+               shape_text(rstd_t.sizes()));
   const int32_t index = input.device().index;
   DeviceGuard guard(index);
   TensorRef w = param(a, op, input, weight, normalized, "weight");

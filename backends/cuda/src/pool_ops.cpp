@@ -20,7 +20,7 @@ Pair int_pair(const char* op, const char* name, std::span<const int64_t> v, cons
   if (v.empty() && empty_means) return *empty_means;
   if (v.size() == 1) return {v[0], v[0]};
   TS_SDK_CHECK(v.size() == 2, TS_ERROR_VALUE, op, ": expected ", name, " to be a single int or a pair of ints, got ",
-               shape_str(v));
+               shape_text(v));
   return {v[0], v[1]};
 }
 
@@ -49,7 +49,7 @@ void check_grad_output(const char* op, const TensorRef& grad_out, const TensorRe
   TS_SDK_CHECK(grad_out.dtype() == self.dtype(), TS_ERROR_TYPE, op, ": expected grad_output to have self's dtype ",
                sdk::dtype_name(self.dtype()), ", got ", sdk::dtype_name(grad_out.dtype()));
   TS_SDK_CHECK(grad_out.shape_vector() == expected, TS_ERROR_VALUE, op, ": expected grad_output of shape ",
-               shape_str(expected), " (the pooling's output), got ", shape_str(grad_out.sizes()));
+               shape_text(expected), " (the pooling's output), got ", shape_text(grad_out.sizes()));
 }
 
 // The launch arguments over contiguous `in` and `out`.
@@ -113,8 +113,8 @@ void max_pool2d_backward_k(sdk::Args& a) {
   common_device(op, {&self, &indices});
   TS_SDK_CHECK(indices.dtype() == TS_INT64, TS_ERROR_TYPE, op, ": expected indices of dtype int64, got ",
                sdk::dtype_name(indices.dtype()));
-  TS_SDK_CHECK(indices.shape_vector() == shape, TS_ERROR_VALUE, op, ": expected indices of shape ", shape_str(shape),
-               " (like grad_output), got ", shape_str(indices.sizes()));
+  TS_SDK_CHECK(indices.shape_vector() == shape, TS_ERROR_VALUE, op, ": expected indices of shape ", shape_text(shape),
+               " (like grad_output), got ", shape_text(indices.sizes()));
   const int32_t index = self.device().index;
   DeviceGuard guard(index);
   TensorRef gy = contiguous(a.call(), grad_out, grad_out.dtype()), idx = contiguous(a.call(), indices, TS_INT64);
@@ -194,7 +194,7 @@ void adaptive_avg_pool2d_k(sdk::Args& a) {
   TensorRef self = a.tensor(0);
   const Planes in = planes_of(op, self);
   const Pair out = int_pair(op, "output_size", a.int_list(1));
-  TS_SDK_CHECK(out[0] >= 0 && out[1] >= 0, TS_ERROR_VALUE, op, ": expected output_size >= 0, got ", shape_str(out));
+  TS_SDK_CHECK(out[0] >= 0 && out[1] >= 0, TS_ERROR_VALUE, op, ": expected output_size >= 0, got ", shape_text(out));
   DeviceGuard guard(self.device().index);
   TensorRef x = contiguous(a.call(), self, self.dtype());
   TensorRef y = empty_on(a.call(), in.shape(out[0], out[1]), self.dtype(), self.device());
@@ -210,7 +210,7 @@ void adaptive_avg_pool2d_backward_k(sdk::Args& a) {
   TensorRef grad_out = a.tensor(0), self = a.tensor(1);
   const Planes in = planes_of(op, self);
   TS_SDK_CHECK(grad_out.dim() == self.dim(), TS_ERROR_VALUE, op, ": expected grad_output with as many dims as self (",
-               self.dim(), "), got shape ", shape_str(grad_out.sizes()));
+               self.dim(), "), got shape ", shape_text(grad_out.sizes()));
   const int64_t d = grad_out.dim(), oh = grad_out.size(d - 2), ow = grad_out.size(d - 1);
   check_grad_output(op, grad_out, self, in.shape(oh, ow));
   const int32_t index = self.device().index;

@@ -26,7 +26,7 @@ void check_nonempty(const char* op, const TensorRef& in, const std::vector<bool>
   if (in.numel() != 0) return;
   for (int64_t d = 0; d < in.dim(); ++d)
     TS_SDK_CHECK(!(mask[size_t(d)] && in.size(d) == 0), TS_ERROR_VALUE, op, ": expected reduction dim ", d,
-                 " to have non-zero size, got an input of shape ", shape_str(in.sizes()));
+                 " to have non-zero size, got an input of shape ", shape_text(in.sizes()));
 }
 
 TensorRef reduce_more(sdk::Args& a, const char* op, ReduceMoreOp rop, Compute acc, const TensorRef& self,
@@ -71,7 +71,7 @@ void arg_k(sdk::Args& a) {
   if (dim) dims = std::span<const int64_t>(&*dim, 1);
   const auto mask = mask_of(op, dims, self.dim());
   TS_SDK_CHECK(dim || self.numel() != 0, TS_ERROR_VALUE, op,
-               ": expected a dim to be given for an empty input, got dim=None and shape ", shape_str(self.sizes()));
+               ": expected a dim to be given for an empty input, got dim=None and shape ", shape_text(self.sizes()));
   check_nonempty(op, self, mask);
   const Compute acc = sdk::is_floating(self.dtype()) ? Compute::Double : Compute::Int64;
   a.return_tensor(reduce_more(a, op, Max ? ReduceMoreOp::ArgMax : ReduceMoreOp::ArgMin, acc, self, mask,

@@ -65,7 +65,7 @@ TensorRef reduce(sdk::Args& a, const char* op, ReduceOp rop, const TensorRef& se
   std::vector<int64_t> out_shape;
   Reduction r = plan_reduction(op, self, mask, keepdim, out_shape);
   TS_SDK_CHECK(rop == ReduceOp::Sum || r.reduced > 0 || r.kept == 0, TS_ERROR_INDEX, op,
-               ": expected reduction dims to have non-zero size (input shape ", shape_str(self.sizes()), ")");
+               ": expected reduction dims to have non-zero size (input shape ", shape_text(self.sizes()), ")");
   TensorRef out = empty_on(a.call(), out_shape, out_dtype, self.device());
   if (r.kept == 0) return out;
   bind_reduction(r, self, out);

@@ -275,12 +275,6 @@ std::vector<int64_t> contiguous_strides(std::span<const int64_t> shape) {
   return strides;
 }
 
-std::string shape_str(std::span<const int64_t> shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i) text += sdk::cat(i ? ", " : "", shape[i]);
-  return text + "]";
-}
-
 std::vector<int64_t> broadcast_shapes(const char* op, std::span<const int64_t> a, std::span<const int64_t> b) {
   size_t n = std::max(a.size(), b.size());
   std::vector<int64_t> out(n);
@@ -289,7 +283,7 @@ std::vector<int64_t> broadcast_shapes(const char* op, std::span<const int64_t> a
     int64_t y = i < n - b.size() ? 1 : b[i - (n - b.size())];
     TS_SDK_CHECK(x == y || x == 1 || y == 1, TS_ERROR_VALUE, op, ": the size of tensor a (", x,
                  ") must match the size of tensor b (", y, ") at non-singleton dimension ", i, " (shapes ",
-                 shape_str(a), " and ", shape_str(b), ")");
+                 shape_text(a), " and ", shape_text(b), ")");
     out[i] = x == 1 ? y : x;
   }
   return out;
@@ -314,11 +308,11 @@ Loop make_loop(const char* op, std::span<const int64_t> shape, std::initializer_
       L.ops[k].itemsize = int32_t(t->itemsize());
       size_t lead = shape.size() - size_t(t->dim());
       TS_SDK_CHECK(size_t(t->dim()) <= shape.size(), TS_ERROR_VALUE, op, ": cannot broadcast shape ",
-                   shape_str(t->sizes()), " to ", shape_str(shape));
+                   shape_text(t->sizes()), " to ", shape_text(shape));
       for (size_t d = 0; d < size_t(t->dim()); ++d) {
         int64_t sz = t->size(int64_t(d));
         TS_SDK_CHECK(sz == shape[lead + d] || sz == 1, TS_ERROR_VALUE, op, ": cannot broadcast shape ",
-                     shape_str(t->sizes()), " to ", shape_str(shape));
+                     shape_text(t->sizes()), " to ", shape_text(shape));
         s[lead + d] = sz == 1 ? 0 : t->stride(int64_t(d));
       }
     }

@@ -33,13 +33,13 @@ Shape infer_shape(const char* op, std::span<const int64_t> size, int64_t numel) 
     }
   }
   if (infer >= 0) {
-    TS_SDK_CHECK(known != 0 && numel % known == 0, TS_ERROR_VALUE, op, ": shape '", shape_str(size),
+    TS_SDK_CHECK(known != 0 && numel % known == 0, TS_ERROR_VALUE, op, ": shape '", shape_text(size),
                  "' is invalid for input of size ", numel);
     shape[size_t(infer)] = numel / known;
   }
   int64_t n = 1;
   for (int64_t s : shape) n *= s;
-  TS_SDK_CHECK(n == numel, TS_ERROR_VALUE, op, ": shape '", shape_str(size), "' is invalid for input of size ", numel);
+  TS_SDK_CHECK(n == numel, TS_ERROR_VALUE, op, ": shape '", shape_text(size), "' is invalid for input of size ", numel);
   return shape;
 }
 
@@ -136,7 +136,7 @@ void expand_k(sdk::Args& a) {
     } else {
       TS_SDK_CHECK(have == 1, TS_ERROR_VALUE, "expand: the expanded size of the tensor (", want,
                    ") must match the existing size (", have, ") at non-singleton dimension ", d, ". Target sizes: ",
-                   shape_str(size), ". Tensor sizes: ", shape_str(x.sizes()));
+                   shape_text(size), ". Tensor sizes: ", shape_text(x.sizes()));
     }
   }
   give(a, x, shape, strides, x.storage_offset());
@@ -213,7 +213,7 @@ void select_k(sdk::Args& a) {
   int64_t dim = wrap_dim("select", a.to_int(1), x.dim());
   int64_t index = a.to_int(2), size = x.size(dim);
   TS_SDK_CHECK(index >= -size && index < size, TS_ERROR_INDEX, "select: index ", index,
-               " out of range for tensor of size ", shape_str(x.sizes()), " at dimension ", dim);
+               " out of range for tensor of size ", shape_text(x.sizes()), " at dimension ", dim);
   if (index < 0) index += size;
   Shape shape = x.shape_vector(), strides = strides_of(x);
   shape.erase(shape.begin() + dim);

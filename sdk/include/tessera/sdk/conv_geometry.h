@@ -25,12 +25,6 @@ struct ConvGeometry {
   int64_t out_plane() const { return oh * ow; }
 };
 
-inline std::string shape_text(std::span<const int64_t> shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i) text += cat(i ? ", " : "", shape[i]);
-  return text + "]";
-}
-
 // stride / padding / dilation: one value per spatial dim, or one for all of them.
 inline std::array<int64_t, 2> conv_spatial_arg(const char* op, const char* name, std::span<const int64_t> v,
                                                int64_t dims, int64_t min) {

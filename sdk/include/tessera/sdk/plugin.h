@@ -68,6 +68,13 @@ std::string cat(const Args&... args) {
   return out.str();
 }
 
+// "[2, 3]": a shape (or any int list) as messages print it.
+inline std::string shape_text(std::span<const int64_t> shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) text += cat(i ? ", " : "", shape[i]);
+  return text + "]";
+}
+
 // An error a kernel raises; the edge turns it into (status, message) for the host.
 class Error : public std::runtime_error {
  public:

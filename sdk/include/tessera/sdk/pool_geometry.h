@@ -2,7 +2,7 @@
 // 2-D pooling's shape rules (PyTorch's), shared by every device's kernels so that they accept the
 // same arguments and refuse bad ones with the same messages: the input's planes, the parameter
 // limits and the output size. Device and dtype checks stay with each plugin.
-#include <tessera/sdk/conv_geometry.h>
+#include <tessera/sdk/plugin.h>
 
 #include <array>
 #include <vector>
