@@ -115,7 +115,7 @@ TEST(CudaPlugin, RegistersItsNeuralNetworkKernels) {
 }
 
 // The element-wise, reduction, factory and indexing operators added with elementwise_more.cu,
-// reduce_more.cu, factories.cu and indexing.cu: a kernel of plugin "cuda" on key CUDA.
+// reduce_more.cu, factories.cu, indexing.cu and nonzero.cu: a kernel of plugin "cuda" on key CUDA.
 const std::vector<std::string> kCudaMoreOperators{
     "div.Tensor_mode", "div_.Tensor_mode", "floor_divide", "floor_divide_", "pow.Tensor_Tensor", "pow_.Tensor_Tensor",
     "pow.Tensor_Scalar", "pow_.Tensor_Scalar", "maximum", "minimum", "logical_and", "logical_or", "logical_not",
@@ -123,7 +123,8 @@ const std::vector<std::string> kCudaMoreOperators{
     "prod.dim_IntList", "argmax", "argmin", "var.correction", "std.correction", "logsumexp",
     "arange", "arange.start_step", "linspace", "eye", "rand", "randn", "randint", "randint.low",
     "cat", "stack", "index_select", "gather", "scatter.src", "scatter.value", "scatter_.src", "scatter_.value",
-    "scatter_add", "scatter_add_", "index_add", "index_add_", "slice_backward", "select_backward"};
+    "scatter_add", "scatter_add_", "index_add", "index_add_", "slice_backward", "select_backward",
+    "index.Tensor", "index_put", "index_put_", "nonzero", "masked_select"};
 
 TEST(CudaPlugin, RegistersItsElementwiseReductionFactoryAndIndexingKernels) {
   REQUIRE_PLUGIN();
@@ -847,13 +848,6 @@ TEST(CudaKernels, DropoutKeepsTheCpuSemantics) {
                       {"native_dropout_backward", "bool", "float32"});
 }
 
-TEST(CudaKernels, OperatorsWithoutACudaKernelFallBackToCpu) {
-  REQUIRE_GPU();
-  Tensor x = data({4, 5}, kFloat32);
-  Tensor m = gt(x, 0.0);
-  expect_same(masked_select(on_gpu(x), on_gpu(m)), masked_select(x, m), "masked_select (CPU fallback)");
-}
-
 // ---- element-wise, reductions, factories and indexing (elementwise_more.cu ... indexing.cu)
 
 Tensor ints(const std::vector<int64_t>& shape, ScalarType dt, double lo, double hi) {
@@ -1076,6 +1070,106 @@ TEST(CudaKernels, JoinAndIndexingMatchCpu) {
   expect_error<Error>([&] { cat({gx, on_gpu(data({2, 4}, kFloat32))}); }, {"cat", "sizes of tensors must match"});
   expect_error<Error>([&] { stack({gx, on_gpu(data({2, 4}, kFloat32))}); }, {"stack", "same shape"});
   expect_error<Error>([&] { cat({gx, data({1, 5}, kFloat32)}); }, {"cat", "cpu"});
+}
+
+// ---- advanced indexing (advanced_index_ops.cpp, nonzero.cu)
+
+std::vector<Tensor> on_gpu_list(const std::vector<Tensor>& indices) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : indices) out.push_back(t.defined() ? on_gpu(t) : t);
+  return out;
+}
+
+TEST(CudaKernels, AdvancedIndexingMatchesCpu) {
+  REQUIRE_GPU();
+  const Tensor none;
+  auto ids = [](std::vector<double> v, std::vector<int64_t> shape) { return tensor_from_values(v, shape, kInt64); };
+  for (ScalarType dt : {kFloat32, kFloat64, kFloat16, kBFloat16, kInt64, kInt32, kInt8, kBool}) {
+    const std::string n(tessera::name(dt));
+    Tensor x = to(data({4, 5, 6}, kFloat64, -5, 5), dt), gx = on_gpu(x);
+    // i has a duplicate row (-1 is 3): fine to read, summed by accumulate.
+    Tensor i = ids({3, 0, -1, 2}, {2, 2}), j = ids({4, -5}, {2}), k = ids({5}, {});
+    for (const std::vector<Tensor>& idx : std::vector<std::vector<Tensor>>{
+             {i}, {none, j}, {i, j}, {i, none, j}, {none, none, k}, {none}, {ids({2}, {}), none, j}})
+      expect_same(index(gx, on_gpu_list(idx)), index(x, idx), "index " + n);
+    expect_same(index(transpose(gx, 0, 2), on_gpu_list({j})), index(transpose(x, 0, 2), {j}), "index transposed " + n);
+    expect_same(index(gx, {none, j}), index(x, {none, j}), "index by cpu index tensors " + n);
+    expect_same(index(gx, on_gpu_list({to(i, kInt32)})), index(x, {to(i, kInt32)}), "index int32 " + n);
+    // Masks: of self's shape, of leading dims, of a middle dim, uint8, and 0-d.
+    Tensor full = gt(to(x, kFloat32), 0.0), rows = gt(data({4}, kFloat32), 0.0), cols = gt(data({5}, kFloat32), 0.0);
+    expect_same(index(gx, on_gpu_list({full})), index(x, {full}), "index by a full mask " + n);
+    expect_same(index(gx, on_gpu_list({rows})), index(x, {rows}), "index by a row mask " + n);
+    expect_same(index(gx, on_gpu_list({none, cols})), index(x, {none, cols}), "index by a column mask " + n);
+    expect_same(index(gx, on_gpu_list({none, to(cols, kUInt8), k})), index(x, {none, to(cols, kUInt8), k}),
+                "index by a uint8 mask and an index " + n);
+    Tensor yes = tensor_from_values(std::vector<double>{1}, {}, kBool);
+    expect_same(index(gx, on_gpu_list({yes})), index(x, {yes}), "index by a 0-d mask " + n);
+    expect_same(nonzero(gx), nonzero(x), "nonzero " + n);
+    expect_same(nonzero(transpose(gx, 0, 2)), nonzero(transpose(x, 0, 2)), "nonzero transposed " + n);
+    expect_same(masked_select(gx, on_gpu(full)), masked_select(x, full), "masked_select " + n);
+    Tensor bcast = reshape(cols, {5, 1});
+    expect_same(masked_select(gx, on_gpu(bcast)), masked_select(x, bcast), "masked_select broadcast mask " + n);
+    expect_same(masked_select(select(gx, 0, 1), on_gpu(full)), masked_select(select(x, 0, 1), full),
+                "masked_select broadcast self " + n);
+    // index_put: distinct positions (duplicates keep an unspecified value); accumulate sums them.
+    Tensor rows_v = to(data({4, 2, 6}, kFloat64, -5, 5), dt), row_v = to(data({6}, kFloat64, -5, 5), dt);
+    expect_same(index_put(gx, on_gpu_list({none, j}), on_gpu(rows_v)), index_put(x, {none, j}, rows_v), "index_put " + n);
+    expect_same(index_put(gx, on_gpu_list({none, j}), on_gpu(row_v)), index_put(x, {none, j}, row_v),
+                "index_put broadcast values " + n);
+    expect_same(index_put(gx, on_gpu_list({full}), on_gpu(to(ones({}), dt))), index_put(x, {full}, to(ones({}), dt)),
+                "index_put by a mask " + n);
+    if (dt != kBool) {
+      const double t = dt == kFloat16 || dt == kBFloat16 ? 8 : 1;
+      Tensor v = to(data({2, 2, 5, 6}, kFloat64, -5, 5), dt);
+      expect_same(index_put(gx, on_gpu_list({i}), on_gpu(v), true), index_put(x, {i}, v, true), "index_put accumulate " + n,
+                  t);
+    }
+    // In place, on a strided view; then values that alias the target (read before written).
+    Tensor cx = clone(x), gcx = on_gpu(x), w = to(data({2, 5, 4}, kFloat64, -5, 5), dt);
+    index_put_(transpose(gcx, 0, 2), on_gpu_list({j}), on_gpu(w));
+    index_put_(transpose(cx, 0, 2), {j}, w);
+    expect_same(gcx, cx, "index_put_ on a transposed view " + n);
+    index_put_(gcx, on_gpu_list({none, j}), slice(gcx, 1, 0, 2, 1));
+    index_put_(cx, {none, j}, slice(cx, 1, 0, 2, 1));
+    expect_same(gcx, cx, "index_put_ of values that alias self " + n);
+  }
+  // Sizes that span many tiles of the compaction (and more than one tile per scan thread).
+  Tensor big = data({3, 1000, 1001}, kFloat32), gbig = on_gpu(big);
+  Tensor big_mask = gt(big, 1.5);
+  expect_same(nonzero(gbig), nonzero(big), "nonzero of 3M elements");
+  expect_same(masked_select(gbig, on_gpu(big_mask)), masked_select(big, big_mask), "masked_select of 3M elements");
+  expect_same(index(gbig, on_gpu_list({big_mask})), index(big, {big_mask}), "index by a 3M-element mask");
+  // Empty results and inputs.
+  Tensor z = zeros({3, 4}), gz = on_gpu(z);
+  expect_same(nonzero(gz), nonzero(z), "nonzero of zeros");
+  expect_same(nonzero(on_gpu(zeros({0, 3}))), nonzero(zeros({0, 3})), "nonzero of an empty tensor");
+  expect_same(nonzero(on_gpu(ones({}))), nonzero(ones({})), "nonzero of a 0-d tensor");
+  expect_same(masked_select(gz, on_gpu(gt(z, 0.0))), masked_select(z, gt(z, 0.0)), "masked_select of nothing");
+  expect_same(index(gz, on_gpu_list({none, zeros({0}, kInt64)})), index(z, {none, zeros({0}, kInt64)}),
+              "index by an empty index");
+  // Errors, raised before anything is written.
+  Tensor x = data({4, 5}, kFloat32), gx = on_gpu(x);
+  Tensor before = on_cpu(gx);
+  expect_error<IndexError>([&] { index(gx, on_gpu_list({none, ids({0, 5}, {2})})); },
+                           {"index", "index 5", "dimension 1", "size 5"});
+  expect_error<IndexError>([&] { index_put_(gx, on_gpu_list({ids({1, -5}, {2})}), on_gpu(zeros({5}))); },
+                           {"index_put_", "index -5", "dimension 0", "size 4"});
+  expect_same(gx, before, "a refused index_put_ leaves self as it was");
+  expect_error<IndexError>([&] { index(gx, on_gpu_list({none, none, ids({0}, {1})})); }, {"index", "too many indices"});
+  expect_error<IndexError>([&] { index(gx, on_gpu_list({gt(data({5}, kFloat32), 0.0)})); },
+                           {"index", "shape of the mask", "[5]", "[4, 5]"});
+  expect_error<IndexError>([&] { index(gx, on_gpu_list({ids({0, 1}, {2}), ids({0, 1, 2}, {3})})); },
+                           {"index", "could not be broadcast", "[2], [3]"});
+  expect_error<TypeError>([&] { index(gx, on_gpu_list({to(ids({0}, {1}), kFloat32)})); },
+                          {"index", "int64, int32, uint8 or bool", "float32"});
+  expect_error<ValueError>([&] { index_put(gx, on_gpu_list({ids({0, 1}, {2})}), on_gpu(zeros({3}))); },
+                           {"index_put", "shape mismatch", "[3]", "[2, 5]"});
+  expect_error<TypeError>([&] { index_put(gx, on_gpu_list({ids({0}, {1})}), on_gpu(zeros({5}, kFloat64))); },
+                          {"index_put", "float32", "float64"});
+  expect_error<TypeError>([&] { masked_select(gx, on_gpu(x)); }, {"masked_select", "bool", "float32"});
+  expect_error<ValueError>([&] { masked_select(gx, on_gpu(gt(data({3}, kFloat32), 0.0))); },
+                           {"masked_select", "[3]", "[4, 5]"});
+  expect_error<ValueError>([&] { masked_select(gx, gt(x, 0.0)); }, {"masked_select", "mask", "cpu"});
 }
 
 }  // namespace

@@ -526,3 +526,52 @@ def test_more_factories_and_indexing():
     close(aten.gather(g, 0, gi.to("cuda")), aten.gather(x, 0, gi))
     with pytest.raises(IndexError, match="index_select.*out of range"):
         aten.index_select(g, 0, ts.tensor([7]).to("cuda"))
+
+
+# ---------------------------------------------------------------- advanced indexing (nonzero.cu)
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int64", "bool"])
+def test_advanced_indexing_through_python_syntax(dtype):
+    dt = getattr(ts, dtype)
+    x = (ts.randn(4, 5, 6) * 3).to(dt)
+    g = x.to("cuda")
+    rows, cols = [3, 0, -1], ts.tensor([[4, 0], [1, -5]])
+    for key in [rows, (slice(None), cols), (rows, slice(None), [5, 0, 1]), (Ellipsis, [2]), (1, cols)]:
+        close(g[key], x[key])
+    mask = x.to(ts.float32) > 0
+    close(g[mask.to("cuda")], x[mask])          # masked_select
+    close(g[:, mask[0, :, 0].to("cuda")], x[:, mask[0, :, 0]])  # a mask of one dim
+    close(ts.nonzero(g), ts.nonzero(x))
+    close(g.nonzero(), x.nonzero())
+    y, gy = x.clone(), g.clone()
+    v = (ts.randn(4, 2, 6) * 3).to(dt)
+    y[:, [4, 1]] = v
+    gy[:, [4, 1]] = v.to("cuda")
+    close(gy, y)
+    picked = y[mask]
+    reversed_ = picked[ts.arange(picked.shape[0] - 1, -1, -1)]
+    y[mask] = reversed_
+    gy[mask.to("cuda")] = reversed_.to("cuda")
+    close(gy, y)
+    if dtype != "bool":
+        acc = (ts.randn(2, 2, 5, 6) * 3).to(dt)
+        idx = ts.tensor([[3, 0], [3, 3]])  # duplicates: accumulate sums them
+        tol = (2e-2, 2e-2) if dtype == "float16" else (1e-5, 1e-6)
+        close(ts.ops.aten.index_put(g, [idx.to("cuda")], acc.to("cuda"), True),
+              ts.ops.aten.index_put(x, [idx], acc, True), *tol)
+    with pytest.raises(IndexError, match="index 6 is out of bounds for dimension 2 with size 6"):
+        g[:, :, [6]]
+    with pytest.raises(IndexError, match="too many indices"):
+        ts.ops.aten.index(g, [None, None, None, ts.tensor([0]).to("cuda")])
+
+
+@needs_gpu
+def test_nonzero_and_masked_select_at_size():
+    x = ts.randn(3, 1000, 1001)
+    g = x.to("cuda")
+    m = x > 1.0
+    close(ts.nonzero(g), ts.nonzero(x))
+    close(ts.masked_select(g, m.to("cuda")), ts.masked_select(x, m))
+    close(g[m.to("cuda")], x[m])
+    assert tuple(ts.nonzero(ts.zeros(0, 3, device="cuda")).shape) == (0, 2)

@@ -77,6 +77,20 @@ template <class C> struct ScatterAddF {
   }
 };
 
+// Advanced indexing's element offsets: ops[0] (int64, over the broadcast index shape) gets
+// (first ? 0 : itself) + stride * the index of ops[1], negative indices counting from `size`
+// (the host has checked them against [-size, size) already).
+struct IndexOffsetF {
+  int64_t size, stride;
+  bool first;
+  template <class I> GPU_D void operator()(const Loop& L, const I (&off)[2]) const {
+    int64_t v = load<int64_t>(at(L.ops[1], off[1]), L.ops[1].dtype);
+    if (v < 0) v += size;
+    int64_t* out = reinterpret_cast<int64_t*>(at(L.ops[0], off[0]));
+    *out = (first ? 0 : *out) + v * stride;
+  }
+};
+
 template <class I> __global__ void check_kernel(Loop L, int64_t lo, int64_t hi, bool flag_inside, int64_t* bad) {
   const I n = I(L.numel);
   for (I i = I(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += I(gridDim.x) * blockDim.x) {
@@ -109,6 +123,10 @@ void launch_index(IndexOp op, const Loop& L, int64_t step, gpuStream_t s) {
       if (L.ops[0].dtype >= kFloat16) return run_map<3>(L, s, ScatterAddF<float>{step}, "a scatter_add");
       return run_map<3>(L, s, ScatterAddF<int64_t>{step}, "a scatter_add");
   }
+}
+
+void launch_index_offsets(const Loop& L, int64_t size, int64_t stride, bool first, gpuStream_t s) {
+  run_map<2>(L, s, IndexOffsetF{size, stride, first}, "advanced indexing offsets");
 }
 
 void launch_value_check(const Loop& L, int64_t lo, int64_t hi, bool flag_inside, int64_t* bad, gpuStream_t s) {

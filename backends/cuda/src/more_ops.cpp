@@ -108,6 +108,7 @@ void register_more_kernels(sdk::Registrar& reg, ts_dispatch_key key) {
   register_reduction_more_kernels(reg, key);
   register_factory_kernels(reg, key);
   register_indexing_kernels(reg, key);
+  register_advanced_index_kernels(reg, key);
 }
 
 }  // namespace tessera::gpu

@@ -42,5 +42,6 @@ void register_elementwise_more_kernels(sdk::Registrar& reg, ts_dispatch_key key)
 void register_reduction_more_kernels(sdk::Registrar& reg, ts_dispatch_key key);    // reduce_more_ops.cpp
 void register_factory_kernels(sdk::Registrar& reg, ts_dispatch_key key);           // factory_ops.cpp
 void register_indexing_kernels(sdk::Registrar& reg, ts_dispatch_key key);          // indexing_ops.cpp
+void register_advanced_index_kernels(sdk::Registrar& reg, ts_dispatch_key key);    // advanced_index_ops.cpp
 
 }  // namespace tessera::gpu

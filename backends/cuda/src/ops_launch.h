@@ -49,9 +49,27 @@ void launch_factory(FactoryOp op, const FactoryArgs& args, gpuStream_t stream);
 // Values move between operands of one dtype.
 enum class IndexOp : int32_t { Gather, Scatter, ScatterAdd };
 void launch_index(IndexOp op, const Loop& loop, int64_t step, gpuStream_t stream);
+// Advanced indexing: ops[0] (int64 offsets over the index shape) = (first ? 0 : ops[0]) +
+// stride * wrap(ops[1]), where wrap adds `size` to a negative index. Index.Tensor then gathers
+// and index_put scatters through these offsets (step 1).
+void launch_index_offsets(const Loop& loop, int64_t size, int64_t stride, bool first, gpuStream_t stream);
 // Writes into *bad (device memory, INT64_MAX before) the smallest linear position (over the
 // loop's shape) of an element v of ops[0] (an integer tensor) with lo <= v < hi (flag_inside) or
 // outside that range (!flag_inside): out-of-range indices, zero integer divisors.
 void launch_value_check(const Loop& loop, int64_t lo, int64_t hi, bool flag_inside, int64_t* bad, gpuStream_t stream);
+
+// ---- nonzero (nonzero.cu): a stream compaction. loop.ops[0] is the input over its shape; the
+// coordinates are over `sizes` (the shape before coalescing, ndim <= kMaxDims).
+struct NonzeroArgs {
+  Loop loop;
+  int32_t ndim = 0;
+  int64_t sizes[kMaxDims] = {};
+};
+int64_t nonzero_tiles(int64_t numel);
+// tile_counts: nonzero_tiles(numel) + 1 int64s; afterwards the first output row of every tile,
+// then the number of nonzeros.
+void launch_nonzero_count(const Loop& loop, int64_t* tile_counts, gpuStream_t stream);
+// Writes the coordinates (int64, ndim per row) of the nonzeros into out, in row-major order.
+void launch_nonzero_write(const NonzeroArgs& args, const int64_t* tile_first_row, int64_t* out, gpuStream_t stream);
 
 }  // namespace tessera::gpu
