@@ -16,18 +16,6 @@ void check_cpu_all(const char* op, std::initializer_list<const TensorRef*> tenso
   check_cpu(op, defined);
 }
 
-void require_floating(const char* op, const TensorRef& t, const char* what) {
-  if (!sdk::is_floating(t.dtype()))
-    sdk::fail(TS_ERROR_TYPE, op, ": expected ", what, " of a floating dtype (float16, bfloat16, float32, float64), got ",
-              sdk::dtype_name(t.dtype()));
-}
-
-void require_shape(const char* op, const TensorRef& t, std::span<const int64_t> shape, const char* what) {
-  if (!std::equal(shape.begin(), shape.end(), t.sizes().begin(), t.sizes().end()))
-    sdk::fail(TS_ERROR_VALUE, op, ": expected ", what, " of shape ", strided::str(shape), ", got ",
-              strided::str(t.sizes()));
-}
-
 TensorRef contiguous(ts_call call, const TensorRef& t) {
   if (t.is_contiguous()) return t;
   TensorRef copy = sdk::empty(call, t.sizes(), t.dtype(), t.device());

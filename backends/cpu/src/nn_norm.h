@@ -8,6 +8,8 @@
 // large inputs; the 16-bit floats keep their statistics (mean, rstd) in float32, as PyTorch.
 #include "kernels.h"
 
+#include <tessera/sdk/norm_geometry.h>
+
 #include <initializer_list>
 #include <optional>
 #include <span>
@@ -28,10 +30,9 @@ using sdk::TensorRef;
 
 // Raises unless every defined tensor lives on the CPU (undefined ones are skipped).
 void check_cpu_all(const char* op, std::initializer_list<const TensorRef*> tensors);
-// TypeError unless `t` has a floating dtype; `what` names the argument.
-void require_floating(const char* op, const TensorRef& t, const char* what);
-// ValueError unless `t` has exactly `shape`.
-void require_shape(const char* op, const TensorRef& t, std::span<const int64_t> shape, const char* what);
+// TypeError unless `t` has a floating dtype; ValueError unless `t` has exactly `shape`.
+using sdk::require_floating;
+using sdk::require_shape;
 // `t` itself when contiguous, else a contiguous copy (same dtype).
 TensorRef contiguous(ts_call call, const TensorRef& t);
 // The dtype statistics are returned in: float32 for the 16-bit floats, the input's otherwise.

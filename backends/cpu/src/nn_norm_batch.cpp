@@ -15,22 +15,8 @@ namespace {
 
 using namespace norm;
 using sdk::Args;
-using sdk::fail;
 
-// N, C and HW of an (N, C, *) input.
-struct Layout {
-  int64_t n = 0, c = 0, hw = 1;
-  int64_t count() const { return n * hw; }  // elements per channel
-};
-
-Layout layout_of(const char* op, const TensorRef& input) {
-  if (input.dim() < 2)
-    fail(TS_ERROR_VALUE, op, ": expected input of at least 2 dimensions (N, C, *), got ", input.dim(),
-         " (shape ", strided::str(input.sizes()), ")");
-  Layout l{input.size(0), input.size(1), 1};
-  for (int64_t d = 2; d < input.dim(); ++d) l.hw *= input.size(d);
-  return l;
-}
+using Layout = sdk::ChannelLayout;  // N x C rows of HW elements
 
 // y = x * scale[c] + shift[c] over every (n, c) row.
 template <class T>
@@ -59,17 +45,13 @@ void batch_norm_kernel(Args& a) {
   check_cpu_all(op, {&input, weight ? &*weight : nullptr, bias ? &*bias : nullptr,
                      running_mean ? &*running_mean : nullptr, running_var ? &*running_var : nullptr});
   require_floating(op, input, "input");
-  const Layout l = layout_of(op, input);
+  const Layout l = sdk::channel_layout(op, input);
   const int64_t channels[] = {l.c};
   const std::vector<double> w = optional_values(op, weight, channels, "weight");
   const std::vector<double> b = optional_values(op, bias, channels, "bias");
   std::vector<double> rm = optional_values(op, running_mean, channels, "running_mean");
   std::vector<double> rv = optional_values(op, running_var, channels, "running_var");
-  if (!training && (!running_mean || !running_var))
-    fail(TS_ERROR_VALUE, op, ": expected running_mean and running_var in evaluation mode (training=False), got None");
-  if (training && l.count() == 1)
-    fail(TS_ERROR_VALUE, op, ": expected more than 1 value per channel when training, got input of shape ",
-         strided::str(input.sizes()));
+  sdk::check_batch_norm_mode(op, training, running_mean && running_var, l, input);
 
   const TensorRef x = contiguous(a.call(), input);
   TensorRef out = sdk::empty(a.call(), input.sizes(), input.dtype(), kCpuDevice);
@@ -137,18 +119,15 @@ void batch_norm_backward_kernel(Args& a) {
   require_floating(op, input, "input");
   require_floating(op, grad_out, "grad_out");
   require_shape(op, grad_out, input.sizes(), "grad_out");
-  const Layout l = layout_of(op, input);
+  const Layout l = sdk::channel_layout(op, input);
   const int64_t channels[] = {l.c};
   const std::vector<double> w = optional_values(op, weight, channels, "weight");
   std::vector<double> mean, invstd;
+  sdk::check_batch_norm_backward_statistics(op, train, save_mean && save_invstd, running_mean && running_var);
   if (train) {
-    if (!save_mean || !save_invstd)
-      fail(TS_ERROR_VALUE, op, ": expected save_mean and save_invstd when train=True, got None");
     mean = optional_values(op, save_mean, channels, "save_mean");
     invstd = optional_values(op, save_invstd, channels, "save_invstd");
   } else {
-    if (!running_mean || !running_var)
-      fail(TS_ERROR_VALUE, op, ": expected running_mean and running_var when train=False, got None");
     mean = optional_values(op, running_mean, channels, "running_mean");
     invstd = optional_values(op, running_var, channels, "running_var");
     for (double& v : invstd) v = 1.0 / std::sqrt(v + eps);

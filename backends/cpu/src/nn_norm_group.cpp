@@ -13,25 +13,8 @@ namespace {
 
 using namespace norm;
 using sdk::Args;
-using sdk::fail;
 
-struct Groups {
-  int64_t n, c, hw, group;
-  int64_t per_group() const { return c / group; }  // channels in a group
-  int64_t row() const { return per_group() * hw; }  // elements in an (n, g) row
-};
-
-Groups groups_of(const char* op, const TensorRef& input, int64_t n, int64_t c, int64_t hw, int64_t group) {
-  if (n < 0 || c < 0 || hw < 0)
-    fail(TS_ERROR_VALUE, op, ": expected non-negative N, C and HxW, got ", n, ", ", c, " and ", hw);
-  if (group <= 0 || c % group != 0)
-    fail(TS_ERROR_VALUE, op, ": expected group to be positive and to divide the number of channels C = ", c,
-         ", got group = ", group);
-  if (input.numel() != n * c * hw || (input.dim() >= 1 && input.size(0) != n) || (input.dim() >= 2 && input.size(1) != c))
-    fail(TS_ERROR_VALUE, op, ": expected input of shape (N, C, *) = (", n, ", ", c, ", ...) with ", n * c * hw,
-         " elements (HxW = ", hw, "), got shape ", strided::str(input.sizes()));
-  return {n, c, hw, group};
-}
+using Groups = sdk::GroupLayout;  // N x group rows of (C / group) * HxW elements
 
 // native_group_norm(Tensor input, Tensor? weight, Tensor? bias, int N, int C, int HxW, int group, float eps)
 void group_norm_kernel(Args& a) {
@@ -40,7 +23,7 @@ void group_norm_kernel(Args& a) {
   const std::optional<TensorRef> weight = a.optional_tensor(1), bias = a.optional_tensor(2);
   check_cpu_all(op, {&input, weight ? &*weight : nullptr, bias ? &*bias : nullptr});
   require_floating(op, input, "input");
-  const Groups g = groups_of(op, input, a.to_int(3), a.to_int(4), a.to_int(5), a.to_int(6));
+  const Groups g = sdk::group_layout(op, input, a.to_int(3), a.to_int(4), a.to_int(5), a.to_int(6));
   const double eps = a.to_double(7);
   const int64_t channels[] = {g.c};
   const std::vector<double> w = optional_values(op, weight, channels, "weight");
@@ -86,13 +69,11 @@ void group_norm_backward_kernel(Args& a) {
   require_floating(op, input, "input");
   require_floating(op, grad_out, "grad_out");
   require_shape(op, grad_out, input.sizes(), "grad_out");
-  const Groups g = groups_of(op, input, a.to_int(5), a.to_int(6), a.to_int(7), a.to_int(8));
+  const Groups g = sdk::group_layout(op, input, a.to_int(5), a.to_int(6), a.to_int(7), a.to_int(8));
   const int64_t channels[] = {g.c};
   const std::vector<double> w = optional_values(op, weight, channels, "weight");
+  sdk::check_group_statistics(op, g, mean_t, rstd_t);
   const std::vector<double> mean = read_values(op, mean_t, "mean"), rstd = read_values(op, rstd_t, "rstd");
-  if (int64_t(mean.size()) != g.n * g.group || int64_t(rstd.size()) != g.n * g.group)
-    fail(TS_ERROR_VALUE, op, ": expected mean and rstd of N * group = ", g.n * g.group, " elements, got shapes ",
-         strided::str(mean_t.sizes()), " and ", strided::str(rstd_t.sizes()));
 
   const TensorRef x = contiguous(a.call(), input);
   const TensorRef dy = contiguous(a.call(), to_dtype(a.call(), grad_out, input.dtype(), op));

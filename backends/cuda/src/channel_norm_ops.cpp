@@ -5,20 +5,16 @@
 #include "cuda_plugin.h"
 #include "nn_launch.h"
 
+#include <tessera/sdk/norm_geometry.h>
+
 #include <algorithm>
 #include <optional>
 
 namespace tessera::gpu {
 namespace {
 
-void require_floating(const char* op, const TensorRef& t, const char* what) {
-  TS_SDK_CHECK(sdk::is_floating(t.dtype()), TS_ERROR_TYPE, op, ": expected ", what,
-               " of a floating dtype (float16, bfloat16, float32, float64), got ", sdk::dtype_name(t.dtype()));
-}
-void require_shape(const char* op, const TensorRef& t, std::span<const int64_t> shape, const char* what) {
-  TS_SDK_CHECK(std::equal(shape.begin(), shape.end(), t.sizes().begin(), t.sizes().end()), TS_ERROR_VALUE, op,
-               ": expected ", what, " of shape ", shape_text(shape), ", got ", shape_text(t.sizes()));
-}
+using sdk::require_floating;
+using sdk::require_shape;
 // An optional per-channel tensor: checked, on our device, contiguous (undefined when None).
 TensorRef channel_param(ts_call call, const char* op, const TensorRef& input, const std::optional<TensorRef>& t,
                         int64_t c, const char* what) {
@@ -41,16 +37,8 @@ void return3(sdk::Args& a, TensorRef&& x, TensorRef&& y, TensorRef&& z) {
              sdk::Args::tensor_value(std::move(z))});
 }
 
-struct Layout {
-  int64_t n = 0, c = 0, hw = 1;
-};
-Layout layout_of(const char* op, const TensorRef& input) {
-  TS_SDK_CHECK(input.dim() >= 2, TS_ERROR_VALUE, op, ": expected input of at least 2 dimensions (N, C, *), got ",
-               input.dim(), " (shape ", shape_text(input.sizes()), ")");
-  Layout l{input.size(0), input.size(1), 1};
-  for (int64_t d = 2; d < input.dim(); ++d) l.hw *= input.size(d);
-  return l;
-}
+using Layout = sdk::ChannelLayout;  // N x C rows of HW elements
+using Groups = sdk::GroupLayout;   // N x group rows of (C / group) * HxW elements
 
 // native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean,
 //                   Tensor? running_var, bool training, float momentum, float eps)
@@ -63,17 +51,13 @@ void batch_norm_k(sdk::Args& a) {
   const double momentum = a.to_double(6), eps = a.to_double(7);
   common_device(op, {&input});
   require_floating(op, input, "input");
-  const Layout l = layout_of(op, input);
+  const Layout l = sdk::channel_layout(op, input);
   DeviceGuard guard(input.device().index);
   const TensorRef w = channel_param(a.call(), op, input, weight, l.c, "weight");
   const TensorRef b = channel_param(a.call(), op, input, bias, l.c, "bias");
   const TensorRef rm = channel_param(a.call(), op, input, running_mean, l.c, "running_mean");
   const TensorRef rv = channel_param(a.call(), op, input, running_var, l.c, "running_var");
-  TS_SDK_CHECK(training || (running_mean && running_var), TS_ERROR_VALUE, op,
-               ": expected running_mean and running_var in evaluation mode (training=False), got None");
-  TS_SDK_CHECK(!training || l.n * l.hw != 1, TS_ERROR_VALUE, op,
-               ": expected more than 1 value per channel when training, got input of shape ",
-               shape_text(input.sizes()));
+  sdk::check_batch_norm_mode(op, training, running_mean && running_var, l, input);
   const TensorRef x = contiguous(a.call(), input, input.dtype());
   TensorRef out = empty_on(a.call(), input.sizes(), input.dtype(), input.device());
   const int32_t sd = stat_dtype(input.dtype());
@@ -123,18 +107,15 @@ void batch_norm_backward_k(sdk::Args& a) {
   require_floating(op, input, "input");
   require_floating(op, grad_out, "grad_out");
   require_shape(op, grad_out, input.sizes(), "grad_out");
-  const Layout l = layout_of(op, input);
+  const Layout l = sdk::channel_layout(op, input);
   DeviceGuard guard(input.device().index);
   const TensorRef w = channel_param(a.call(), op, input, weight, l.c, "weight");
   TensorRef mean, invstd;
+  sdk::check_batch_norm_backward_statistics(op, train, save_mean && save_invstd, running_mean && running_var);
   if (train) {
-    TS_SDK_CHECK(save_mean && save_invstd, TS_ERROR_VALUE, op,
-                 ": expected save_mean and save_invstd when train=True, got None");
     mean = channel_param(a.call(), op, input, save_mean, l.c, "save_mean");
     invstd = channel_param(a.call(), op, input, save_invstd, l.c, "save_invstd");
   } else {
-    TS_SDK_CHECK(running_mean && running_var, TS_ERROR_VALUE, op,
-                 ": expected running_mean and running_var when train=False, got None");
     mean = channel_param(a.call(), op, input, running_mean, l.c, "running_mean");
     invstd = channel_param(a.call(), op, input, running_var, l.c, "running_var");
   }
@@ -161,21 +142,6 @@ void batch_norm_backward_k(sdk::Args& a) {
   return3(a, std::move(grad_input), std::move(grad_weight), std::move(grad_bias));
 }
 
-struct Groups {
-  int64_t n, c, hw, group;
-};
-Groups groups_of(const char* op, const TensorRef& input, int64_t n, int64_t c, int64_t hw, int64_t group) {
-  TS_SDK_CHECK(n >= 0 && c >= 0 && hw >= 0, TS_ERROR_VALUE, op, ": expected non-negative N, C and HxW, got ", n, ", ",
-               c, " and ", hw);
-  TS_SDK_CHECK(group > 0 && c % group == 0, TS_ERROR_VALUE, op,
-               ": expected group to be positive and to divide the number of channels C = ", c, ", got group = ", group);
-  TS_SDK_CHECK(input.numel() == n * c * hw && (input.dim() < 1 || input.size(0) == n) &&
-                   (input.dim() < 2 || input.size(1) == c),
-               TS_ERROR_VALUE, op, ": expected input of shape (N, C, *) = (", n, ", ", c, ", ...) with ", n * c * hw,
-               " elements (HxW = ", hw, "), got shape ", shape_text(input.sizes()));
-  return {n, c, hw, group};
-}
-
 // native_group_norm(Tensor input, Tensor? weight, Tensor? bias, int N, int C, int HxW, int group,
 //                   float eps) -> (out, mean (N, group), rstd (N, group))
 void group_norm_k(sdk::Args& a) {
@@ -184,7 +150,7 @@ void group_norm_k(sdk::Args& a) {
   const std::optional<TensorRef> weight = a.optional_tensor(1), bias = a.optional_tensor(2);
   common_device(op, {&input});
   require_floating(op, input, "input");
-  const Groups g = groups_of(op, input, a.to_int(3), a.to_int(4), a.to_int(5), a.to_int(6));
+  const Groups g = sdk::group_layout(op, input, a.to_int(3), a.to_int(4), a.to_int(5), a.to_int(6));
   const double eps = a.to_double(7);
   DeviceGuard guard(input.device().index);
   const TensorRef w = channel_param(a.call(), op, input, weight, g.c, "weight");
@@ -218,14 +184,12 @@ void group_norm_backward_k(sdk::Args& a) {
   require_floating(op, input, "input");
   require_floating(op, grad_out, "grad_out");
   require_shape(op, grad_out, input.sizes(), "grad_out");
-  const Groups g = groups_of(op, input, a.to_int(5), a.to_int(6), a.to_int(7), a.to_int(8));
+  const Groups g = sdk::group_layout(op, input, a.to_int(5), a.to_int(6), a.to_int(7), a.to_int(8));
   DeviceGuard guard(input.device().index);
   const TensorRef w = channel_param(a.call(), op, input, weight, g.c, "weight");
   require_floating(op, mean_t, "mean");
   require_floating(op, rstd_t, "rstd");
-  TS_SDK_CHECK(mean_t.numel() == g.n * g.group && rstd_t.numel() == g.n * g.group, TS_ERROR_VALUE, op,
-               ": expected mean and rstd of N * group = ", g.n * g.group, " elements, got shapes ",
-               shape_text(mean_t.sizes()), " and ", shape_text(rstd_t.sizes()));
+  sdk::check_group_statistics(op, g, mean_t, rstd_t);
   const TensorRef mean = contiguous(a.call(), mean_t, mean_t.dtype()), rstd = contiguous(a.call(), rstd_t, rstd_t.dtype());
   const TensorRef x = contiguous(a.call(), input, input.dtype());
   const TensorRef dy = contiguous(a.call(), grad_out, input.dtype());

@@ -8,10 +8,7 @@
 namespace tessera::gpu {
 namespace {
 
-void require_floating(const char* op, const TensorRef& t, const char* what) {
-  TS_SDK_CHECK(sdk::is_floating(t.dtype()), TS_ERROR_TYPE, op, ": expected ", what,
-               " of a floating dtype (float16, bfloat16, float32, float64), got ", sdk::dtype_name(t.dtype()));
-}
+using sdk::require_floating;
 
 // native_dropout(Tensor input, float p, bool? train) -> (Tensor output, Tensor mask); train None: True.
 void dropout_k(sdk::Args& a) {

@@ -15,14 +15,8 @@ namespace {
 
 using Rows = sdk::LayerNormRows;
 
-void require_floating(const char* op, const TensorRef& t, const char* what) {
-  TS_SDK_CHECK(sdk::is_floating(t.dtype()), TS_ERROR_TYPE, op, ": expected ", what, " of a floating point dtype, got ",
-               sdk::dtype_name(t.dtype()));
-}
-void require_shape(const char* op, const TensorRef& t, std::span<const int64_t> shape, const char* what) {
-  TS_SDK_CHECK(std::equal(shape.begin(), shape.end(), t.sizes().begin(), t.sizes().end()), TS_ERROR_VALUE, op,
-               ": expected ", what, " of shape ", shape_text(shape), ", got ", shape_text(t.sizes()));
-}
+using sdk::require_floating;
+using sdk::require_shape;
 // An affine parameter: checked, on our device, contiguous (or undefined when None).
 TensorRef param(sdk::Args& a, const char* op, const TensorRef& input, const std::optional<TensorRef>& t,
                 std::span<const int64_t> shape, const char* what) {

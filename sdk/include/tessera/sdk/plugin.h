@@ -5,6 +5,7 @@
 #include <tessera/abi.h>
 #include <tessera/sdk/dtype.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -156,6 +157,19 @@ class TensorRef {
   bool owned_ = false;
   ts_tensor_view v_{};
 };
+
+// Argument checks every device's kernels make with the same messages. `what` names the argument.
+// TypeError unless `t` has a floating dtype.
+inline void require_floating(const char* op, const TensorRef& t, const char* what) {
+  TS_SDK_CHECK(is_floating(t.dtype()), TS_ERROR_TYPE, op, ": expected ", what,
+               " of a floating dtype (float16, bfloat16, float32, float64), got ", dtype_name(t.dtype()));
+}
+// ValueError unless `t` has exactly `shape`.
+inline void require_shape(const char* op, const TensorRef& t, std::span<const int64_t> shape, const char* what) {
+  const auto sizes = t.sizes();
+  TS_SDK_CHECK(std::equal(shape.begin(), shape.end(), sizes.begin(), sizes.end()), TS_ERROR_VALUE, op, ": expected ",
+               what, " of shape ", shape_text(shape), ", got ", shape_text(sizes));
+}
 
 // A device whose memory is ordinary host memory (malloc/free/memcpy), `count` devices of it:
 // for prototypes, tests, and devices that share host memory. Override any slot afterwards.
