@@ -279,8 +279,8 @@ def main():
             kid += 1
             if vs.overload == "out" or vs.overload.endswith("_out"):
                 kind = "out"
-            elif vs is base and not any("!" in a.type_text for a in vs.args):
-                kind = "functional"
+            elif vs is base and not any("!" in a.type_text for a in vs.args if a.name == "self"):
+                kind = "functional"  # other written arguments (batch norm's running statistics) are buffers
             else:
                 kind = "inplace"
             if e.nondiff:
