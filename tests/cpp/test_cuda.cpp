@@ -270,6 +270,39 @@ TEST(CudaKernels, UnaryMatchesCpu) {
   expect_same(exp(on_gpu(i)), exp(i), "exp int64 -> float");
 }
 
+// The dense fast path of elementwise.cu (one contiguous run of one floating dtype, 16-byte
+// vectors): lengths that are and are not a multiple of the vector, a Scalar right-hand side,
+// alpha, in place, and a misaligned view (storage offset 1) that must take the general loop.
+TEST(CudaKernels, DenseElementwiseMatchesCpu) {
+  REQUIRE_GPU();
+  for (ScalarType dt : kFloats)
+    for (int64_t n : {1, 7, 8, 9, 4099, 1000003}) {
+      const std::string what = std::string(tessera::name(dt)) + " n=" + std::to_string(n);
+      Tensor a = data({n}, dt, -3, 3), b = data({n}, dt, 0.5, 3);
+      Tensor ga = on_gpu(a), gb = on_gpu(b);
+      expect_same(add(ga, gb, 2), add(a, b, 2), "add alpha " + what);
+      expect_same(sub(ga, gb), sub(a, b), "sub " + what);
+      expect_same(mul(ga, gb), mul(a, b), "mul " + what);
+      expect_same(div(ga, gb), div(a, b), "div " + what, 4);
+      expect_same(mul(ga, 1.5), mul(a, 1.5), "mul scalar " + what);
+      expect_same(exp(ga), exp(a), "exp " + what, 4);
+      expect_same(relu(ga), relu(a), "relu " + what);
+      if (n > 1) {  // a view at storage offset 1: not 16-byte aligned
+        Tensor sa = slice(a, 0, 1, n, 1), sb = slice(b, 0, 1, n, 1);
+        expect_same(add(slice(ga, 0, 1, n, 1), slice(gb, 0, 1, n, 1)), add(sa, sb), "add misaligned " + what);
+        expect_same(tanh(slice(ga, 0, 1, n, 1)), tanh(sa), "tanh misaligned " + what, 4);
+      }
+      mul_(ga, gb);
+      mul_(a, b);
+      expect_same(ga, a, "mul_ " + what);
+    }
+  // 2-D contiguous operands coalesce to one run; a transposed one does not.
+  Tensor x = data({64, 130}, kFloat32), y = data({64, 130}, kFloat32);
+  expect_same(add(on_gpu(x), on_gpu(y)), add(x, y), "add 2-D");
+  expect_same(add(transpose(on_gpu(x), 0, 1), transpose(on_gpu(y), 0, 1)), add(transpose(x, 0, 1), transpose(y, 0, 1)),
+              "add transposed");
+}
+
 TEST(CudaKernels, BinaryAndComparisonsMatchCpu) {
   REQUIRE_GPU();
   for (ScalarType dt : {kFloat32, kFloat64, kFloat16, kInt64, kInt32}) {
