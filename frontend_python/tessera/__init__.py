@@ -46,6 +46,7 @@ from tessera._streams import (  # noqa: E402
     Event, Stream, current_stream, default_stream, set_stream, stream, synchronize,
 )
 from tessera import plugins  # noqa: E402
+from tessera import backends, cuda  # noqa: E402,F401  (torch.cuda's surface; load no plugin until used)
 from tessera import autograd  # noqa: E402  (the plugin itself loads on first use)
 from tessera.autograd._tensor_methods import install as _install_autograd_methods  # noqa: E402
 from tessera.autograd.grad_mode import (  # noqa: E402

@@ -575,3 +575,66 @@ def test_nonzero_and_masked_select_at_size():
     close(ts.masked_select(g, m.to("cuda")), ts.masked_select(x, m))
     close(g[m.to("cuda")], x[m])
     assert tuple(ts.nonzero(ts.zeros(0, 3, device="cuda")).shape) == (0, 2)
+
+
+# ---------------------------------------------------------------- tessera.cuda, tessera.backends.cuda
+
+def test_torch_cuda_surface_without_loading_anything_at_import():
+    code = ("import tessera as ts\nts.cuda, ts.backends.cuda\nprint(sorted(p.name for p in ts.plugins.list()))\n"
+            "print(ts.cuda.is_available(), ts.cuda.device_count(), ts.backends.cuda.is_built())\n"
+            "print(sorted(p.name for p in ts.plugins.list()))\n")
+    env = dict(os.environ)
+    if BUILD_PYTHON:
+        env["PYTHONPATH"] = BUILD_PYTHON + os.pathsep + env.get("PYTHONPATH", "")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    before, answers, after = r.stdout.splitlines()
+    assert "cuda" not in before  # importing tessera (and naming ts.cuda) loads no plugin
+    assert answers == f"{device_count() > 0} {device_count()} True"
+    assert "cuda" in after  # the first question loaded it
+
+
+@pytest.mark.skipif(_plugin_available() and device_count() > 0, reason="this machine has a CUDA device")
+def test_torch_cuda_surface_without_a_device_says_why():
+    assert ts.cuda.is_available() is False and ts.cuda.device_count() == 0
+    for call in [ts.cuda.synchronize, ts.cuda.memory_allocated, ts.cuda.current_device]:
+        with pytest.raises(RuntimeError, match="no cuda driver/device was found"):
+            call()
+    ts.cuda.empty_cache()  # nothing cached: nothing to do, as torch.cuda.empty_cache()
+    assert ts.backends.cuda.matmul.allow_tf32 is False
+    with pytest.raises(ValueError, match="expected a cuda device"):
+        ts.cuda.memory_stats("cpu")
+
+
+@needs_gpu
+def test_torch_cuda_surface_memory_devices_and_switches():
+    ts.cuda.synchronize()
+    ts.cuda.empty_cache()
+    ts.cuda.reset_peak_memory_stats()
+    base = ts.cuda.memory_allocated()
+    x = ts.empty(1 << 20, device="cuda")  # 4 MiB
+    assert ts.cuda.memory_allocated() - base >= 4 << 20
+    assert ts.cuda.max_memory_allocated() >= ts.cuda.memory_allocated()
+    assert ts.cuda.memory_reserved() >= ts.cuda.memory_allocated()
+    stats = ts.cuda.memory_stats(0)
+    assert stats["allocated"] == ts.cuda.memory_allocated("cuda:0") and stats["num_allocations"] >= 1
+    del x
+    ts.cuda.synchronize()
+    assert ts.cuda.memory_allocated() == base
+    assert ts.cuda.max_memory_allocated() - base >= 4 << 20  # the peak stays until reset
+    ts.cuda.reset_peak_memory_stats()
+    assert ts.cuda.max_memory_allocated() == base
+    ts.cuda.empty_cache()
+    assert ts.cuda.current_device() == 0
+    with ts.cuda.device("cuda:0"):
+        assert ts.cuda.current_device() == 0
+    assert ts.cuda.current_stream() == ts.cuda.default_stream()
+    s = ts.cuda.Stream("cuda")
+    with ts.cuda.stream(s):
+        assert ts.cuda.current_stream() == s
+    assert ts.cuda.current_stream() == ts.cuda.default_stream()
+    try:
+        ts.backends.cuda.matmul.allow_tf32 = True
+        assert ts.ops.cuda.allow_tf32() is True and ts.backends.cuda.matmul.allow_tf32 is True
+    finally:
+        ts.backends.cuda.matmul.allow_tf32 = False
+    assert ts.ops.cuda.allow_tf32() is False
