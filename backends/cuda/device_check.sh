@@ -9,6 +9,8 @@
 # against: fetch them here first (bash backends/cuda/device_deps.sh, into .devdeps/), then carry
 # them. As one device `run`, with carry [".devdeps"]:
 #   set -o pipefail; bash backends/cuda/device_check.sh 2>&1 | tee $OUT/device_check.log
+# A dry run here (the GPU steps then fail or skip) that finds nothing in /usr, as on that image:
+#   BUILD_TIMEOUT=3600 EXTRA_CMAKE_ARGS=-DCMAKE_IGNORE_PREFIX_PATH=/usr bash backends/cuda/device_check.sh /tmp/check
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 B=${1:-build/cuda-check}
@@ -39,9 +41,9 @@ if ! compgen -G "/usr/local/cuda/lib*/libcudnn.so" >/dev/null; then
 fi
 
 mkdir -p "$B"
-T=360 step configure+build bash -c "(cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_BUILD_PYTHON=ON \
+T=${BUILD_TIMEOUT:-360} step configure+build bash -c "(cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_BUILD_PYTHON=ON \
   -DTESSERA_BUILD_ROCM=OFF -DTESSERA_BUILD_BENCHMARKS=OFF -DTESSERA_BUILD_EXAMPLES=OFF -DCMAKE_PREFIX_PATH='$PREFIX_PATH' \
-  ${CUDNN_ARGS[*]} > $B/configure.log 2>&1 || (tail -40 $B/configure.log; exit 1)) && { grep -E 'CUDA plugin|SLEEF' $B/configure.log; \
+  ${CUDNN_ARGS[*]} ${EXTRA_CMAKE_ARGS:-} > $B/configure.log 2>&1 || (tail -40 $B/configure.log; exit 1)) && { grep -E 'CUDA plugin|SLEEF' $B/configure.log; \
   cmake --build $B -j$J --target tessera tessera_cpu tessera_cuda tessera_autograd test_cuda test_cuda_allocator \
   tessera_python tessera_python_package; }"
 T=30 step nvidia-smi nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv

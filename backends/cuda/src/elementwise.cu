@@ -178,7 +178,10 @@ int32_t dense_dtype(const Loop& L) {
   if (L.ndim != 1 || (d != kFloat32 && d != kFloat64 && d != kFloat16 && d != kBFloat16)) return -1;
   for (int k = 0; k < L.noperands; ++k) {
     const Operand& o = L.ops[k];
-    if (!o.data) continue;  // a Scalar
+    if (!o.data) {  // a Scalar: only as the right-hand side
+      if (k < 2) return -1;
+      continue;
+    }
     if (o.dtype != d || o.strides[0] != 1 || reinterpret_cast<uintptr_t>(o.data) % 16 != 0) return -1;
   }
   return d;
