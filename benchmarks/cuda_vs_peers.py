@@ -98,10 +98,13 @@ def main():
     ap.add_argument("--quick", action="store_true", help="smaller sizes and fewer runs (a smoke test)")
     ap.add_argument("--peak-tbs", type=float, default=4.8, help="the GPU's peak memory bandwidth in TB/s")
     args = ap.parse_args()
+    if not ts.cuda.is_available():
+        raise SystemExit("cuda_vs_peers: no CUDA device (ts.cuda.device_count() == 0; the plugin's reason is printed "
+                         "above when it loaded)")
     C = ts.ops.cuda
     rt, blas, torch = Runtime(), Cublas(), torch_cuda()
     runs = 3 if args.quick else 7
-    print(f"device: {C.device_count()} x cuda; PyTorch: {torch.__version__ if torch else 'not importable'}")
+    print(f"device: {ts.cuda.device_count()} x cuda; PyTorch: {torch.__version__ if torch else 'not importable'}")
 
     # ---- element-wise add, bandwidth-bound
     n = (16 if args.quick else 256) * 1024 * 1024
@@ -171,8 +174,7 @@ def main():
 
         tt = median_seconds(tchain, torch.cuda.synchronize, 20 if args.quick else 200, runs) / 30
         print(f"    PyTorch {tt * 1e6:6.2f} us per op: tessera/PyTorch time = {t / tt:.2f}")
-    print("memory_stats [alloc, reserved, peak_alloc, peak_reserved, n_alloc, hits, device_allocs, ooms, ...]:",
-          C.memory_stats(0))
+    print("allocator:", ts.cuda.memory_stats())
 
 
 if __name__ == "__main__":
