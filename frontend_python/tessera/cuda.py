@@ -12,6 +12,7 @@ is_available() is False and device_count() is 0, as in PyTorch; the calls that n
 raise RuntimeError with the reason the plugin gave. The ROCm plugin's device is "hip"
 (ts.ops.hip.*), not "cuda".
 """
+import collections
 import contextlib
 
 from tessera import _C
@@ -87,6 +88,25 @@ def device(d):
         yield
     finally:
         set_device(previous)
+
+
+class DeviceProperties(collections.namedtuple("DeviceProperties",
+                                              "name major minor total_memory multi_processor_count")):
+    """What torch.cuda.get_device_properties reports most often used: the name, the compute
+    capability (major, minor), the memory in bytes and the number of multiprocessors."""
+
+
+def get_device_properties(device=None):
+    return DeviceProperties(*_require().get_device_properties(_index(device)))
+
+
+def get_device_name(device=None):
+    return get_device_properties(device).name
+
+
+def get_device_capability(device=None):
+    p = get_device_properties(device)
+    return p.major, p.minor
 
 
 def synchronize(device=None):

@@ -66,7 +66,7 @@ TEST(CudaPlugin, LoadsAndDefinesItsOperators) {
       found = true;
       EXPECT_EQ(p.devices, std::vector<std::string>{"cuda"});
       for (const char* op : {"cuda::memory_stats", "cuda::empty_cache", "cuda::synchronize", "cuda::device_count",
-                             "cuda::set_device", "cuda::set_allow_tf32"})
+                             "cuda::set_device", "cuda::set_allow_tf32", "cuda::get_device_properties"})
         EXPECT_NE(std::find(p.operators_defined.begin(), p.operators_defined.end(), op), p.operators_defined.end()) << op;
     }
   EXPECT_TRUE(found);
@@ -148,6 +148,8 @@ TEST(CudaPlugin, WithoutADeviceEveryRequestFailsClearly) {
   expect_error<Error>([] { call_cuda("synchronize", {int_arg(0)}); },
                       {"cuda::synchronize", "no cuda driver/device was found", "cudaGetDeviceCount"});
   expect_error<Error>([] { call_cuda("set_device", {int_arg(0)}); }, {"no cuda driver/device was found"});
+  expect_error<Error>([] { call_cuda("get_device_properties", {int_arg(0)}); },
+                      {"cuda::get_device_properties", "no cuda driver/device was found"});
   EXPECT_FALSE(call_cuda("is_available").u.b);
 }
 

@@ -596,7 +596,7 @@ def test_torch_cuda_surface_without_loading_anything_at_import():
 @pytest.mark.skipif(_plugin_available() and device_count() > 0, reason="this machine has a CUDA device")
 def test_torch_cuda_surface_without_a_device_says_why():
     assert ts.cuda.is_available() is False and ts.cuda.device_count() == 0
-    for call in [ts.cuda.synchronize, ts.cuda.memory_allocated, ts.cuda.current_device]:
+    for call in [ts.cuda.synchronize, ts.cuda.memory_allocated, ts.cuda.current_device, ts.cuda.get_device_name]:
         with pytest.raises(RuntimeError, match="no cuda driver/device was found"):
             call()
     ts.cuda.empty_cache()  # nothing cached: nothing to do, as torch.cuda.empty_cache()
@@ -624,6 +624,10 @@ def test_torch_cuda_surface_memory_devices_and_switches():
     ts.cuda.reset_peak_memory_stats()
     assert ts.cuda.max_memory_allocated() == base
     ts.cuda.empty_cache()
+    props = ts.cuda.get_device_properties(0)
+    assert isinstance(props.name, str) and props.name == ts.cuda.get_device_name("cuda:0") and props.name
+    assert ts.cuda.get_device_capability() == (props.major, props.minor) and props.major >= 5
+    assert props.total_memory > 1 << 30 and props.multi_processor_count > 0
     assert ts.cuda.current_device() == 0
     with ts.cuda.device("cuda:0"):
         assert ts.cuda.current_device() == 0

@@ -1,5 +1,5 @@
-// The plugin's own operators (namespace "cuda", or "hip" in the ROCm build): device count and
-// selection, synchronisation, the caching allocator's statistics and cache, GEMM switches.
+// The plugin's own operators (namespace "cuda", or "hip" in the ROCm build): device count,
+// properties and selection, synchronisation, the caching allocator's statistics and cache, GEMM switches.
 // They take no tensors, so they are registered as catch-all kernels that serve any key.
 #include "caching_allocator.h"
 #include "cuda_plugin.h"
@@ -28,6 +28,19 @@ void synchronize_k(sdk::Args& a) {
   DeviceGuard guard(index);
   check(gpuDeviceSynchronize(), "synchronize");  // every stream of the device, as torch.cuda.synchronize
   a.returns({});
+}
+
+// (name, major, minor, total_memory, multi_processor_count), as torch.cuda.get_device_properties.
+void device_properties_k(sdk::Args& a) {
+  thread_local std::string name;  // the returned string points here until the next call
+  const int32_t index = checked_index(a.is_none(0) ? 0 : a.to_int(0));
+  gpuDeviceProp p{};
+  check(gpuGetDeviceProperties(&p, index), "get_device_properties");
+  name = p.name;
+  ts_value text{TS_VALUE_STRING, 0, {}};
+  text.u.str = name.c_str();
+  a.returns({text, int_value(p.major), int_value(p.minor), int_value(int64_t(p.totalGlobalMem)),
+             int_value(p.multiProcessorCount)});
 }
 
 void set_device_k(sdk::Args& a) {
@@ -89,6 +102,7 @@ void register_memory_ops(sdk::Registrar& reg) {
       {"synchronize", "(int device=0) -> ()", synchronize_k},
       {"set_device", "(int device) -> ()", set_device_k},
       {"current_device", "() -> int", current_device_k},
+      {"get_device_properties", "(int device=0) -> (str, int, int, int, int)", device_properties_k},
       {"memory_stats", "(int device=0) -> int[]", memory_stats_k},
       {"empty_cache", "() -> ()", empty_cache_k},
       {"reset_peak_memory_stats", "(int device=0) -> ()", reset_peak_k},
