@@ -13,6 +13,8 @@
 #include "kernels.h"
 #include "strided.h"
 
+#include <tessera/sdk/index_geometry.h>
+
 #include <algorithm>
 #include <cstring>
 #include <deque>
@@ -50,25 +52,13 @@ struct IndexOperand {
 
 // The geometry of an advanced indexing of `target`: the result shape and, per result dim, the
 // target's stride (0 in the dims of B) and the stride into `offsets` (0 outside B).
-struct Plan {
-  Shape out_sizes, src_strides, pos_strides;
+struct Plan : sdk::IndexLayout {
   Shape b_shape;
-  int64_t b_first = 0;  // first result dim of B
-  Offsets offsets;      // per position of B (row-major): element offset into target
+  Offsets offsets;  // per position of B (row-major): element offset into target
 };
 
-// Right-aligned broadcast of `shape` into `acc`; false when they do not fit.
-bool broadcast_into(Shape& acc, std::span<const int64_t> shape) {
-  if (shape.size() > acc.size()) acc.insert(acc.begin(), shape.size() - acc.size(), 1);
-  const size_t lead = acc.size() - shape.size();
-  for (size_t i = 0; i < shape.size(); ++i) {
-    int64_t& a = acc[lead + i];
-    if (a == shape[i] || shape[i] == 1) continue;
-    if (a != 1) return false;
-    a = shape[i];
-  }
-  return true;
-}
+using sdk::broadcast_into;
+using sdk::is_mask_dtype;
 
 // Strides that read a tensor of (sizes, strides) broadcast to `shape` (0 where broadcast).
 Shape broadcast_strides(std::span<const int64_t> sizes, std::span<const int64_t> strides, std::span<const int64_t> shape) {
@@ -83,8 +73,6 @@ void check_same_device(const char* op, const TensorRef& self, const TensorRef& o
     sdk::fail(TS_ERROR_VALUE, op, ": expected ", what, " on the same device as self (type ", self.device().type,
               ", index ", self.device().index, "), got type ", other.device().type, ", index ", other.device().index);
 }
-
-bool is_mask_dtype(int32_t dtype) { return dtype == TS_BOOL || dtype == TS_UINT8; }
 
 // The offsets (under `strides`) of the elements whose mask byte is nonzero, in row-major
 // order over `shape`; the mask (bool or uint8: one byte) is read under `mask_strides`.
@@ -116,32 +104,20 @@ inline int64_t read_index(const IndexOperand& o, int64_t off) {
 Plan make_plan(const char* op, const TensorRef& target, const std::vector<TensorRef>& indices,
                std::deque<Offsets>& masks) {
   const int64_t ndim = target.dim();
-  struct Slot {
-    bool advanced;
-    int64_t self_dim;
-  };
-  std::vector<Slot> slots;
+  std::vector<sdk::IndexSlot> slots;
   std::vector<IndexOperand> operands;
   int64_t d = 0;  // next dim of target to be consumed
-  auto too_many = [&](int64_t needed) {
-    sdk::fail(TS_ERROR_INDEX, op, ": too many indices for a tensor of dimension ", ndim, " (the indices cover ",
-              needed, " dimensions)");
-  };
   for (size_t j = 0; j < indices.size(); ++j) {
     const TensorRef& idx = indices[j];
     if (!idx.defined()) {
-      if (d >= ndim) too_many(d + 1);
+      if (d >= ndim) sdk::fail_too_many_indices(op, ndim, d + 1);
       slots.push_back({false, d++});
       continue;
     }
     check_same_device(op, target, idx, "index tensors");
     if (is_mask_dtype(idx.dtype())) {
       const int64_t m = idx.dim();
-      if (d + m > ndim) too_many(d + m);
-      for (int64_t k = 0; k < m; ++k)
-        if (idx.size(k) != target.size(d + k))
-          sdk::fail(TS_ERROR_INDEX, op, ": the shape of the mask ", str(idx.sizes()), " at index ", j,
-                    " does not match the shape of the indexed tensor ", str(target.sizes()), " at index ", d + k);
+      sdk::check_mask_shape(op, idx, target, j, d);
       // One operand over the m dims: the offset of every selected element (0-d: a new dim).
       const Shape target_strides(target.strides().begin() + d, target.strides().begin() + d + m);
       Offsets& offsets =
@@ -158,10 +134,8 @@ Plan make_plan(const char* op, const TensorRef& target, const std::vector<Tensor
       d += m;
       continue;
     }
-    if (idx.dtype() != TS_INT64 && idx.dtype() != TS_INT32)
-      sdk::fail(TS_ERROR_TYPE, op, ": tensors used as indices must be int64, int32, uint8 or bool tensors, got ",
-                sdk::dtype_name(idx.dtype()), " at index ", j);
-    if (d >= ndim) too_many(d + 1);
+    sdk::check_index_tensor_dtype(op, idx, j);
+    if (d >= ndim) sdk::fail_too_many_indices(op, ndim, d + 1);
     IndexOperand o;
     o.data = idx.data();
     o.dtype = idx.dtype();
@@ -175,48 +149,12 @@ Plan make_plan(const char* op, const TensorRef& target, const std::vector<Tensor
   }
   for (; d < ndim; ++d) slots.push_back({false, d});
 
+  std::vector<Shape> shapes;
+  for (const IndexOperand& o : operands) shapes.push_back(o.sizes);
   Plan p;
-  for (const IndexOperand& o : operands)
-    if (!broadcast_into(p.b_shape, o.sizes)) {
-      std::string shapes;
-      for (const IndexOperand& x : operands) shapes += (shapes.empty() ? "" : ", ") + str(x.sizes);
-      sdk::fail(TS_ERROR_INDEX, op, ": shape mismatch: indexing tensors could not be broadcast together with shapes ",
-                shapes);
-    }
-
-  // Where B goes: in place of the advanced slots when they are adjacent, else first.
-  int64_t first = -1, last = -1, count = 0;
-  for (size_t s = 0; s < slots.size(); ++s)
-    if (slots[s].advanced) {
-      if (first < 0) first = int64_t(s);
-      last = int64_t(s);
-      ++count;
-    }
-  const bool adjacent = count == 0 || last - first + 1 == count;
+  p.b_shape = sdk::broadcast_index_shapes(op, shapes);
+  static_cast<sdk::IndexLayout&>(p) = sdk::advanced_index_layout(target, slots, p.b_shape);
   const Shape b_pos = strided::contiguous_strides(p.b_shape);
-  auto add_b = [&] {
-    p.b_first = int64_t(p.out_sizes.size());
-    for (size_t i = 0; i < p.b_shape.size(); ++i) {
-      p.out_sizes.push_back(p.b_shape[i]);
-      p.src_strides.push_back(0);
-      p.pos_strides.push_back(b_pos[i]);
-    }
-  };
-  auto add_plain = [&](int64_t self_dim) {
-    p.out_sizes.push_back(target.size(self_dim));
-    p.src_strides.push_back(target.stride(self_dim));
-    p.pos_strides.push_back(0);
-  };
-  if (!adjacent) add_b();
-  bool b_added = !adjacent;
-  for (size_t s = 0; s < slots.size(); ++s) {
-    if (slots[s].advanced) {
-      if (!b_added) add_b(), b_added = true;
-      continue;
-    }
-    add_plain(slots[s].self_dim);
-  }
-  if (!b_added) add_b();
 
   // One offset per position of B; every index is range-checked here, before any write.
   if (operands.size() == 1 && operands[0].offsets) {  // a lone mask: its offsets are the plan's
@@ -335,10 +273,7 @@ void put_into(const char* op, const TensorRef& target, const std::vector<TensorR
               " (like self), got ", sdk::dtype_name(values.dtype()));
   std::deque<Offsets> masks;
   Plan p = make_plan(op, target, indices, masks);
-  Shape fit = p.out_sizes;
-  if (values.dim() > int64_t(fit.size()) || !broadcast_into(fit, values.sizes()) || fit != p.out_sizes)
-    sdk::fail(TS_ERROR_VALUE, op, ": shape mismatch: value tensor of shape ", str(values.sizes()),
-              " cannot be broadcast to indexing result of shape ", str(p.out_sizes));
+  sdk::check_values_fit(op, values, p.out_sizes);
   if (strided::numel(p.out_sizes) == 0) return;
   if (strided::overlaps(values, target)) {  // x[i] = x[j]: read every value before writing
     TensorRef copy = sdk::empty(call, values.sizes(), values.dtype(), values.device());

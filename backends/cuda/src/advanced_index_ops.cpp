@@ -10,13 +10,16 @@
 //   - Every index is range-checked (one read back per index tensor) before anything is written.
 #include "more_ops.h"
 
+#include <tessera/sdk/index_geometry.h>
+
 #include <algorithm>
 
 namespace tessera::gpu {
 namespace {
 using Shape = std::vector<int64_t>;
 
-bool is_mask_dtype(int32_t dtype) { return dtype == TS_BOOL || dtype == TS_UINT8; }
+using sdk::broadcast_into;
+using sdk::is_mask_dtype;
 
 const sdk::Operator& copy_op() { static sdk::Operator op("copy_"); return op; }
 
@@ -82,53 +85,28 @@ struct IndexOperand {
 
 // The geometry of an advanced indexing of a target: the result's shape and, per result dim,
 // the target's stride (0 in the index dims B) and the stride into the offsets (0 outside B).
-struct Plan {
-  Shape out_sizes, src_strides, pos_strides, b_shape;
+struct Plan : sdk::IndexLayout {
+  Shape b_shape;
   std::vector<IndexOperand> operands;
 };
-
-// Right-aligned broadcast of `shape` into `acc`; false when they do not fit.
-bool broadcast_into(Shape& acc, std::span<const int64_t> shape) {
-  if (shape.size() > acc.size()) acc.insert(acc.begin(), shape.size() - acc.size(), 1);
-  const size_t lead = acc.size() - shape.size();
-  for (size_t i = 0; i < shape.size(); ++i) {
-    int64_t& a = acc[lead + i];
-    if (a == shape[i] || shape[i] == 1) continue;
-    if (a != 1) return false;
-    a = shape[i];
-  }
-  return true;
-}
 
 // Checks the indices, expands masks, and lays out the result (NumPy's rule: B replaces the
 // indexed dims when they are adjacent, else B comes first).
 Plan make_plan(ts_call call, const char* op, const TensorRef& target, const std::vector<TensorRef>& given) {
   const int64_t ndim = target.dim();
-  struct Slot {
-    bool advanced;
-    int64_t self_dim;
-  };
-  std::vector<Slot> slots;
+  std::vector<sdk::IndexSlot> slots;
   Plan p;
   int64_t d = 0;  // next dim of target to be consumed
-  auto too_many = [&](int64_t needed) {
-    sdk::fail(TS_ERROR_INDEX, op, ": too many indices for a tensor of dimension ", ndim, " (the indices cover ",
-              needed, " dimensions)");
-  };
   for (size_t j = 0; j < given.size(); ++j) {
     if (!given[j].defined()) {
-      if (d >= ndim) too_many(d + 1);
+      if (d >= ndim) sdk::fail_too_many_indices(op, ndim, d + 1);
       slots.push_back({false, d++});
       continue;
     }
     const TensorRef idx = on_device_of(call, op, given[j], target, "index tensors");
     if (is_mask_dtype(idx.dtype())) {
       const int64_t m = idx.dim();
-      if (d + m > ndim) too_many(d + m);
-      for (int64_t k = 0; k < m; ++k)
-        TS_SDK_CHECK(idx.size(k) == target.size(d + k), TS_ERROR_INDEX, op, ": the shape of the mask ",
-                     shape_text(idx.sizes()), " at index ", j, " does not match the shape of the indexed tensor ",
-                     shape_text(target.sizes()), " at index ", d + k);
+      sdk::check_mask_shape(op, idx, target, j, d);
       const TensorRef coords = nonzero_of(call, op, idx);  // [n, m]
       const int64_t n = coords.size(0);
       const int64_t column_shape[1] = {n}, column_stride[1] = {m};
@@ -144,56 +122,21 @@ Plan make_plan(ts_call call, const char* op, const TensorRef& target, const std:
       d += m;
       continue;
     }
-    TS_SDK_CHECK(idx.dtype() == TS_INT64 || idx.dtype() == TS_INT32, TS_ERROR_TYPE, op,
-                 ": tensors used as indices must be int64, int32, uint8 or bool tensors, got ",
-                 sdk::dtype_name(idx.dtype()), " at index ", j);
-    if (d >= ndim) too_many(d + 1);
+    sdk::check_index_tensor_dtype(op, idx, j);
+    if (d >= ndim) sdk::fail_too_many_indices(op, ndim, d + 1);
     p.operands.push_back({idx, d, target.size(d), target.stride(d), false});
     slots.push_back({true, d++});
   }
   for (; d < ndim; ++d) slots.push_back({false, d});
 
-  for (const IndexOperand& o : p.operands)
-    if (!broadcast_into(p.b_shape, o.index.sizes())) {
-      std::string shapes;
-      for (const IndexOperand& x : p.operands) shapes += (shapes.empty() ? "" : ", ") + shape_text(x.index.sizes());
-      sdk::fail(TS_ERROR_INDEX, op, ": shape mismatch: indexing tensors could not be broadcast together with shapes ",
-                shapes);
-    }
+  std::vector<Shape> shapes;
+  for (const IndexOperand& o : p.operands) shapes.push_back(o.index.shape_vector());
+  p.b_shape = sdk::broadcast_index_shapes(op, shapes);
   for (const IndexOperand& o : p.operands)  // all of them, before any kernel writes
     if (!o.in_range)
       if (auto v = first_flagged(call, o.index, -o.size, o.size, false))
-        sdk::fail(TS_ERROR_INDEX, op, ": index ", *v, " is out of bounds for dimension ",
-                  o.dim, " with size ", o.size);
-
-  int64_t first = -1, last = -1, count = 0;
-  for (size_t s = 0; s < slots.size(); ++s)
-    if (slots[s].advanced) {
-      if (first < 0) first = int64_t(s);
-      last = int64_t(s);
-      ++count;
-    }
-  const bool adjacent = count == 0 || last - first + 1 == count;
-  const Shape b_pos = contiguous_strides(p.b_shape);
-  auto add_b = [&] {
-    for (size_t i = 0; i < p.b_shape.size(); ++i) {
-      p.out_sizes.push_back(p.b_shape[i]);
-      p.src_strides.push_back(0);
-      p.pos_strides.push_back(b_pos[i]);
-    }
-  };
-  if (!adjacent) add_b();
-  bool b_added = !adjacent;
-  for (const Slot& s : slots) {
-    if (s.advanced) {
-      if (!b_added) add_b(), b_added = true;
-      continue;
-    }
-    p.out_sizes.push_back(target.size(s.self_dim));
-    p.src_strides.push_back(target.stride(s.self_dim));
-    p.pos_strides.push_back(0);
-  }
-  if (!b_added) add_b();
+        sdk::fail(TS_ERROR_INDEX, op, ": index ", *v, " is out of bounds for dimension ", o.dim, " with size ", o.size);
+  static_cast<sdk::IndexLayout&>(p) = sdk::advanced_index_layout(target, slots, p.b_shape);
   return p;
 }
 
@@ -249,10 +192,7 @@ void put_into(ts_call call, const char* op, const TensorRef& target, const std::
   TS_SDK_CHECK(values.dtype() == target.dtype(), TS_ERROR_TYPE, op, ": expected values of dtype ",
                sdk::dtype_name(target.dtype()), " (like self), got ", sdk::dtype_name(values.dtype()));
   const Plan p = make_plan(call, op, target, indices);
-  Shape fit = p.out_sizes;
-  TS_SDK_CHECK(values.dim() <= int64_t(fit.size()) && broadcast_into(fit, values.sizes()) && fit == p.out_sizes,
-               TS_ERROR_VALUE, op, ": shape mismatch: value tensor of shape ", shape_text(values.sizes()),
-               " cannot be broadcast to indexing result of shape ", shape_text(p.out_sizes));
+  sdk::check_values_fit(op, values, p.out_sizes);
   int64_t numel = 1;
   for (int64_t s : p.out_sizes) numel *= s;
   if (numel == 0) return;
