@@ -22,19 +22,25 @@ _STATS = ("allocated", "reserved", "peak_allocated", "peak_reserved", "num_alloc
           "num_device_allocations", "num_ooms", "num_deferred_frees", "pending_frees")
 
 
+_namespace = None  # ts.ops.cuda once the plugin is found
+
+
 def _ops():
     """The plugin's operator namespace (ts.ops.cuda), or None when the plugin is not there."""
-    from tessera import ops
+    global _namespace
+    if _namespace is None:
+        from tessera import ops
 
-    try:
-        _C.device("cuda")  # naming the device loads its plugin, lazily, once
-    except ValueError:
-        pass  # the plugin loaded, with 0 devices (or it is absent: checked below)
-    try:
-        ops.cuda.device_count
-    except AttributeError:
-        return None
-    return ops.cuda
+        try:
+            _C.device("cuda")  # naming the device loads its plugin, lazily, once
+        except ValueError:
+            pass  # the plugin loaded, with 0 devices (or it is absent: checked below)
+        try:
+            ops.cuda.device_count
+        except AttributeError:
+            return None  # looked for again next time: the plugin may be loaded by path later
+        _namespace = ops.cuda
+    return _namespace
 
 
 def _require():

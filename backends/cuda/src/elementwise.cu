@@ -212,39 +212,34 @@ template <class C> struct DenseBinaryScalar {  // the right-hand side is a Scala
   GPU_D C operator()(C a) const { return f(a, b); }
 };
 
-template <int32_t D> bool try_dense_unary(UnaryOp op, const Loop& L, gpuStream_t s) {
-  run_dense<D, false>(L, s, DenseUnary<typename Elem<D>::C>{op}, "a unary kernel");
-  return true;
-}
-
-template <int32_t D> bool try_dense_binary(BinaryOp op, const Loop& L, gpuStream_t s) {
-  using C = typename Elem<D>::C;
-  const DenseBinary<C> f{op, C(L.alpha_d)};
-  if (L.ops[2].data) run_dense<D, true>(L, s, f, "a binary kernel");
-  else run_dense<D, false>(L, s, DenseBinaryScalar<C>{f, C(L.scalar_d)}, "a binary kernel");
-  return true;
-}
-
-// Runs `op` on the dense path when the loop allows it; false when it does not.
-bool dense_unary(UnaryOp op, const Loop& L, gpuStream_t s) {
+// Calls run(dtype tag) for the loop's dense dtype and returns true; false when the loop cannot
+// take the dense path.
+template <class Run> bool on_dense_path(const Loop& L, Run run) {
   switch (L.numel > 0 ? dense_dtype(L) : -1) {
-    case kFloat32: return try_dense_unary<kFloat32>(op, L, s);
-    case kFloat64: return try_dense_unary<kFloat64>(op, L, s);
-    case kFloat16: return try_dense_unary<kFloat16>(op, L, s);
-    case kBFloat16: return try_dense_unary<kBFloat16>(op, L, s);
+    case kFloat32: run(std::integral_constant<int32_t, kFloat32>{}); return true;
+    case kFloat64: run(std::integral_constant<int32_t, kFloat64>{}); return true;
+    case kFloat16: run(std::integral_constant<int32_t, kFloat16>{}); return true;
+    case kBFloat16: run(std::integral_constant<int32_t, kBFloat16>{}); return true;
     default: return false;
   }
+}
+
+bool dense_unary(UnaryOp op, const Loop& L, gpuStream_t s) {
+  return on_dense_path(L, [&](auto dtype) {
+    constexpr int32_t D = decltype(dtype)::value;
+    run_dense<D, false>(L, s, DenseUnary<typename Elem<D>::C>{op}, "a unary kernel");
+  });
 }
 
 bool dense_binary(BinaryOp op, const Loop& L, gpuStream_t s) {
   if (op != BinaryOp::Add && op != BinaryOp::Mul && op != BinaryOp::Div) return false;  // comparisons store bool
-  switch (L.numel > 0 ? dense_dtype(L) : -1) {
-    case kFloat32: return try_dense_binary<kFloat32>(op, L, s);
-    case kFloat64: return try_dense_binary<kFloat64>(op, L, s);
-    case kFloat16: return try_dense_binary<kFloat16>(op, L, s);
-    case kBFloat16: return try_dense_binary<kBFloat16>(op, L, s);
-    default: return false;
-  }
+  return on_dense_path(L, [&](auto dtype) {
+    constexpr int32_t D = decltype(dtype)::value;
+    using C = typename Elem<D>::C;
+    const DenseBinary<C> f{op, C(L.alpha_d)};
+    if (L.ops[2].data) run_dense<D, true>(L, s, f, "a binary kernel");
+    else run_dense<D, false>(L, s, DenseBinaryScalar<C>{f, C(L.scalar_d)}, "a binary kernel");
+  });
 }
 }  // namespace
 
