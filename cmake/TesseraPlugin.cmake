@@ -23,5 +23,7 @@ function(tessera_add_plugin name)
   endif()
   if(NOT ARG_NO_INSTALL AND DEFINED TESSERA_PLUGIN_INSTALL_DIR)
     install(TARGETS ${target} LIBRARY DESTINATION ${TESSERA_PLUGIN_INSTALL_DIR})
+    # Tessera's own build puts every installed plugin in the Python wheel too (TesseraWheel.cmake).
+    set_property(GLOBAL APPEND PROPERTY TESSERA_INSTALLED_PLUGINS ${target})
   endif()
 endfunction()

@@ -16,9 +16,9 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-# The python3 on PATH builds the Python package and runs its tests.
+# The python3 on PATH builds the Python package and runs its tests (pytest-xdist: -n 2).
 # safetensors: interop oracle; scikit-learn (its bundled digits) and tqdm: the training demo;
 # matplotlib: the plot of benchmarks/run.py.
-PY_PACKAGES=(pyyaml scikit-build-core pybind11 numpy pytest hypothesis safetensors scikit-learn tqdm matplotlib)
-python3 -c "import yaml, scikit_build_core, pybind11, numpy, pytest, hypothesis, safetensors, sklearn, tqdm, matplotlib" 2>/dev/null ||
+PY_PACKAGES=(pyyaml scikit-build-core pybind11 numpy pytest pytest-xdist hypothesis safetensors scikit-learn tqdm matplotlib)
+python3 -c "import yaml, scikit_build_core, pybind11, numpy, pytest, xdist, hypothesis, safetensors, sklearn, tqdm, matplotlib" 2>/dev/null ||
   python3 -m pip install -q --disable-pip-version-check "${PY_PACKAGES[@]}"

@@ -11,14 +11,14 @@ BUILD_DIR=${BUILD_DIR:-build/release}
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ is needed (apt-get install -y clang)" >&2; exit 2; }
 if [ ! -e "$BUILD_DIR/lib/libtessera.so" ] || [ ! -e "$BUILD_DIR/lib/tessera/plugins/libtessera_cpu.so" ]; then
   # fuzz_safetensors makes CPU tensors: it needs the CPU plugin next to libtessera.so.
-  cmake --preset release >/dev/null && cmake --build --preset release -j1 --target tessera tessera_cpu
+  cmake --preset release >/dev/null && cmake --build --preset release --target tessera tessera_cpu
 fi
 # fuzz_index embeds the Python that `python3` runs (not whichever libpython CMake finds first), so
 # that it sees the site-packages where the package is installed.
 PYTHON=$(python3 -c "import sys; print(sys.executable)")
 CC=clang CXX=clang++ cmake -S fuzz -B build/fuzz -G Ninja -DTESSERA_BUILD_DIR="$PWD/$BUILD_DIR" \
   -DPython3_EXECUTABLE="$PYTHON" >/dev/null
-cmake --build build/fuzz -j1
+cmake --build build/fuzz
 mkdir -p build/fuzz/artifacts
 status=0
 targets=(fuzz_schema fuzz_handshake fuzz_safetensors)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the `tsan` preset for just what the thread tests need (libtessera, the CPU and autograd
-# plugins, the fixture plugins, test_threads, test_dispatcher, test_autograd_engine), -j1, and runs
+# plugins, the fixture plugins, test_threads, test_dispatcher, test_autograd_engine) and runs
 # them under ThreadSanitizer (test_autograd_engine: backward from 8 threads on separate graphs, and
 # plain operators on other threads while autograd records).
 # OpenMP (libgomp) is not TSan-instrumented, so its barriers look like races: the run uses
@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 cmake --preset tsan >/dev/null
 targets=(tessera tessera_cpu tessera_autograd tessera_good tessera_lazydev test_threads test_dispatcher
          test_autograd_engine)
-cmake --build --preset tsan -j1 --target "${targets[@]}"
+cmake --build --preset tsan --target "${targets[@]}"
 export OMP_NUM_THREADS=1
 export TSAN_OPTIONS="halt_on_error=0 exitcode=66 ${TSAN_OPTIONS:-}"
 log=build/tsan/tsan.log

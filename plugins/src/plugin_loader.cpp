@@ -86,7 +86,7 @@ LoadedPlugin& register_plugin(PluginHost& host, InitFn&& init_fn, const std::str
   {
     auto* saved = host::current_registrar();
     host::current_registrar() = &registrar;
-    // The contract (DESIGN.md, ABI rule 6): no C++ exception crosses tessera_plugin_init. One
+    // The contract (docs/design.md, ABI rule 6): no C++ exception crosses tessera_plugin_init. One
     // that does anyway is caught here when the unwinder can carry it (same Itanium C++ ABI, the
     // plugin's entry not noexcept, unwind tables present) and refuses the plugin like a failed
     // init; what it staged is dropped. A plugin whose exception hits a noexcept frame or has no

@@ -1,6 +1,6 @@
 #pragma once
 // Dispatch keys and key sets. A key is a bit index; a higher bit has higher priority.
-// The order, top down (DESIGN.md): Python, Tracer, Batched, Autocast, Autograd, backends.
+// The order, top down (docs/design.md): Python, Tracer, Batched, Autocast, Autograd, backends.
 #include <tessera/abi.h>
 
 #include <bit>
