@@ -43,6 +43,8 @@ HAVE_TORCH = importlib.util.find_spec("torch") is not None
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "torch: needs PyTorch (skipped when it is not installed)")
+    config.addinivalue_line("markers", "slow: takes seconds; `-m 'not slow'` leaves it out of a quick run "
+                                       "(CI runs every test)")
 
 
 def pytest_collection_modifyitems(config, items):

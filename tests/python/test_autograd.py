@@ -624,6 +624,7 @@ def test_create_graph_through_an_inplace_on_a_view_is_refused_clearly():
         ts.autograd.grad((y * y).sum(), [x], create_graph=True)
 
 
+@pytest.mark.slow
 def test_long_chains_backward_and_release_without_recursion():
     x = ts.tensor([1.0], dtype=F64, requires_grad=True)
     y = x

@@ -456,6 +456,7 @@ def test_schedulers_match_pytorch():
         np.testing.assert_allclose(seqs[0], seqs[1], rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_train_digits_example(tmp_path):
     """examples/train_digits.py end to end: >= 97% test accuracy, and the model saved with ts.save
     and reloaded with ts.load scores the same."""
