@@ -18,10 +18,10 @@ configure_and_build() {
 
 # From outside the source tree, so `import tessera` is the installed package; pytest-xdist spreads
 # the suite over the cores. Every test runs, those marked `slow` included.
-python_tests() {
+python_tests() (
   cd /tmp
   TESSERA_TEST_INSTALLED=1 python3 -m pytest -q -p no:cacheprovider -n "${PYTEST_WORKERS:-2}" "$ROOT/tests/python"
-}
+)
 
 phase bootstrap bash scripts/bootstrap.sh
 phase build configure_and_build
