@@ -28,12 +28,15 @@ PREFIX=$WORK/prefix
 step "install the release build to $PREFIX"
 cmake --install "$BUILD" --prefix "$PREFIX" >/dev/null
 
-# Configures and builds the example as its own CMake project. $1: device name, $2: build tests.
+# Configures and builds the example as its own CMake project. $1: device name, $2: build tests,
+# then any extra configure arguments.
 build_example() {
-  CC=clang CXX=clang++ cmake -S "$ROOT/sdk/examples/simdevice" -B "$WORK/$1" -G Ninja \
+  local name=$1 tests=$2
+  shift 2
+  CC=clang CXX=clang++ cmake -S "$ROOT/sdk/examples/simdevice" -B "$WORK/$name" -G Ninja \
     -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PREFIX" -DSIM_LIBCXX=ON \
-    -DSIM_DEVICE_NAME="$1" -DSIM_BUILD_TESTS="$2" >/dev/null
-  cmake --build "$WORK/$1" -j "$JOBS" >/dev/null
+    -DSIM_DEVICE_NAME="$name" -DSIM_BUILD_TESTS="$tests" "$@" >/dev/null
+  cmake --build "$WORK/$name" -j "$JOBS" >/dev/null
 }
 
 # A plugin must not depend on the host's C++: no libstdc++ (versioned GLIBCXX/CXXABI symbols or
@@ -53,10 +56,23 @@ build_example simdev ON
 SIMDEV_PLUGIN=$WORK/simdev/plugins/libtessera_simdev.so
 check_imports "$SIMDEV_PLUGIN"
 
-step "build simdev2 (the same sources, another device name)"
-build_example simdev2 OFF
-SIMDEV2_PLUGIN=$WORK/simdev2/plugins/libtessera_simdev2.so
-check_imports "$SIMDEV2_PLUGIN"
+# simdev2 is the plugin alone: find_package(Tessera COMPONENTS sdk), which must need no other
+# package (fmt and Boost are made unfindable here to prove it). It is then installed with its own
+# prefix, where it must land in <prefix>/lib/tessera/plugins, and loaded from there.
+step "build simdev2 (the same sources, another device name; the sdk component alone, no fmt or Boost)"
+build_example simdev2 OFF -DCMAKE_DISABLE_FIND_PACKAGE_fmt=ON -DCMAKE_DISABLE_FIND_PACKAGE_Boost=ON --no-warn-unused-cli
+check_imports "$WORK/simdev2/plugins/libtessera_simdev2.so"
+
+step "install simdev2 with its own prefix"
+VENDOR_PREFIX=$WORK/vendor-prefix
+cmake --install "$WORK/simdev2" --prefix "$VENDOR_PREFIX" >/dev/null
+SIMDEV2_PLUGIN=$VENDOR_PREFIX/lib/tessera/plugins/libtessera_simdev2.so
+if [ ! -f "$SIMDEV2_PLUGIN" ]; then
+  echo "error: cmake --install --prefix $VENDOR_PREFIX did not put the plugin at $SIMDEV2_PLUGIN; it installed:" >&2
+  find "$VENDOR_PREFIX" -type f >&2 || true
+  exit 1
+fi
+echo "installed at $SIMDEV2_PLUGIN (the tests below load it from there)"
 export SIMDEV_PLUGIN SIMDEV2_PLUGIN
 
 step "C++ tests"
