@@ -25,7 +25,8 @@ Device::Device(std::string_view spec) {
   if (!registry.find(name) && !registry.try_lazy_load(std::string(name))) {
     auto known = registry.names();
     raise<ValueError>("unknown device type '{}': no loaded plugin registers it and no plugin libtessera_{}.so was "
-                      "found (loaded device types: {})", name, name, fmt::join(known, ", "));
+                      "found (searched: {}; loaded device types: {})",
+                      name, name, registry.lazy_search_folders(), fmt::join(known, ", "));
   }
   type_ = registry.type_id(name);
   index_ = index;

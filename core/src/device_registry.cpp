@@ -136,8 +136,9 @@ const DeviceTypeEntry& DeviceRegistry::require(int32_t type) {
   if (try_lazy_load(name))
     if (auto* e = find(type)) return *e;
   raise<RuntimeError>("device type '{}' is not available: no loaded plugin registers it, and no plugin "
-                      "libtessera_{}.so was found on TESSERA_PLUGIN_PATH or in the install's plugin folder",
-                      name, name);
+                      "libtessera_{}.so was found on TESSERA_PLUGIN_PATH or in the install's plugin folder "
+                      "(searched: {})",
+                      name, name, lazy_search_folders());
 }
 
 std::string DeviceRegistry::name_of(int32_t type) const {

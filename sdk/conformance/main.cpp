@@ -1,5 +1,5 @@
 // tessera-conformance: checks every operator a device plugin registers against the CPU.
-//   tessera-conformance --plugin <path> --device <name> [--ops <glob>] [--verbose]
+//   tessera-conformance --plugin <path> --device <name> [--ops <glob>] [--verbose] | --help
 // Loads the plugin, finds the operators with a kernel at the device's dispatch key, runs each
 // on generated inputs (every dtype; basic, zero-size, 0-dim, broadcast and non-contiguous
 // shapes) on the device and on the CPU, and prints a table. Then checks the device's own
@@ -24,12 +24,26 @@ namespace {
 
 struct Options {
   std::string plugin, device, ops = "*";
-  bool verbose = false;
+  bool verbose = false, help = false;
 };
 
+constexpr const char* kUsage = "usage: tessera-conformance --plugin <path> --device <name> [--ops <glob>] [--verbose]\n";
+
+constexpr const char* kHelp = R"(
+Checks every operator a device plugin registers against the CPU plugin, then the device's own
+functions (copies; streams, events, record_stream and pinned memory where the plugin offers them).
+
+  --plugin <path>   the plugin to load (libtessera_<name>.so)
+  --device <name>   the device type it registers, whose kernels are checked
+  --ops <glob>      only operators whose name matches (fnmatch), e.g. 'add.*' (default: all)
+  --verbose, -v     every case, and why a case was skipped
+  --help, -h        this text
+
+Exit status: 0 when every case and check passed, 1 when one failed, 2 on a usage or loading error.
+)";
+
 int usage(const std::string& problem) {
-  fmt::print(stderr, "tessera-conformance: {}\nusage: tessera-conformance --plugin <path> --device <name> "
-                     "[--ops <glob>] [--verbose]\n", problem);
+  fmt::print(stderr, "tessera-conformance: {}\n{}", problem, kUsage);
   return 2;
 }
 
@@ -43,6 +57,7 @@ std::optional<Options> parse(int argc, char** argv, std::string& problem) {
     };
     std::optional<std::string> v;
     if (a == "--verbose" || a == "-v") { o.verbose = true; continue; }
+    if (a == "--help" || a == "-h") { o.help = true; return o; }
     if (a != "--plugin" && a != "--device" && a != "--ops") { problem = fmt::format("unknown option '{}'", a); return std::nullopt; }
     if (!(v = next())) { problem = fmt::format("option {} expects a value", a); return std::nullopt; }
     (a == "--plugin" ? o.plugin : a == "--device" ? o.device : o.ops) = *v;
@@ -137,6 +152,10 @@ int main(int argc, char** argv) {
   std::string problem;
   auto options = parse(argc, argv, problem);
   if (!options) return usage(problem);
+  if (options->help) {
+    fmt::print("{}{}", kUsage, kHelp);
+    return 0;
+  }
   int32_t key = -1;
   Device device;
   try {

@@ -167,6 +167,8 @@ TEST(Plugins, DevicePluginIsLoadedOnFirstUseOfItsName) {
 }
 
 TEST(Plugins, UnknownDeviceNameIsAClearError) {
+  // The message lists the folders searched: TESSERA_PLUGIN_PATH's, then the install's.
+  setenv("TESSERA_PLUGIN_PATH", "/nonexistent/vendor-a:/nonexistent/vendor-b", 1);
   try {
     Device d("nosuchdevice");
     FAIL();
@@ -174,7 +176,10 @@ TEST(Plugins, UnknownDeviceNameIsAClearError) {
     std::string msg = e.what();
     EXPECT_NE(msg.find("unknown device type 'nosuchdevice'"), std::string::npos) << msg;
     EXPECT_NE(msg.find("libtessera_nosuchdevice.so"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("searched: /nonexistent/vendor-a, /nonexistent/vendor-b, "), std::string::npos) << msg;
+    EXPECT_NE(msg.find("tessera/plugins"), std::string::npos) << msg;
   }
+  unsetenv("TESSERA_PLUGIN_PATH");
   EXPECT_THROW(Device("cpu:x"), ValueError);
 }
 

@@ -55,14 +55,21 @@ class DeviceRegistry {
   std::vector<std::string> names() const;
 
   // Set by the plugin host: loads the plugin that provides device `name`; true on success.
-  void set_lazy_loader(std::function<bool(const std::string&)> loader) { lazy_loader_ = std::move(loader); }
+  // `searched` says where it looked (the folders), for the error when it finds nothing.
+  void set_lazy_loader(std::function<bool(const std::string&)> loader, std::function<std::string()> searched) {
+    lazy_loader_ = std::move(loader);
+    lazy_searched_ = std::move(searched);
+  }
   bool try_lazy_load(const std::string& name) const { return lazy_loader_ && lazy_loader_(name); }
+  // The folders the lazy loader searches, for error messages.
+  std::string lazy_search_folders() const { return lazy_searched_ ? lazy_searched_() : "none (no plugin host)"; }
 
  private:
   DeviceRegistry();
   struct Impl;
   Impl* impl_;
   std::function<bool(const std::string&)> lazy_loader_;
+  std::function<std::string()> lazy_searched_;
 };
 
 }  // namespace tessera
