@@ -81,6 +81,12 @@ step "C++ tests"
 step "conformance kit on simdev (every kernel it registers against the CPU)"
 "$PREFIX/bin/tessera-conformance" --plugin "$SIMDEV_PLUGIN" --device simdev
 
+step "the operator list a vendor reads: share/tessera/ops.yaml and tessera-conformance --list-ops"
+[ -s "$PREFIX/share/tessera/ops.yaml" ] || { echo "error: the install lacks share/tessera/ops.yaml" >&2; exit 1; }
+listed=$("$PREFIX/bin/tessera-conformance" --list-ops --plugin "$SIMDEV_PLUGIN")
+grep -q '^simdev::fused_axpy(' <<<"$listed" || { echo "error: --list-ops --plugin does not list the plugin's own operator" >&2; exit 1; }
+echo "$(wc -l <<<"$listed") operator overloads listed, simdev::fused_axpy among them"
+
 step "Python tests"
 # The installed package when there is one (CI pip-installs it), else the build tree's.
 cd "$WORK"

@@ -65,6 +65,13 @@ def list():
     return [PluginInfo(d) for d in _C.plugins_list()]
 
 
+def operators():
+    """The schema of every registered operator overload, sorted, in PyTorch's schema language
+    ("add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"); plugins' own operators
+    appear once their plugin is loaded."""
+    return sorted(schema for name in _C.op_names() for schema in _C.op_schemas(name))
+
+
 def describe(name):
     """Which kernel is registered for which dispatch key (and by which plugin) for every overload
     of an operator base name ("add"), or for one overload ("add.Tensor")."""

@@ -24,10 +24,12 @@ namespace {
 
 struct Options {
   std::string plugin, device, ops = "*";
-  bool verbose = false, help = false;
+  bool verbose = false, help = false, list_ops = false;
 };
 
-constexpr const char* kUsage = "usage: tessera-conformance --plugin <path> --device <name> [--ops <glob>] [--verbose]\n";
+constexpr const char* kUsage =
+    "usage: tessera-conformance --plugin <path> --device <name> [--ops <glob>] [--verbose]\n"
+    "       tessera-conformance --list-ops [--plugin <path>] [--ops <glob>]\n";
 
 constexpr const char* kHelp = R"(
 Checks every operator a device plugin registers against the CPU plugin, then the device's own
@@ -37,6 +39,8 @@ functions (copies; streams, events, record_stream and pinned memory where the pl
   --device <name>   the device type it registers, whose kernels are checked
   --ops <glob>      only operators whose name matches (fnmatch), e.g. 'add.*' (default: all)
   --verbose, -v     every case, and why a case was skipped
+  --list-ops        print the schema of every registered operator overload (with --plugin, its own
+                    operators too; with --ops, those whose name matches) and exit
   --help, -h        this text
 
 Exit status: 0 when every case and check passed, 1 when one failed, 2 on a usage or loading error.
@@ -58,11 +62,15 @@ std::optional<Options> parse(int argc, char** argv, std::string& problem) {
     std::optional<std::string> v;
     if (a == "--verbose" || a == "-v") { o.verbose = true; continue; }
     if (a == "--help" || a == "-h") { o.help = true; return o; }
+    if (a == "--list-ops") { o.list_ops = true; continue; }
     if (a != "--plugin" && a != "--device" && a != "--ops") { problem = fmt::format("unknown option '{}'", a); return std::nullopt; }
     if (!(v = next())) { problem = fmt::format("option {} expects a value", a); return std::nullopt; }
     (a == "--plugin" ? o.plugin : a == "--device" ? o.device : o.ops) = *v;
   }
-  if (o.plugin.empty() || o.device.empty()) { problem = "--plugin and --device are required"; return std::nullopt; }
+  if (!o.list_ops && (o.plugin.empty() || o.device.empty())) {
+    problem = "--plugin and --device are required";
+    return std::nullopt;
+  }
   return o;
 }
 
@@ -146,6 +154,22 @@ void print_table(const std::vector<Row>& rows, const std::string& device, const 
     }
 }
 
+// --list-ops: one schema a line, sorted, in PyTorch's schema language.
+int list_operators(const Options& options) {
+  try {
+    init();
+    if (!options.plugin.empty()) load_plugin(options.plugin);
+  } catch (const std::exception& e) {
+    return usage(fmt::format("cannot load {}: {}", options.plugin, e.what()));
+  }
+  std::vector<std::string> schemas;
+  for (OperatorHandle op : Dispatcher::instance().operators())
+    if (fnmatch(options.ops.c_str(), op->name().c_str(), 0) == 0) schemas.push_back(op->schema().to_string());
+  std::ranges::sort(schemas);
+  for (const std::string& s : schemas) fmt::print("{}\n", s);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -156,6 +180,7 @@ int main(int argc, char** argv) {
     fmt::print("{}{}", kUsage, kHelp);
     return 0;
   }
+  if (options->list_ops) return list_operators(*options);
   int32_t key = -1;
   Device device;
   try {

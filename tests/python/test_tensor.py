@@ -352,6 +352,17 @@ def test_plugins_list_and_describe():
     assert ts.plugins.load(p.path) == p  # loading again is a no-op
 
 
+def test_plugins_operators_lists_every_overload_schema():
+    schemas = ts.plugins.operators()
+    assert schemas == sorted(schemas) and len(set(schemas)) == len(schemas)
+    assert "add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor" in schemas
+    # Every overload of every registered base name, and nothing else.
+    expected = {s for name in ts._C.op_names() for s in ts._C.op_schemas(name)}
+    assert set(schemas) == expected and len(schemas) > 200
+    names = {s.split("(", 1)[0] for s in schemas}
+    assert {"add.out", "add_.Tensor", "matmul"} <= names
+
+
 def _fixture_plugin(name):
     """A test fixture plugin from the C++ test build (tests/fixtures), or None when not built."""
     path = os.path.join(FIXTURE_DIR, f"libtessera_{name}.so")
