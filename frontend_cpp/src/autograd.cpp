@@ -27,6 +27,7 @@ using cpp_detail::BoxedCall;
 
 void ensure_loaded() {
   if (is_loaded()) return;
+  require_lazy_loading("autograd", "autograd (requires_grad, backward)");
   if (!load_named_plugin("autograd"))
     raise<RuntimeError>("autograd is not available: libtessera_autograd.so is not on the plugin search path [{}]",
                         fmt::join(plugin_search_path(), ", "));

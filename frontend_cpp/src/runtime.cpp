@@ -31,6 +31,7 @@ Runtime::Runtime(const RuntimeOptions& options) {
     std::vector<std::string> refusals = load_all_plugins();
     if (!refusals.empty()) raise<PluginError>("Runtime: {} plugin(s) refused:\n{}", refusals.size(), fmt::join(refusals, "\n"));
   }
+  set_lazy_loading(options.lazy_loading);
   if (options.seed) manual_seed(*options.seed);
   if (options.num_threads < 0) raise<ValueError>("Runtime: num_threads must be >= 0, got {}", options.num_threads);
   if (options.num_threads > 0) set_num_threads(options.num_threads);

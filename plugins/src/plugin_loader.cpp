@@ -9,6 +9,7 @@
 #include <boost/dll/shared_library.hpp>
 #include <fmt/ranges.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
@@ -211,6 +212,21 @@ std::vector<std::string> plugin_search_path() {
   return paths;
 }
 
+namespace {
+std::atomic<bool> g_lazy_loading{true};
+}
+
+void set_lazy_loading(bool enabled) { g_lazy_loading.store(enabled, std::memory_order_relaxed); }
+bool lazy_loading_enabled() { return g_lazy_loading.load(std::memory_order_relaxed); }
+
+void require_lazy_loading(const std::string& plugin, const std::string& what) {
+  if (lazy_loading_enabled()) return;
+  raise<PluginError>("{} needs plugin '{}' (libtessera_{}.so), which is not loaded, and lazy loading is off "
+                     "(tessera::set_lazy_loading(false), RuntimeOptions::lazy_loading = false): load it first, "
+                     "e.g. RuntimeOptions::plugins = {{\"{}\"}}",
+                     what, plugin, plugin, plugin);
+}
+
 bool load_plugin_for_device(const std::string& device_name) {
   auto& host = plugin_host();
   std::lock_guard lock(host.mutex);
@@ -218,6 +234,7 @@ bool load_plugin_for_device(const std::string& device_name) {
   // true, so that a caller that found no kernel or no device looks again instead of failing
   // (first use of "cpu" from 8 threads at once: 7 used to get "no kernel for CPU").
   if (DeviceRegistry::instance().find(device_name)) return true;
+  require_lazy_loading(device_name, fmt::format("device type '{}'", device_name));
   if (!host.lazy_attempted.insert(device_name).second) return false;
   for (auto& dir : plugin_search_path()) {
     fs::path candidate = fs::path(dir) / fmt::format("libtessera_{}.so", device_name);

@@ -669,5 +669,28 @@ TEST(CppApiRuntime, PluginSelection) {
   EXPECT_THROW(ts::Runtime({.num_threads = -1}), ts::ValueError);
 }
 
+// Strict mode: only the named plugins load; a need for another is an error naming it.
+TEST(CppApiRuntime, NoLazyLoadingLoadsOnlyNamedPlugins) {
+  setenv("TESSERA_PLUGIN_PATH", TESSERA_FIXTURE_DIR, 1);  // where libtessera_lazydev.so is
+  {
+    ts::Runtime strict({.plugins = {"cpu"}, .lazy_loading = false});
+    EXPECT_FALSE(ts::lazy_loading_enabled());
+    EXPECT_EQ(ts::add(ts::ones({2}), 1.0).to_double_vector(), (std::vector<double>{2, 2}));  // named: works
+    if (!strict.is_loaded("lazydev"))
+      expect_error<ts::PluginError>([] { ts::Device("lazydev"); },
+                                    {"device type 'lazydev' needs plugin 'lazydev'", "libtessera_lazydev.so",
+                                     "lazy loading is off"});
+    EXPECT_FALSE(strict.is_loaded("lazydev"));
+    if (!ts::autograd::is_loaded())
+      expect_error<ts::PluginError>([] { ts::ones({2}).requires_grad_(); },
+                                    {"autograd", "libtessera_autograd.so", "lazy loading is off"});
+    EXPECT_EQ(strict.load("lazydev").name, "lazydev");  // an explicit load still works
+    EXPECT_EQ(ts::Device("lazydev").type_name(), "lazydev");
+  }
+  ts::Runtime lenient({.lazy_loading = true});  // the default again
+  EXPECT_TRUE(ts::lazy_loading_enabled());
+  unsetenv("TESSERA_PLUGIN_PATH");
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, CppApi, ::testing::Values(ts::kFloat32, ts::kFloat64),
                          [](const auto& info) { return std::string(ts::name(info.param)); });

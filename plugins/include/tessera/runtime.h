@@ -39,6 +39,14 @@ bool load_plugin_for_device(const std::string& device_name);
 // Loads libtessera_<name>.so from the search path unless a plugin of that name is loaded (a
 // transform such as "autograd"); false when it is not there. Raises PluginError when refused.
 bool load_named_plugin(const std::string& name);
+// Lazy loading: by default the host loads a plugin by itself when it is first needed (a device's
+// plugin on the first use of the device's name, autograd on the first requires_grad_). An embedder
+// that wants only the plugins it names turns it off (process-wide): each such need then raises
+// PluginError naming the plugin it wanted, instead of loading it.
+void set_lazy_loading(bool enabled);
+bool lazy_loading_enabled();
+// Raises that PluginError when lazy loading is off: libtessera_<plugin>.so was wanted for `what`.
+void require_lazy_loading(const std::string& plugin, const std::string& what);
 // Loads every plugin found on the search path; returns the refusals as messages.
 std::vector<std::string> load_all_plugins();
 std::vector<PluginInfo> loaded_plugins();

@@ -6,8 +6,11 @@
 //   tessera::Runtime rt({.search_path = {"/opt/my/plugins"}});  // lazy: loaded on first use
 //
 // Plugins not named still load lazily when first needed (a device's plugin on its first tensor,
-// autograd on the first requires_grad_). The host is process-wide: a Runtime is a view of it, and
-// destroying one unloads nothing.
+// autograd on the first requires_grad_), unless `.lazy_loading = false`: then only the named
+// plugins load, and a need for another raises PluginError naming it. The host is process-wide: a
+// Runtime is a view of it, and destroying one unloads nothing.
+//
+//   tessera::Runtime rt({.plugins = {"cpu", "autograd"}, .lazy_loading = false});  // strict
 #include <tessera/runtime.h>
 
 #include <cstdint>
@@ -29,6 +32,9 @@ struct RuntimeOptions {
   std::optional<uint64_t> seed;
   // Threads kernels may use; 0 keeps the default (the hardware's).
   int num_threads = 0;
+  // false: load no plugin that is not named (set after `plugins` load; process-wide, see
+  // tessera::set_lazy_loading). A Runtime made later with true turns it back on.
+  bool lazy_loading = true;
 };
 
 class Runtime {
