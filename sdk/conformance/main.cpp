@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <map>
 
 using namespace tessera;
 using namespace tessera::conformance;
@@ -81,6 +82,7 @@ struct Row {
   Tolerance loosest;
   std::vector<std::string> failures;
   std::string note;
+  std::map<std::string, int> skip_reasons;  // why cases were skipped, counted
 };
 
 Row check_operator(OperatorHandle op, Device device, int32_t key, bool verbose) {
@@ -89,6 +91,7 @@ Row check_operator(OperatorHandle op, Device device, int32_t key, bool verbose) 
   if (!plan.unsupported.empty()) {
     row.skipped = 1;
     row.note = plan.unsupported;
+    ++row.skip_reasons[plan.unsupported];
     if (verbose) fmt::print("  {}: skipped: {}\n", op->name(), plan.unsupported);
     return row;
   }
@@ -104,6 +107,7 @@ Row check_operator(OperatorHandle op, Device device, int32_t key, bool verbose) 
     }
     if (!inputs) {
       ++row.skipped;
+      ++row.skip_reasons[skip];
       if (verbose) fmt::print("  {} [{}]: skipped: {}\n", op->name(), c.label(), skip);
       continue;
     }
@@ -145,6 +149,12 @@ void print_table(const std::vector<Row>& rows, const std::string& device, const 
   fmt::print("{}\n", std::string(w + 72, '-'));
   line(total_label, total.run, total.passed, total.failed, total.skipped,
        fmt::format("{:.3g}", total.max_abs_error), total.failed ? "FAILED" : "ok");
+  // Skips are not failures, but the summary says why each was skipped (every case with --verbose).
+  if (total.skipped) {
+    fmt::print("\nSkipped cases, by operator and reason ({} in all; --verbose lists each case):\n", total.skipped);
+    for (auto& r : rows)
+      for (auto& [reason, count] : r.skip_reasons) fmt::print("  {:>4}  {}: {}\n", count, r.op, reason);
+  }
   bool any = false;
   for (auto& r : rows)
     for (size_t i = 0; i < r.failures.size() && i < 5; ++i) {
