@@ -24,21 +24,20 @@ phase() {
 }
 
 _phase_summary() {
-  local rc=$? i total=$((SECONDS - _PHASE_START))
+  local rc=$? i total=$((SECONDS - _PHASE_START)) rows=()
   ((${#_PHASE_NAMES[@]})) || return $rc
-  printf '\n%-14s %8s  %s\n' phase seconds status
   for i in "${!_PHASE_NAMES[@]}"; do
-    printf '%-14s %8d  %s\n' "${_PHASE_NAMES[$i]}" "${_PHASE_SECONDS[$i]}" "${_PHASE_STATUS[$i]}"
+    rows+=("${_PHASE_NAMES[$i]}"$'\t'"${_PHASE_SECONDS[$i]}"$'\t'"${_PHASE_STATUS[$i]}")
   done
-  printf '%-14s %8d  (%d min %02d s)%s\n' total "$total" $((total / 60)) $((total % 60)) \
-    "$( ((rc == 0)) || echo ", exit $rc")"
-  if [ -n "${PHASE_LOG:-}" ]; then
-    : >"$PHASE_LOG"
-    for i in "${!_PHASE_NAMES[@]}"; do
-      printf '%s\t%d\t%s\n' "${_PHASE_NAMES[$i]}" "${_PHASE_SECONDS[$i]}" "${_PHASE_STATUS[$i]}" >>"$PHASE_LOG"
-    done
-    printf 'total\t%d\t%s\n' "$total" "$( ((rc == 0)) && echo ok || echo "FAILED (exit $rc)")" >>"$PHASE_LOG"
-  fi
+  rows+=("total"$'\t'"$total"$'\t'"$( ((rc == 0)) && echo ok || echo "FAILED (exit $rc)")")
+  printf '\n%-14s %8s  %s\n' phase seconds status
+  local name secs status
+  for i in "${!rows[@]}"; do
+    IFS=$'\t' read -r name secs status <<<"${rows[$i]}"
+    printf '%-14s %8d  %s\n' "$name" "$secs" "$status"
+  done
+  printf '(%d min %02d s)\n' $((total / 60)) $((total % 60))
+  [ -z "${PHASE_LOG:-}" ] || printf '%s\n' "${rows[@]}" >"$PHASE_LOG"
   return $rc
 }
 trap _phase_summary EXIT

@@ -5,7 +5,6 @@
 #include <tessera/cpp/autograd.h>
 #include <tessera/runtime.h>
 
-#include <fmt/ranges.h>
 
 namespace tessera {
 namespace cpp_detail {
@@ -30,7 +29,7 @@ void ensure_loaded() {
   require_lazy_loading("autograd", "autograd (requires_grad, backward)");
   if (!load_named_plugin("autograd"))
     raise<RuntimeError>("autograd is not available: libtessera_autograd.so is not on the plugin search path [{}]",
-                        fmt::join(plugin_search_path(), ", "));
+                        plugin_search_path_text());
 }
 
 bool is_loaded() { return autograd_op("is_grad_enabled", false) != nullptr; }

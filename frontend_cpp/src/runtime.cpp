@@ -42,7 +42,7 @@ PluginInfo Runtime::load(const std::string& name) {
   if (is_path(name)) return load_plugin(name);
   if (!load_named_plugin(name))
     raise<PluginError>("Runtime: no plugin named '{}' (libtessera_{}.so) on the search path [{}]", name, name,
-                       fmt::join(plugin_search_path(), ", "));
+                       plugin_search_path_text());
   for (PluginInfo& p : loaded_plugins())
     if (p.name == name) return p;
   raise<PluginError>("Runtime: loaded '{}', but no plugin of that name registered (its file declares another name)", name);

@@ -212,6 +212,8 @@ std::vector<std::string> plugin_search_path() {
   return paths;
 }
 
+std::string plugin_search_path_text() { return fmt::format("{}", fmt::join(plugin_search_path(), ", ")); }
+
 namespace {
 std::atomic<bool> g_lazy_loading{true};
 }

@@ -35,12 +35,8 @@ void init() {
   std::call_once(once, [] {
     auto& dispatcher = Dispatcher::instance();
     for (size_t i = 0; i < detail::kNumBuiltinSchemas; ++i) dispatcher.def(detail::kBuiltinSchemas[i], "core");
-    DeviceRegistry::instance().set_lazy_loader(
-        [](const std::string& name) { return load_plugin_for_device(name); },
-        [] {
-          auto folders = plugin_search_path();
-          return folders.empty() ? std::string("no folder") : fmt::format("{}", fmt::join(folders, ", "));
-        });
+    DeviceRegistry::instance().set_lazy_loader([](const std::string& name) { return load_plugin_for_device(name); },
+                                               plugin_search_path_text);
     // A backend key without kernels: load the plugin of that device (type id == backend key).
     dispatcher.set_missing_kernel_hook([](int32_t key) {
       return load_plugin_for_device(DeviceRegistry::instance().name_of(key));

@@ -53,6 +53,8 @@ std::vector<PluginInfo> loaded_plugins();
 // Folders searched for plugins: each entry of TESSERA_PLUGIN_PATH (':'-separated), then the
 // install's plugin folder, lib/tessera/plugins next to libtessera.so.
 std::vector<std::string> plugin_search_path();
+// The same folders as one line for messages ("/a, /b/lib/tessera/plugins").
+std::string plugin_search_path_text();
 // A human-readable table of the loaded plugins.
 std::string describe_plugins();
 
