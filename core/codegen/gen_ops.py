@@ -93,12 +93,15 @@ def derive_variants(entry):
         new_args = first + ("," + rest if rest else "")
         out.append((f"{name}({new_args}) -> Tensor(a!)", None))
     if "out" in variants:
-        overload = "out" if s.overload in ("", "Tensor") else f"{s.overload}_out"
+        overload = entry.get("out_overload") or ("out" if s.overload in ("", "Tensor") else f"{s.overload}_out")
         sep = ", " if "*" in split_top_level(args_text) else ", *, "
         out.append((f"{s.name}.{overload}({args_text}{sep}Tensor(a!) out) -> Tensor(a!)", None))
     del head
     return out
 
+
+# ops.yaml's `composite:` field -> OperatorKind (dispatcher.h); absent means primitive.
+KINDS = {"primitive": 0, "implicit": 1, "explicit": 2}
 
 CPP_TYPES = {
     "Tensor": "const Tensor&",
@@ -232,10 +235,15 @@ def main():
     args = ap.parse_args()
     with open(args.yaml) as f:
         entries = yaml.safe_load(f)
-    schemas = []
+    schemas, kinds = [], []
     for entry in entries:
+        kind = KINDS.get(entry.get("composite", "primitive"))
+        if kind is None:
+            sys.exit(f"gen_ops.py: {entry['schema']}: composite must be implicit or explicit, "
+                     f"got {entry.get('composite')!r}")
         for text, override in derive_variants(entry):
             schemas.append((Schema(text), override))
+            kinds.append(kind)
 
     decls, defs = [], []
     for s, override in schemas:
@@ -255,6 +263,9 @@ def main():
                    "#include <cstddef>", "", "namespace tessera::detail {",
                    "extern const char* const kBuiltinSchemas[] = {"]
     schemas_src += [f'    "{s.text}",' for s, _ in schemas]
+    schemas_src += ["};", "// OperatorKind of each schema above: 0 primitive, 1 implicit composite, 2 explicit composite.",
+                    "extern const unsigned char kBuiltinKinds[] = {"]
+    schemas_src += ["    " + ", ".join(str(k) for k in kinds[i:i + 32]) + "," for i in range(0, len(kinds), 32)]
     schemas_src += ["};", f"extern const size_t kNumBuiltinSchemas = {len(schemas)};",
                     "}  // namespace tessera::detail", ""]
     write_if_changed(os.path.join(args.out, "include", "tessera", "ops.h"), "\n".join(header))

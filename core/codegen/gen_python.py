@@ -26,10 +26,11 @@ import yaml  # noqa: E402
 # Written by hand in the package (varargs sizes, default dtype, PyTorch-only signatures).
 HANDWRITTEN = {
     "empty", "zeros", "ones", "full", "arange", "linspace", "eye", "rand", "randn", "randint",
-    "to", "where", "nonzero", "var", "std",
+    "to", "where", "nonzero", "var", "std", "einsum", "meshgrid",
 }
-# Reachable through tessera.ops.aten.<name> only (no PyTorch function or method of that name).
-HIDDEN = {"slice", "index"}
+# Reachable through tessera.ops.aten.<name> only (no PyTorch function or method of that name);
+# linalg_* are tessera.linalg.<name> (frontend_python/tessera/linalg.py).
+HIDDEN = {"slice", "index", "linalg_vector_norm", "linalg_cross"}
 # Tensor methods that are not tessera.<name> functions.
 METHOD_ONLY = {"contiguous", "view", "expand", "copy_", "fill_", "index_put_"}
 # tessera.<name> functions that are not Tensor methods.
@@ -42,10 +43,17 @@ ALIASES = {
     "clip": "clamp", "clip_": "clamp_", "greater": "gt", "greater_equal": "ge", "less": "lt",
     "less_equal": "le", "not_equal": "ne", "concat": "cat", "concatenate": "cat",
     "swapaxes": "transpose", "swapdims": "transpose", "special_expit": "sigmoid",
-    "special_erf": "erf",
+    "special_erf": "erf", "special_erfc": "erfc", "special_erfinv": "erfinv", "special_expm1": "expm1",
+    "special_exp2": "exp2", "special_log1p": "log1p", "special_digamma": "digamma", "special_psi": "digamma",
+    "special_gammaln": "lgamma", "special_round": "round", "special_xlogy": "xlogy", "ger": "outer",
+    "arccos": "acos", "arcsin": "asin", "arctan": "atan", "arctan2": "atan2", "arccosh": "acosh",
+    "arcsinh": "asinh", "arctanh": "atanh", "arccos_": "acos_", "arcsin_": "asin_", "arctan_": "atan_",
+    "fix": "trunc", "fix_": "trunc_", "moveaxis": "movedim",
 }
 ALIAS_METHOD_ONLY = set()
-ALIAS_FUNCTION_ONLY = {"concat", "concatenate", "special_expit", "special_erf"}
+ALIAS_FUNCTION_ONLY = {"concat", "concatenate", "special_expit", "special_erf", "special_erfc", "special_erfinv",
+                       "special_expm1", "special_exp2", "special_log1p", "special_digamma", "special_psi",
+                       "special_gammaln", "special_round", "special_xlogy"}
 
 
 def load_schemas(path):

@@ -22,6 +22,33 @@ std::string first_device(const ts_stack* stack) {
 
 LocalDispatchKeySet& local_dispatch_keys() { return tls_keys; }
 
+std::string_view operator_kind_name(OperatorKind k) {
+  switch (k) {
+    case OperatorKind::Primitive: return "primitive";
+    case OperatorKind::CompositeImplicit: return "composite (implicit autograd)";
+    case OperatorKind::CompositeExplicit: return "composite (explicit autograd)";
+  }
+  return "?";
+}
+
+namespace {
+bool is_composite_key(int32_t key) { return key == TS_KEY_COMPOSITE_IMPLICIT || key == TS_KEY_COMPOSITE_EXPLICIT; }
+bool is_backend_key(int32_t key) { return key >= 0 && key < TS_FIRST_TRANSFORM_KEY; }
+bool is_autograd_key(int32_t key) {
+  return key >= int32_t(DispatchKey::AutogradCPU) && key <= int32_t(DispatchKey::AutogradOther);
+}
+const char* composite_key_name(int32_t key) {
+  return key == TS_KEY_COMPOSITE_IMPLICIT ? "CompositeImplicitAutograd" : "CompositeExplicitAutograd";
+}
+}  // namespace
+
+const KernelEntry* OperatorEntry::composite_for(int32_t key) const {
+  if (is_backend_key(key))
+    if (auto* e = composite_explicit()) return e;
+  if (is_backend_key(key) || is_autograd_key(key)) return composite_implicit();
+  return nullptr;
+}
+
 IncludeDispatchKeyGuard::IncludeDispatchKeyGuard(DispatchKey k) : saved_(tls_keys.included) {
   tls_keys.included |= DispatchKeySet(k).raw();
 }
@@ -86,6 +113,10 @@ std::vector<OperatorHandle> Dispatcher::operators() const {
   return out;
 }
 
+namespace {
+std::string key_text(int32_t key) { return is_composite_key(key) ? composite_key_name(key) : dispatch_key_name(key); }
+}  // namespace
+
 const KernelEntry* Dispatcher::park(KernelEntry e) { return &kernel_store_.emplace_back(std::move(e)); }
 
 void Dispatcher::register_kernel(std::string_view op, int32_t key, KernelEntry entry) {
@@ -107,7 +138,8 @@ void Dispatcher::validate(const std::vector<Registration>& batch) const {
   for (const auto& r : batch) {
     const std::string& who = r.entry.plugin;
     bool catch_all = r.kind == Registration::Kind::Kernel && r.key == TS_KEY_CATCH_ALL;
-    if (r.kind != Registration::Kind::Def && !catch_all && (r.key < 0 || r.key >= kNumDispatchKeys))
+    bool composite = r.kind == Registration::Kind::Kernel && is_composite_key(r.key);
+    if (r.kind != Registration::Kind::Def && !catch_all && !composite && (r.key < 0 || r.key >= kNumDispatchKeys))
       raise<PluginError>("plugin '{}' registers for dispatch key {}, outside 0..{}", who, r.key, kNumDispatchKeys - 1);
     switch (r.kind) {
       case Registration::Kind::Def: {
@@ -122,16 +154,18 @@ void Dispatcher::validate(const std::vector<Registration>& batch) const {
         auto it = by_name_.find(r.op_name);
         if (it == by_name_.end() && !defined_here.count(r.op_name))
           raise<PluginError>("plugin '{}' registers a kernel for operator '{}' (key {}), which does not exist", who,
-                             r.op_name, dispatch_key_name(r.key));
+                             r.op_name, key_text(r.key));
         std::string name = it == by_name_.end() ? r.op_name : it->second->name();
         if (it != by_name_.end())
-          if (auto* existing = catch_all ? it->second->catch_all() : it->second->kernel(r.key);
+          if (auto* existing = catch_all   ? it->second->catch_all()
+                               : composite ? (r.key == TS_KEY_COMPOSITE_IMPLICIT ? it->second->composite_implicit()
+                                                                                  : it->second->composite_explicit())
+                                           : it->second->kernel(r.key);
               existing && existing->plugin != who)
             raise<PluginError>("plugin '{}' registers a second kernel for operator '{}' at key {}: plugin '{}' "
-                               "already registered one", who, name, dispatch_key_name(r.key), existing->plugin);
+                               "already registered one", who, name, key_text(r.key), existing->plugin);
         if (!kernels_here.insert({name, r.key}).second)
-          raise<PluginError>("plugin '{}' registers two kernels for operator '{}' at key {}", who, name,
-                             dispatch_key_name(r.key));
+          raise<PluginError>("plugin '{}' registers two kernels for operator '{}' at key {}", who, name, key_text(r.key));
         break;
       }
       case Registration::Kind::Fallback:
@@ -161,6 +195,8 @@ void Dispatcher::commit(const std::vector<Registration>& batch) {
     }
     auto* op = by_name_.at(r.op_name);
     if (r.key == TS_KEY_CATCH_ALL) op->catch_all_.store(parked, std::memory_order_release);
+    else if (r.key == TS_KEY_COMPOSITE_IMPLICIT) op->composite_implicit_.store(parked, std::memory_order_release);
+    else if (r.key == TS_KEY_COMPOSITE_EXPLICIT) op->composite_explicit_.store(parked, std::memory_order_release);
     else op->kernels_[size_t(r.key)].store(parked, std::memory_order_release);
   }
 }
@@ -222,6 +258,7 @@ void Dispatcher::call_with_keys(OperatorHandle op, DispatchKeySet key_set, ts_st
     if (key < 0)
       raise<NotImplementedError>("operator '{}': every dispatch key was a fallthrough; no kernel to run", op->name());
     const KernelEntry* kernel = op->kernel(key);
+    if (!kernel) kernel = composite_kernel(op, key);
     if (!kernel) kernel = op->catch_all();
     if (!kernel) kernel = fallback(key);
     if (!kernel) {
@@ -255,6 +292,15 @@ void Dispatcher::call_with_keys(OperatorHandle op, DispatchKeySet key_set, ts_st
   }
 }
 
+const KernelEntry* Dispatcher::composite_kernel(OperatorHandle op, int32_t key) const {
+  if (op->kind() == OperatorKind::Primitive) return nullptr;
+  if (auto* e = op->composite_for(key)) return e;
+  if (!is_backend_key(key) && !is_autograd_key(key)) return nullptr;
+  // Declared composite, nothing registered: the composites plugin is not loaded yet.
+  if (missing_composite_hook_) std::call_once(composite_hook_once_, [this] { missing_composite_hook_(); });
+  return op->composite_for(key);
+}
+
 void Dispatcher::raise_missing(OperatorHandle op, int32_t key) const {
   std::vector<std::string> have;
   for (int32_t k = 0; k < kNumDispatchKeys; ++k)
@@ -267,6 +313,8 @@ std::vector<KernelInfo> Dispatcher::describe(std::string_view name) const {
   OperatorHandle op = find_or_throw(name);
   std::vector<KernelInfo> out;
   if (auto* e = op->catch_all()) out.push_back({"(any key)", e->plugin, "catch-all kernel"});
+  if (auto* e = op->composite_implicit()) out.push_back({composite_key_name(TS_KEY_COMPOSITE_IMPLICIT), e->plugin, "composite"});
+  if (auto* e = op->composite_explicit()) out.push_back({composite_key_name(TS_KEY_COMPOSITE_EXPLICIT), e->plugin, "composite"});
   for (int32_t k = kNumDispatchKeys - 1; k >= 0; --k) {
     if (auto* e = op->kernel(k))
       out.push_back({dispatch_key_name(k), e->plugin, e->fallthrough ? "fallthrough" : "kernel"});
@@ -278,9 +326,9 @@ std::vector<KernelInfo> Dispatcher::describe(std::string_view name) const {
 
 std::string Dispatcher::describe_text(std::string_view name) const {
   OperatorHandle op = find_or_throw(name);
-  std::string text = fmt::format("{}\n  schema: {}\n  defined by: {}\n", op->name(), op->schema().to_string(),
-                                 op->defined_by());
-  for (auto& row : describe(name)) text += fmt::format("  {:<14} {:<12} {}\n", row.key, row.kind, row.plugin);
+  std::string text = fmt::format("{}\n  schema: {}\n  defined by: {}\n  kind: {}\n", op->name(),
+                                 op->schema().to_string(), op->defined_by(), operator_kind_name(op->kind()));
+  for (auto& row : describe(name)) text += fmt::format("  {:<25} {:<12} {}\n", row.key, row.kind, row.plugin);
   return text;
 }
 

@@ -35,10 +35,14 @@ from tessera._factories import (  # noqa: E402
     ones_like, rand, rand_like, randint, randn, randn_like, tensor, zeros, zeros_like,
 )
 from tessera._functions import (  # noqa: E402
-    all, allclose, any, chunk, clamp_max, clamp_min, equal, is_floating_point, is_tensor, isclose,
-    isfinite, isinf, isnan, max, min, nonzero, numel, promote_types, result_type, split, square, std, t, unbind,
-    var, where,
+    all, allclose, any, chunk, clamp_max, clamp_min, einsum, equal, is_floating_point, is_tensor, isclose,
+    max, meshgrid, min, nonzero, norm, numel, promote_types, result_type, split, std, t, unbind, var, where,
 )
+from tessera import linalg  # noqa: E402
+
+# PyTorch's constants.
+import math as _math  # noqa: E402
+pi, e, inf, nan = _math.pi, _math.e, _math.inf, _math.nan
 from tessera._ops import ops  # noqa: E402
 from tessera._printing import get_printoptions, set_printoptions  # noqa: E402
 from tessera._serialization import load, save  # noqa: E402  (safetensors state dicts)

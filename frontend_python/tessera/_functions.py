@@ -1,5 +1,5 @@
 """Functions whose PyTorch signature is not a single operator call: where with scalars,
-max/min (overloaded on their arguments), var/std with `unbiased`, all/any, the isnan family,
+max/min (overloaded on their arguments), var/std with `unbiased`, all/any, isclose,
 closeness checks, splitting, type promotion queries. Most are also Tensor methods."""
 import builtins
 import math
@@ -141,22 +141,6 @@ def any(input, dim=None, keepdim=False):
     return _call("gt", (nonzeros, 0), _E)
 
 
-def isnan(input):
-    return _call("ne", (input, input), _E)
-
-
-def isinf(input):
-    if not input.dtype.is_floating_point:
-        return _call("zeros", (input.shape,), {"dtype": _BOOL, "device": input.device})
-    return _call("eq", (_call("abs", (input,), _E), math.inf), _E)
-
-
-def isfinite(input):
-    if not input.dtype.is_floating_point:
-        return _call("ones", (input.shape,), {"dtype": _BOOL, "device": input.device})
-    return _call("eq", (_call("sub", (input, input), _E), 0), _E)
-
-
 def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """|input - other| <= atol + rtol * |other|, elementwise (infinities equal only to themselves)."""
     if not isinstance(other, _Tensor):
@@ -165,7 +149,7 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
                          _call("add", (_call("mul", (_call("abs", (other,), _E), rtol), _E), atol), _E)), _E)
     close = _call("logical_or", (close, _call("eq", (input, other), _E)), _E)
     if equal_nan:
-        both = _call("logical_and", (isnan(input), isnan(other)), _E)
+        both = _call("logical_and", (_call("isnan", (input,), _E), _call("isnan", (other,), _E)), _E)
         close = _call("logical_or", (close, both), _E)
     return close
 
@@ -233,10 +217,6 @@ def chunk(input, chunks, dim=0):
     return split(input, builtins.max(1, -(-size // chunks)), dim)
 
 
-def square(input):
-    return _call("mul", (input, input), _E)
-
-
 def clamp_min(input, min):
     return _call("clamp", (input, min, None), _E)
 
@@ -284,3 +264,28 @@ def result_type(tensor1, tensor2):
     if isinstance(tensor2, _Tensor):
         return scalar_dtype(tensor2, tensor1)
     return _python_scalar_dtype((tensor1, tensor2))
+
+
+def einsum(equation, *operands):
+    """einsum("ij,jk->ik", a, b) or einsum("ij,jk->ik", [a, b]): contractions over labelled dims."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    return _call("einsum", (equation, list(operands)), _E)
+
+
+def meshgrid(*tensors, indexing=None):
+    """Coordinate grids of 1-D tensors; indexing "ij" (the default, as PyTorch's) or "xy"."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    return tuple(_call("meshgrid", (list(tensors),), {"indexing": indexing or "ij"}))
+
+
+def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
+    """torch.norm: the vector p-norm over dim (all elements by default); "fro" is the 2-norm."""
+    if p == "nuc":
+        raise NotImplementedError("norm: the nuclear norm needs torch.linalg.svd, which Tessera does not have yet")
+    if p == "fro" or p is None:
+        p = 2
+    if isinstance(dim, builtins.int):
+        dim = [dim]
+    return _call("linalg_vector_norm", (input, p, dim, keepdim), {"dtype": dtype})

@@ -559,8 +559,8 @@ def _install():
     T.mT = property(_mT)
     put("t", _functions.t)
     put("where", _functions._where_method)
-    for name in ("max", "min", "var", "std", "all", "any", "isnan", "isinf", "isfinite", "isclose", "allclose",
-                 "equal", "nonzero", "unbind", "split", "chunk", "square", "clamp_min", "clamp_max"):
+    for name in ("max", "min", "var", "std", "all", "any", "isclose", "allclose",
+                 "equal", "nonzero", "unbind", "split", "chunk", "clamp_min", "clamp_max", "norm"):
         put(name, getattr(_functions, name))
     if "itemsize" not in own:
         T.itemsize = property(lambda self: self.dtype.itemsize)

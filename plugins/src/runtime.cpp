@@ -16,6 +16,7 @@ namespace tessera {
 namespace detail {
 extern const char* const kBuiltinSchemas[];
 extern const size_t kNumBuiltinSchemas;
+extern const unsigned char kBuiltinKinds[];
 
 OperatorHandle builtin_operator(std::string_view name) {
   init();
@@ -34,12 +35,19 @@ void init() {
   static std::once_flag once;
   std::call_once(once, [] {
     auto& dispatcher = Dispatcher::instance();
-    for (size_t i = 0; i < detail::kNumBuiltinSchemas; ++i) dispatcher.def(detail::kBuiltinSchemas[i], "core");
+    for (size_t i = 0; i < detail::kNumBuiltinSchemas; ++i)
+      const_cast<OperatorEntry*>(dispatcher.def(detail::kBuiltinSchemas[i], "core"))
+          ->set_kind(OperatorKind(detail::kBuiltinKinds[i]));
     DeviceRegistry::instance().set_lazy_loader([](const std::string& name) { return load_plugin_for_device(name); },
                                                plugin_search_path_text);
     // A backend key without kernels: load the plugin of that device (type id == backend key).
     dispatcher.set_missing_kernel_hook([](int32_t key) {
       return load_plugin_for_device(DeviceRegistry::instance().name_of(key));
+    });
+    // A composite operator with no decomposition registered: load the plugin that has them.
+    dispatcher.set_missing_composite_hook([] {
+      require_lazy_loading("composites", "the decompositions of composite operators (core/ops.yaml)");
+      return load_named_plugin("composites");
     });
     detail::install_cpu_fallback();  // from now on, a device's missing kernel may run on CPU
   });

@@ -946,7 +946,7 @@ TEST(CudaKernels, MoreElementwiseMatchCpu) {
   expect_error<Error>([&] { floor_divide(gi, on_gpu(zeros({5}, kInt64))); }, {"floor_divide", "ZeroDivisionError"});
   expect_error<Error>([&] { div(gi, gi, std::string("round")); }, {"div", "rounding_mode"});
   expect_error<Error>([&] { pow(gi, -1); }, {"pow", "negative"});
-  expect_error<Error>([&] { clamp(gi); }, {"clamp", "min", "max"});
+  expect_error<Error>([&] { clamp(gi, std::optional<Scalar>(), std::optional<Scalar>()); }, {"clamp", "min", "max"});
   expect_error<Error>([&] { masked_fill(gx, on_gpu(ones({4, 6})), 1); }, {"masked_fill", "bool"});
   expect_error<Error>([&] { maximum(on_gpu(data({2, 3}, kFloat32)), on_gpu(data({4}, kFloat32))); }, {"maximum"});
 }

@@ -8,6 +8,8 @@ void register_factory_kernels(sdk::Registrar& reg, ts_dispatch_key key);      //
 void register_copy_kernels(sdk::Registrar& reg, ts_dispatch_key key);         // copy.cpp
 void register_unary_kernels(sdk::Registrar& reg, ts_dispatch_key key);        // unary.cpp
 void register_binary_kernels(sdk::Registrar& reg, ts_dispatch_key key);       // binary.cpp, compare.cpp
+void register_binary_math_kernels(sdk::Registrar& reg, ts_dispatch_key key);  // binary_math.cpp
+void register_sort_scan_kernels(sdk::Registrar& reg, ts_dispatch_key key);    // sort.cpp, scan.cpp
 void register_reduction_kernels(sdk::Registrar& reg, ts_dispatch_key key);    // reduce.cpp, softmax.cpp
 void register_shape_kernels(sdk::Registrar& reg, ts_dispatch_key key);        // shape.cpp, join.cpp
 void register_index_kernels(sdk::Registrar& reg, ts_dispatch_key key);        // index.cpp

@@ -31,6 +31,8 @@ void register_cpu(sdk::Registrar& reg) {
   register_copy_kernels(reg, key);
   register_unary_kernels(reg, key);
   register_binary_kernels(reg, key);
+  register_binary_math_kernels(reg, key);
+  register_sort_scan_kernels(reg, key);
   register_reduction_kernels(reg, key);
   register_shape_kernels(reg, key);
   register_index_kernels(reg, key);

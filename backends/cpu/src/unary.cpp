@@ -6,6 +6,8 @@
 #include "simd_table.h"
 #include "tensor_iterator.h"
 
+#include "special_functions.h"
+
 #include <cmath>
 
 namespace tessera::cpu {
@@ -64,6 +66,63 @@ struct Erf {
   static constexpr simd::Unary vec = simd::Unary::Erf;
   static constexpr const char* name = "erf";
   template <class M> static M f(M x) { return std::erf(x); }
+};
+
+
+// ---- more floating ops (no vector kernels: the compiler's libm loop)
+#define TS_FLOAT_UNARY(Name, str, expr)                              \
+  struct Name {                                                      \
+    static constexpr simd::Unary vec = simd::Unary::Count;           \
+    static constexpr const char* name = str;                         \
+    template <class M> static M f(M x) { return expr; }              \
+  };
+TS_FLOAT_UNARY(Exp2, "exp2", std::exp2(x))
+TS_FLOAT_UNARY(Expm1, "expm1", std::expm1(x))
+TS_FLOAT_UNARY(Log2, "log2", std::log2(x))
+TS_FLOAT_UNARY(Log10, "log10", std::log10(x))
+TS_FLOAT_UNARY(Tan, "tan", std::tan(x))
+TS_FLOAT_UNARY(Asin, "asin", std::asin(x))
+TS_FLOAT_UNARY(Acos, "acos", std::acos(x))
+TS_FLOAT_UNARY(Atan, "atan", std::atan(x))
+TS_FLOAT_UNARY(Sinh, "sinh", std::sinh(x))
+TS_FLOAT_UNARY(Cosh, "cosh", std::cosh(x))
+TS_FLOAT_UNARY(Asinh, "asinh", std::asinh(x))
+TS_FLOAT_UNARY(Acosh, "acosh", std::acosh(x))
+TS_FLOAT_UNARY(Atanh, "atanh", std::atanh(x))
+TS_FLOAT_UNARY(Erfc, "erfc", std::erfc(x))
+TS_FLOAT_UNARY(Erfinv, "erfinv", special::erfinv(x))
+TS_FLOAT_UNARY(Lgamma, "lgamma", special::lgamma(x))
+TS_FLOAT_UNARY(Digamma, "digamma", special::digamma(x))
+TS_FLOAT_UNARY(Reciprocal, "reciprocal", M(1) / x)
+#undef TS_FLOAT_UNARY
+
+// ---- rounding: floating values rounded, integers returned unchanged (as PyTorch)
+#define TS_ROUNDING_UNARY(Name, str, expr)                                        \
+  struct Name {                                                                   \
+    static constexpr simd::Unary vec = simd::Unary::Count;                        \
+    static constexpr const char* name = str;                                      \
+    static constexpr bool allow_bool = false;                                     \
+    template <class M> static M f(M x) {                                          \
+      if constexpr (std::is_floating_point_v<M>) return expr;                     \
+      else return x;                                                              \
+    }                                                                             \
+  };
+TS_ROUNDING_UNARY(Floor, "floor", std::floor(x))
+TS_ROUNDING_UNARY(Ceil, "ceil", std::ceil(x))
+TS_ROUNDING_UNARY(Trunc, "trunc", std::trunc(x))
+TS_ROUNDING_UNARY(Round, "round", std::nearbyint(x))  // half to even in the default rounding mode
+#undef TS_ROUNDING_UNARY
+
+// bitwise_not: ~x for integers, logical not for bool; floating inputs are refused.
+struct BitwiseNot {
+  static constexpr simd::Unary vec = simd::Unary::Count;
+  static constexpr const char* name = "bitwise_not";
+  static constexpr bool allow_bool = true;
+  template <class M> static M f(M x) {
+    if constexpr (std::is_same_v<M, bool>) return !x;
+    else if constexpr (std::is_integral_v<M>) return M(~x);
+    else return x;  // unreachable: refused before the loop
+  }
 };
 
 // -x without signed-overflow UB (the most negative integer wraps to itself, as in PyTorch).
@@ -145,6 +204,10 @@ void keep_dtype_kernel(sdk::Args& a) {
   const std::string name = variant_name(Op::name, V);
   TensorRef self = a.tensor(0);
   TensorRef out = V == Variant::Out ? a.tensor(1) : TensorRef();
+  if constexpr (std::is_same_v<Op, BitwiseNot>)
+    if (sdk::is_floating(self.dtype()))
+      fail(TS_ERROR_TYPE, name, ": bitwise_not is only supported for integer and boolean tensors, got ",
+           sdk::dtype_name(self.dtype()));
   if (self.dtype() == TS_BOOL && !Op::allow_bool)
     fail(TS_ERROR_TYPE, name, ": expected a numeric tensor, got bool",
          std::string_view(Op::name) == "neg" ? " (to invert a mask, use logical_not)" : "");
@@ -161,6 +224,14 @@ void register_float(sdk::Registrar& reg, ts_dispatch_key key) {
   reg.kernel((n + ".out").c_str(), key, float_kernel<Op, Variant::Out>);
 }
 
+template <class Op>
+void register_keep_dtype(sdk::Registrar& reg, ts_dispatch_key key) {
+  const std::string n = Op::name;
+  reg.kernel(n.c_str(), key, keep_dtype_kernel<Op, Variant::Functional>);
+  reg.kernel((n + "_").c_str(), key, keep_dtype_kernel<Op, Variant::Inplace>);
+  reg.kernel((n + ".out").c_str(), key, keep_dtype_kernel<Op, Variant::Out>);
+}
+
 }  // namespace
 
 void register_unary_kernels(sdk::Registrar& reg, ts_dispatch_key key) {
@@ -175,6 +246,29 @@ void register_unary_kernels(sdk::Registrar& reg, ts_dispatch_key key) {
   register_float<Tanh>(reg, key);
   register_float<Sigmoid>(reg, key);
   register_float<Erf>(reg, key);
+  register_float<Exp2>(reg, key);
+  register_float<Expm1>(reg, key);
+  register_float<Log2>(reg, key);
+  register_float<Log10>(reg, key);
+  register_float<Tan>(reg, key);
+  register_float<Asin>(reg, key);
+  register_float<Acos>(reg, key);
+  register_float<Atan>(reg, key);
+  register_float<Sinh>(reg, key);
+  register_float<Cosh>(reg, key);
+  register_float<Asinh>(reg, key);
+  register_float<Acosh>(reg, key);
+  register_float<Atanh>(reg, key);
+  register_float<Erfc>(reg, key);
+  register_float<Erfinv>(reg, key);
+  register_float<Lgamma>(reg, key);
+  register_float<Digamma>(reg, key);
+  register_float<Reciprocal>(reg, key);
+  register_keep_dtype<Floor>(reg, key);
+  register_keep_dtype<Ceil>(reg, key);
+  register_keep_dtype<Trunc>(reg, key);
+  register_keep_dtype<Round>(reg, key);
+  register_keep_dtype<BitwiseNot>(reg, key);
   reg.kernel("neg", key, keep_dtype_kernel<Neg, Variant::Functional>);
   reg.kernel("neg_", key, keep_dtype_kernel<Neg, Variant::Inplace>);
   reg.kernel("neg.out", key, keep_dtype_kernel<Neg, Variant::Out>);

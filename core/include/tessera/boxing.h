@@ -65,6 +65,14 @@ template <> inline int64_t unbox<int64_t>(const ts_value& v) { return v.u.i; }
 template <> inline double unbox<double>(const ts_value& v) { return v.tag == TS_VALUE_INT ? double(v.u.i) : v.u.d; }
 template <> inline bool unbox<bool>(const ts_value& v) { return v.u.b != 0; }
 template <> inline Tensor unbox<Tensor>(const ts_value& v) { return unbox_tensor(v); }
+// A Tensor[] return: the receiver takes over each element's reference (null: undefined).
+template <> inline std::vector<Tensor> unbox<std::vector<Tensor>>(const ts_value& v) {
+  std::vector<Tensor> out;
+  if (v.tag != TS_VALUE_TENSOR_LIST) return out;
+  for (int64_t i = 0; i < v.u.tensors.size; ++i)
+    out.push_back(v.u.tensors.data[i] ? Tensor::adopt(v.u.tensors.data[i]) : Tensor());
+  return out;
+}
 
 // The handle of a built-in operator, resolved once per entry point (initialises the runtime).
 OperatorHandle builtin_operator(std::string_view name);

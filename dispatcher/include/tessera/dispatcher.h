@@ -20,6 +20,13 @@
 
 namespace tessera {
 
+// What ops.yaml says an operator is: a primitive (devices give kernels) or a composite, written
+// once as a decomposition into other operators (composites/). An implicit composite serves the
+// backend and the Autograd keys (autograd sees the decomposed calls); an explicit one serves
+// backend keys only, under a derivative formula of its own (autograd/derivatives.yaml).
+enum class OperatorKind { Primitive, CompositeImplicit, CompositeExplicit };
+std::string_view operator_kind_name(OperatorKind k);
+
 struct KernelEntry {
   ts_kernel_fn fn = nullptr;
   void* data = nullptr;
@@ -38,6 +45,14 @@ class OperatorEntry {
   const KernelEntry* kernel(int32_t key) const { return kernels_[size_t(key)].load(std::memory_order_acquire); }
   // The kernel for every key without its own (TS_KEY_CATCH_ALL), or nullptr.
   const KernelEntry* catch_all() const { return catch_all_.load(std::memory_order_acquire); }
+  // The decomposition registered under TS_KEY_COMPOSITE_IMPLICIT / _EXPLICIT, or nullptr.
+  const KernelEntry* composite_implicit() const { return composite_implicit_.load(std::memory_order_acquire); }
+  const KernelEntry* composite_explicit() const { return composite_explicit_.load(std::memory_order_acquire); }
+  OperatorKind kind() const { return kind_.load(std::memory_order_relaxed); }
+  void set_kind(OperatorKind k) { kind_.store(k, std::memory_order_relaxed); }
+  // The kernel that serves `key` when the operator has none of its own at that key: the
+  // composite, for backend keys (explicit, then implicit) and Autograd keys (implicit only).
+  const KernelEntry* composite_for(int32_t key) const;
 
  private:
   friend class Dispatcher;
@@ -45,6 +60,9 @@ class OperatorEntry {
   std::string name_, defined_by_;
   std::array<std::atomic<const KernelEntry*>, kNumDispatchKeys> kernels_{};
   std::atomic<const KernelEntry*> catch_all_{nullptr};
+  std::atomic<const KernelEntry*> composite_implicit_{nullptr};
+  std::atomic<const KernelEntry*> composite_explicit_{nullptr};
+  std::atomic<OperatorKind> kind_{OperatorKind::Primitive};
   // Positions of Tensor / Tensor? / Tensor[] arguments: the ones whose keys are read.
   std::vector<int> tensor_arguments_;
   std::vector<int> tensor_list_arguments_;
@@ -78,7 +96,7 @@ class ExcludeDispatchKeyGuard {
 struct KernelInfo {
   std::string key;
   std::string plugin;
-  std::string kind;  // "kernel", "fallthrough", "fallback"
+  std::string kind;  // "kernel", "fallthrough", "fallback", "catch-all kernel", "composite (implicit|explicit)"
 };
 
 // A pending registration: staged while a plugin initialises, applied all at once by commit().
@@ -128,6 +146,9 @@ class Dispatcher {
   // When a backend key has no kernel, the dispatcher asks this hook once to load the
   // plugin for that key (lazy loading); true when something was loaded.
   void set_missing_kernel_hook(std::function<bool(int32_t key)> hook) { missing_kernel_hook_ = std::move(hook); }
+  // When a composite operator's decomposition is not registered yet, the dispatcher asks this
+  // hook once per process to load the plugin that registers them (libtessera_composites.so).
+  void set_missing_composite_hook(std::function<bool()> hook) { missing_composite_hook_ = std::move(hook); }
 
  private:
   Dispatcher() = default;
@@ -144,6 +165,10 @@ class Dispatcher {
   std::vector<std::pair<int, Listener>> listeners_;
   int next_listener_ = 0;
   std::function<bool(int32_t)> missing_kernel_hook_;
+  std::function<bool()> missing_composite_hook_;
+  mutable std::once_flag composite_hook_once_;
+  // The kernel for `key` when op has none of its own: its composite (loading them once if needed).
+  const KernelEntry* composite_kernel(OperatorHandle op, int32_t key) const;
 };
 
 // Host-side state of one call, behind the C ABI's opaque ts_call.

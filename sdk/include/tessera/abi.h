@@ -37,6 +37,9 @@
  *        of their own.
  *        set_error(NULL, message) outside init records the message of the device function
  *        (a ts_device_desc function, which has no call) that is about to fail on this thread.
+ *   1.4  Composite kernels: register_kernel's keys TS_KEY_COMPOSITE_IMPLICIT and
+ *        TS_KEY_COMPOSITE_EXPLICIT register an operator's decomposition into other operators,
+ *        used on every device that has no kernel of its own for it.
  */
 #ifndef TESSERA_ABI_H
 #define TESSERA_ABI_H
@@ -49,7 +52,7 @@ extern "C" {
 #endif
 
 #define TESSERA_ABI_MAJOR 1
-#define TESSERA_ABI_MINOR 3
+#define TESSERA_ABI_MINOR 4
 
 /* True when a struct filled by the other side, of size `s->struct_size`, contains `field`. */
 #define TS_STRUCT_HAS(s, type, field) \
@@ -355,6 +358,13 @@ enum { TS_SLOT_AUTOGRAD = 0, TS_SLOT_BATCHED = 1, TS_SLOT_TRACER = 2, TS_SLOT_SP
 #define TS_FIRST_TRANSFORM_KEY 24
 /* register_kernel's key for a kernel that serves every key without its own (1.2). */
 #define TS_KEY_CATCH_ALL (-1)
+/* register_kernel's keys for an operator's decomposition into other operators (1.4), consulted
+ * when the dispatch key has no kernel of its own for the operator. IMPLICIT (PyTorch's
+ * CompositeImplicitAutograd) serves backend and Autograd keys, so autograd records the
+ * decomposed calls; EXPLICIT (CompositeExplicitAutograd) serves backend keys only, for an
+ * operator with a derivative formula of its own. A device's own kernel always wins. */
+#define TS_KEY_COMPOSITE_IMPLICIT (-2)
+#define TS_KEY_COMPOSITE_EXPLICIT (-3)
 
 /* ----------------------------------------------------------------------------- entry point */
 /* The one symbol every plugin exports. The plugin checks host->abi_major/minor, fills

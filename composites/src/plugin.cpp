@@ -1,0 +1,20 @@
+// libtessera_composites.so: composite operators, written once for every device.
+#include "composite.h"
+
+namespace tessera::composites {
+namespace {
+
+void register_composites(sdk::Registrar& reg) {
+  register_elementwise(reg);
+  register_reductions(reg);
+  register_shape(reg);
+  register_linalg(reg);
+  register_einsum(reg);
+  register_random(reg);
+}
+
+}  // namespace
+}  // namespace tessera::composites
+
+// Needs host ABI 1.4 (the composite keys).
+TESSERA_PLUGIN("composites", "0.1.0", 4, tessera::composites::register_composites)
