@@ -184,8 +184,8 @@ void einsum(Args& a) {
     int64_t ell = -1;
     Operand op{tensors[i], parse_subscripts(terms[i], tensors[i].dim(), i, &ell)};
     max_ellipsis = std::max(max_ellipsis, ell);
+    for (int l : op.labels) counts[l] += 1;  // before diagonals: "ii" counts i twice (summed, implicit form)
     take_diagonals(op);
-    for (int l : op.labels) counts[l] += 1;
     operands.push_back(std::move(op));
   }
   // Output labels: as written after "->", or (implicit form) the ellipsis, then every letter used once, sorted.

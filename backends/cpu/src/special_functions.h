@@ -1,7 +1,7 @@
 #pragma once
 // Special functions the C++ library lacks (erfinv, digamma) and a thread-safe lgamma, for
 // float and double. Accuracy: a few ulp of the double result (Newton-refined erfinv; the
-// asymptotic series of digamma after shifting x above 6).
+// asymptotic series of digamma after shifting x above 10).
 #include <cmath>
 #include <limits>
 
@@ -38,7 +38,7 @@ template <class M> M lgamma(M x) {
   return M(lgamma_r(double(x), &sign));  // lgamma writes the global signgam; lgamma_r does not
 }
 
-// digamma: the recurrence psi(x) = psi(x + 1) - 1/x up to x >= 6, then the asymptotic series;
+// digamma: the recurrence psi(x) = psi(x + 1) - 1/x up to x >= 10, then the asymptotic series;
 // reflection for negative x. Poles (0 and negative integers) give NaN except at 0 (-inf for
 // +0, as PyTorch returns -inf for x == 0).
 template <class M> M digamma(M xin) {
@@ -50,7 +50,7 @@ template <class M> M digamma(M xin) {
     return M(digamma(1.0 - x) - pi / std::tan(pi * x));
   }
   double result = 0;
-  while (x < 6) {
+  while (x < 10) {
     result -= 1 / x;
     x += 1;
   }
