@@ -66,6 +66,10 @@ void addcdiv(Args& a) {
 
 void hypot(Args& a) {
   TensorRef x = a.tensor(0), y = a.tensor(1);
+  int32_t common = sdk::promote_types(x.dtype(), y.dtype());
+  if (!sdk::is_floating(common)) common = sdk::host().default_float_dtype();
+  x = ops::to(x, common);
+  y = ops::to(y, common);
   a.return_tensor(ops::sqrt(ops::add(ops::mul(x, x), ops::mul(y, y))));
 }
 
