@@ -43,6 +43,12 @@ TensorRef sum_to(const TensorRef& grad, const IntList& sizes) {
   return ops::reshape(out, sizes);
 }
 
+TensorRef diagonal_backward(const TensorRef& grad, const IntList& sizes, int64_t offset, int64_t dim1, int64_t dim2) {
+  TensorRef out = ops::zeros(sizes, grad.dtype(), grad.device());
+  ops::copy_(ops::diagonal(out, offset, dim1, dim2), grad);
+  return out;
+}
+
 TensorRef maybe_multiply(const TensorRef& grad, const Scalar& s) {
   if (s.tag != TS_VALUE_DOUBLE && s.i == 1) return grad;
   if (s.tag == TS_VALUE_DOUBLE && s.d == 1.0) return grad;

@@ -47,6 +47,8 @@ TensorRef permute_backward(const TensorRef& grad, const IntList& dims);
 TensorRef unsqueeze_to(const TensorRef& grad, const IntList& sizes);
 TensorRef slice_grad(const TensorRef& grad, const IntList& sizes, int64_t dim, std::optional<int64_t> start,
                      std::optional<int64_t> end, int64_t step);
+// The gradient of diagonal(): zeros of the input's sizes with grad written on that diagonal.
+TensorRef diagonal_backward(const TensorRef& grad, const IntList& sizes, int64_t offset, int64_t dim1, int64_t dim2);
 TensorRef select_grad(const TensorRef& grad, const IntList& sizes, int64_t dim, int64_t index);
 std::vector<TensorRef> cat_backward(const TensorRef& grad, const std::vector<IntList>& sizes, int64_t dim);
 std::vector<TensorRef> stack_backward(const TensorRef& grad, size_t n, int64_t dim);

@@ -44,5 +44,7 @@ void register_shape(sdk::Registrar& reg);
 void register_linalg(sdk::Registrar& reg);
 void register_einsum(sdk::Registrar& reg);
 void register_random(sdk::Registrar& reg);
+void register_selection(sdk::Registrar& reg);
+void register_diagonals(sdk::Registrar& reg);
 
 }  // namespace tessera::composites

@@ -139,6 +139,19 @@ void linalg_cross(Args& a) {
   a.return_tensor(ops::cat({term(1, 2), term(2, 0), term(0, 1)}, d));
 }
 
+// cdist: the p-norm distance of every row of x1 to every row of x2 ([..., P, M], [..., R, M] -> [..., P, R]).
+void cdist(Args& a) {
+  TensorRef x1 = a.tensor(0), x2 = a.tensor(1);
+  double p = a.to_double(2);
+  if (x1.dim() < 2 || x2.dim() < 2) fail(TS_ERROR_VALUE, "cdist only supports at least 2D tensors, X1 got: ", x1.dim(), "D, X2 got: ", x2.dim(), "D");
+  if (x1.size(x1.dim() - 1) != x2.size(x2.dim() - 1))
+    fail(TS_ERROR_VALUE, "X1 and X2 must have the same number of columns. X1: ", x1.size(x1.dim() - 1), " X2: ", x2.size(x2.dim() - 1));
+  if (p < 0) fail(TS_ERROR_VALUE, "cdist only supports non-negative p values, got ", p);
+  if (!sdk::is_floating(x1.dtype())) fail(TS_ERROR_TYPE, "cdist only supports floating-point dtypes, X1 got: ", sdk::dtype_name(x1.dtype()));
+  TensorRef diff = ops::sub(ops::unsqueeze(x1, -2), ops::unsqueeze(x2, -3));  // [..., P, R, M]
+  a.return_tensor(ops::linalg_vector_norm(diff, Scalar(p), IntList{-1}, false));
+}
+
 }  // namespace
 
 void register_linalg(sdk::Registrar& reg) {
@@ -153,6 +166,7 @@ void register_linalg(sdk::Registrar& reg) {
   composite(reg, "tensordot", tensordot);
   composite(reg, "kron", kron);
   composite(reg, "linalg_cross", linalg_cross);
+  composite(reg, "cdist", cdist);
 }
 
 }  // namespace tessera::composites

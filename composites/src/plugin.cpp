@@ -11,6 +11,8 @@ void register_composites(sdk::Registrar& reg) {
   register_linalg(reg);
   register_einsum(reg);
   register_random(reg);
+  register_selection(reg);
+  register_diagonals(reg);
 }
 
 }  // namespace

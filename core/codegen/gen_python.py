@@ -26,11 +26,11 @@ import yaml  # noqa: E402
 # Written by hand in the package (varargs sizes, default dtype, PyTorch-only signatures).
 HANDWRITTEN = {
     "empty", "zeros", "ones", "full", "arange", "linspace", "eye", "rand", "randn", "randint",
-    "to", "where", "nonzero", "var", "std", "einsum", "meshgrid",
+    "to", "where", "nonzero", "var", "std", "einsum", "meshgrid", "unique_consecutive", "block_diag",
 }
 # Reachable through tessera.ops.aten.<name> only (no PyTorch function or method of that name);
 # linalg_* are tessera.linalg.<name> (frontend_python/tessera/linalg.py).
-HIDDEN = {"slice", "index", "linalg_vector_norm", "linalg_cross"}
+HIDDEN = {"slice", "index", "linalg_vector_norm", "linalg_cross", "_unique2"}
 # Tensor methods that are not tessera.<name> functions.
 METHOD_ONLY = {"contiguous", "view", "expand", "copy_", "fill_", "index_put_"}
 # tessera.<name> functions that are not Tensor methods.

@@ -76,24 +76,24 @@ Tensor kaiming_uniform_(const Tensor& t, double a, const std::string& mode, cons
   if (t.numel() == 0) return t;  // torch warns and does nothing
   double std = calculate_gain(nonlinearity, a) / std::sqrt(double(correct_fan(t, mode)));
   double bound = std::sqrt(3.0) * std;
-  return uniform_(t, -bound, bound);
+  return init::uniform_(t, -bound, bound);
 }
 
 Tensor kaiming_normal_(const Tensor& t, double a, const std::string& mode, const std::string& nonlinearity) {
   check(t, "kaiming_normal_");
   if (t.numel() == 0) return t;
-  return normal_(t, 0.0, calculate_gain(nonlinearity, a) / std::sqrt(double(correct_fan(t, mode))));
+  return init::normal_(t, 0.0, calculate_gain(nonlinearity, a) / std::sqrt(double(correct_fan(t, mode))));
 }
 
 Tensor xavier_uniform_(const Tensor& t, double gain) {
   auto [fan_in, fan_out] = calculate_fan_in_and_fan_out(t);
   double a = std::sqrt(3.0) * gain * std::sqrt(2.0 / double(fan_in + fan_out));
-  return uniform_(t, -a, a);
+  return init::uniform_(t, -a, a);
 }
 
 Tensor xavier_normal_(const Tensor& t, double gain) {
   auto [fan_in, fan_out] = calculate_fan_in_and_fan_out(t);
-  return normal_(t, 0.0, gain * std::sqrt(2.0 / double(fan_in + fan_out)));
+  return init::normal_(t, 0.0, gain * std::sqrt(2.0 / double(fan_in + fan_out)));
 }
 
 }  // namespace tessera::nn::init

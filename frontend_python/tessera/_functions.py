@@ -289,3 +289,27 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
     if isinstance(dim, builtins.int):
         dim = [dim]
     return _call("linalg_vector_norm", (input, p, dim, keepdim), {"dtype": dtype})
+
+
+def _unique_result(values, inverse, counts, return_inverse, return_counts):
+    out = (values,) + ((inverse,) if return_inverse else ()) + ((counts,) if return_counts else ())
+    return out[0] if len(out) == 1 else out
+
+
+def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
+    """The distinct elements (sorted), with each element's position among them and their counts."""
+    if dim is not None:
+        raise NotImplementedError("unique: dim is not supported yet; call it without dim (over all elements)")
+    values, inverse, counts = _call("_unique2", (input, sorted, return_inverse, return_counts), _E)
+    return _unique_result(values, inverse, counts, return_inverse, return_counts)
+
+
+def unique_consecutive(input, return_inverse=False, return_counts=False, dim=None):
+    """Collapses runs of equal consecutive elements (of the flattened input)."""
+    values, inverse, counts = _call("unique_consecutive", (input, return_inverse, return_counts, dim), _E)
+    return _unique_result(values, inverse, counts, return_inverse, return_counts)
+
+
+def block_diag(*tensors):
+    """A block-diagonal matrix of the given 0-, 1- or 2-D tensors."""
+    return _call("block_diag", (list(tensors),), _E)

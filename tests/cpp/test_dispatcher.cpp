@@ -11,11 +11,11 @@ using namespace tessera;
 
 namespace {
 
-// Kernels record which key ran them in `trace`, then return their first argument.
-thread_local std::vector<std::string> trace;
+// Kernels record which key ran them in `call_trace`, then return their first argument.
+thread_local std::vector<std::string> call_trace;
 
 ts_status record(void* data, ts_call, ts_keyset, ts_stack* stack) {
-  trace.push_back(static_cast<const char*>(data));
+  call_trace.push_back(static_cast<const char*>(data));
   host_api()->tensor_retain(stack->values[0].u.tensor);
   stack->size = 1;
   return TS_OK;
@@ -23,7 +23,7 @@ ts_status record(void* data, ts_call, ts_keyset, ts_stack* stack) {
 
 // A transform-like kernel: records itself, then redispatches below its own key.
 ts_status record_and_redispatch(void* data, ts_call call, ts_keyset keys, ts_stack* stack) {
-  trace.push_back(static_cast<const char*>(data));
+  call_trace.push_back(static_cast<const char*>(data));
   auto* ctx = reinterpret_cast<CallContext*>(call);
   int32_t own = ctx->key;
   return host_api()->redispatch(call, reinterpret_cast<ts_operator>(const_cast<OperatorEntry*>(ctx->op)),
@@ -61,15 +61,15 @@ TEST(Dispatcher, HighestPriorityKeyRunsFirstAndRedispatchGoesBelow) {
   d.register_kernel("dtest::prio", kCPU, kernel(record, "CPU"));
   d.register_kernel("dtest::prio", int32_t(DispatchKey::Batched), kernel(record_and_redispatch, "Batched"));
   d.register_kernel("dtest::prio", int32_t(DispatchKey::Tracer), kernel(record_and_redispatch, "Tracer"));
-  trace.clear();
+  call_trace.clear();
   call1(op, tensor_with_keys(DispatchKey::Batched));
-  EXPECT_EQ(trace, (std::vector<std::string>{"Batched", "CPU"}));
-  trace.clear();
+  EXPECT_EQ(call_trace, (std::vector<std::string>{"Batched", "CPU"}));
+  call_trace.clear();
   call1(op, tensor_with_keys(DispatchKeySet(DispatchKey::Batched) | DispatchKey::Tracer));
-  EXPECT_EQ(trace, (std::vector<std::string>{"Tracer", "Batched", "CPU"}));
-  trace.clear();
+  EXPECT_EQ(call_trace, (std::vector<std::string>{"Tracer", "Batched", "CPU"}));
+  call_trace.clear();
   call1(op, zeros({2}));
-  EXPECT_EQ(trace, (std::vector<std::string>{"CPU"}));
+  EXPECT_EQ(call_trace, (std::vector<std::string>{"CPU"}));
 }
 
 TEST(Dispatcher, KeySetOfAllTensorArgumentsIsUsed) {
@@ -77,7 +77,7 @@ TEST(Dispatcher, KeySetOfAllTensorArgumentsIsUsed) {
   auto& d = Dispatcher::instance();
   d.register_kernel("dtest::two", kCPU, kernel(record, "CPU"));
   d.register_kernel("dtest::two", int32_t(DispatchKey::Autocast), kernel(record_and_redispatch, "Autocast"));
-  trace.clear();
+  call_trace.clear();
   ts_value v[2];
   Tensor a = zeros({1}), b = tensor_with_keys(DispatchKey::Autocast);
   detail::box(v[0], a);
@@ -85,7 +85,7 @@ TEST(Dispatcher, KeySetOfAllTensorArgumentsIsUsed) {
   ts_stack stack{sizeof(ts_stack), v, 2, 2};
   d.call(op, &stack);
   detail::unbox_tensor(v[0]);
-  EXPECT_EQ(trace, (std::vector<std::string>{"Autocast", "CPU"}));
+  EXPECT_EQ(call_trace, (std::vector<std::string>{"Autocast", "CPU"}));
 }
 
 TEST(Dispatcher, BoxedFallbackServesOperatorsWithoutOwnKernel) {
@@ -93,16 +93,16 @@ TEST(Dispatcher, BoxedFallbackServesOperatorsWithoutOwnKernel) {
   auto op = d.def("dtest::fb(Tensor self) -> Tensor", "test");
   d.register_kernel("dtest::fb", kCPU, kernel(record, "CPU"));
   d.register_fallback(int32_t(DispatchKey::AutogradOther), kernel(record_and_redispatch, "fallback"));
-  trace.clear();
+  call_trace.clear();
   call1(op, tensor_with_keys(DispatchKey::AutogradOther));
-  EXPECT_EQ(trace, (std::vector<std::string>{"fallback", "CPU"}));
+  EXPECT_EQ(call_trace, (std::vector<std::string>{"fallback", "CPU"}));
   // An operator-specific kernel wins over the fallback.
   auto op2 = d.def("dtest::fb2(Tensor self) -> Tensor", "test");
   d.register_kernel("dtest::fb2", kCPU, kernel(record, "CPU"));
   d.register_kernel("dtest::fb2", int32_t(DispatchKey::AutogradOther), kernel(record, "own"));
-  trace.clear();
+  call_trace.clear();
   call1(op2, tensor_with_keys(DispatchKey::AutogradOther));
-  EXPECT_EQ(trace, (std::vector<std::string>{"own"}));
+  EXPECT_EQ(call_trace, (std::vector<std::string>{"own"}));
 }
 
 TEST(Dispatcher, FallthroughSkipsTheKey) {
@@ -110,9 +110,9 @@ TEST(Dispatcher, FallthroughSkipsTheKey) {
   auto op = d.def("dtest::ft(Tensor self) -> Tensor", "test");
   d.register_kernel("dtest::ft", kCPU, kernel(record, "CPU"));
   d.register_fallthrough("dtest::ft", int32_t(DispatchKey::Python), "test");
-  trace.clear();
+  call_trace.clear();
   call1(op, tensor_with_keys(DispatchKey::Python));
-  EXPECT_EQ(trace, (std::vector<std::string>{"CPU"}));
+  EXPECT_EQ(call_trace, (std::vector<std::string>{"CPU"}));
   auto rows = d.describe("dtest::ft");
   ASSERT_GE(rows.size(), 2u);
   EXPECT_EQ(rows[0].key, "Python");
@@ -125,27 +125,27 @@ TEST(Dispatcher, ThreadLocalIncludeAndExcludeGuards) {
   d.register_kernel("dtest::tls", kCPU, kernel(record, "CPU"));
   d.register_kernel("dtest::tls", int32_t(DispatchKey::Tracer), kernel(record_and_redispatch, "Tracer"));
   Tensor x = zeros({2});
-  trace.clear();
+  call_trace.clear();
   {
     IncludeDispatchKeyGuard include(DispatchKey::Tracer);
     call1(op, x);
   }
-  EXPECT_EQ(trace, (std::vector<std::string>{"Tracer", "CPU"}));
-  trace.clear();
+  EXPECT_EQ(call_trace, (std::vector<std::string>{"Tracer", "CPU"}));
+  call_trace.clear();
   call1(op, x);  // the guard is gone
-  EXPECT_EQ(trace, (std::vector<std::string>{"CPU"}));
-  trace.clear();
+  EXPECT_EQ(call_trace, (std::vector<std::string>{"CPU"}));
+  call_trace.clear();
   {
     ExcludeDispatchKeyGuard exclude(DispatchKey::Tracer);
     call1(op, tensor_with_keys(DispatchKey::Tracer));
   }
-  EXPECT_EQ(trace, (std::vector<std::string>{"CPU"}));
+  EXPECT_EQ(call_trace, (std::vector<std::string>{"CPU"}));
   // Guards are per thread: another thread does not see this thread's include.
   IncludeDispatchKeyGuard include(DispatchKey::Tracer);
   std::vector<std::string> other_trace;
   std::thread([&] {
     call1(op, x);
-    other_trace = trace;
+    other_trace = call_trace;
   }).join();
   EXPECT_EQ(other_trace, (std::vector<std::string>{"CPU"}));
 }
@@ -229,7 +229,7 @@ TEST(Dispatcher, ConcurrentCallsWhileAnotherThreadRegisters) {
       while (!stop.load()) {
         Tensor y = call1(op, x);
         if (y.impl() != x.impl()) ++wrong;
-        trace.clear();
+        call_trace.clear();
         ++calls;
       }
     });
@@ -246,4 +246,41 @@ TEST(Dispatcher, ConcurrentCallsWhileAnotherThreadRegisters) {
   EXPECT_EQ(wrong.load(), 0);
   EXPECT_GE(calls.load(), 10000);
   EXPECT_NE(d.find("dtest::reg299"), nullptr);
+}
+
+// Composite kernels (ABI 1.4): an implicit composite serves backend and Autograd keys that have
+// no kernel of their own; an explicit one serves backend keys only; a device's own kernel wins.
+TEST(Dispatcher, CompositeKernelsServeKeysWithoutTheirOwn) {
+  auto& d = Dispatcher::instance();
+  auto implicit = d.def("dtest::comp_i(Tensor self) -> Tensor", "test");
+  const_cast<OperatorEntry*>(implicit)->set_kind(OperatorKind::CompositeImplicit);
+  d.register_kernel("dtest::comp_i", TS_KEY_COMPOSITE_IMPLICIT, kernel(record, "implicit"));
+  call_trace.clear();
+  call1(implicit, zeros({2}));
+  call1(implicit, tensor_with_keys(DispatchKey::AutogradCPU));  // Autograd: the decomposition, recorded
+  EXPECT_EQ(call_trace, (std::vector<std::string>{"implicit", "implicit"}));
+  d.register_kernel("dtest::comp_i", kCPU, kernel(record, "fused CPU"));
+  call_trace.clear();
+  call1(implicit, zeros({2}));
+  EXPECT_EQ(call_trace, (std::vector<std::string>{"fused CPU"}));
+
+  auto explicit_op = d.def("dtest::comp_e(Tensor self) -> Tensor", "test");
+  const_cast<OperatorEntry*>(explicit_op)->set_kind(OperatorKind::CompositeExplicit);
+  d.register_kernel("dtest::comp_e", TS_KEY_COMPOSITE_EXPLICIT, kernel(record, "explicit"));
+  d.register_kernel("dtest::comp_e", int32_t(DispatchKey::AutogradCPU), kernel(record_and_redispatch, "formula"));
+  call_trace.clear();
+  call1(explicit_op, tensor_with_keys(DispatchKey::AutogradCPU));
+  EXPECT_EQ(call_trace, (std::vector<std::string>{"formula", "explicit"}));
+  // An explicit composite does not serve an Autograd key: without a formula, that key has no kernel.
+  auto no_formula = d.def("dtest::comp_e2(Tensor self) -> Tensor", "test");
+  d.register_kernel("dtest::comp_e2", TS_KEY_COMPOSITE_EXPLICIT, kernel(record, "explicit"));
+  EXPECT_THROW(call1(no_formula, tensor_with_keys(DispatchKey::AutogradCPU)), NotImplementedError);
+
+  std::string text = d.describe_text("dtest::comp_i");
+  EXPECT_NE(text.find("kind: composite (implicit autograd)"), std::string::npos) << text;
+  EXPECT_NE(text.find("CompositeImplicitAutograd"), std::string::npos) << text;
+  // A second plugin's decomposition for the same operator is refused, naming both.
+  EXPECT_THROW(d.register_kernel("dtest::comp_i", TS_KEY_COMPOSITE_IMPLICIT,
+                                 KernelEntry{record, const_cast<char*>("x"), "other", false}),
+               PluginError);
 }

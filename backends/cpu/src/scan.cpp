@@ -65,6 +65,53 @@ void cum_k(sdk::Args& a) {
   a.return_argument(target);
 }
 
+// Running maximum (minimum) and the index where it was last reached; a NaN, once seen, stays
+// (PyTorch's cummax / cummin).
+template <class T, bool Max>
+void running_extreme(const TensorRef& in, TensorRef& values, TensorRef& indices, int64_t outer, int64_t n, int64_t inner) {
+  using M = sdk::opmath_t<T>;
+  const T* src = in.data<T>();
+  T* vout = values.data<T>();
+  int64_t* iout = indices.data<int64_t>();
+#pragma omp parallel for num_threads(strided::threads_for(in.numel())) schedule(static)
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < inner; ++j) {
+      M best = M(src[o * n * inner + j]);
+      int64_t at = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t k = (o * n + i) * inner + j;
+        M x = M(src[k]);
+        bool x_nan = x != x, best_nan = best != best;
+        if (x_nan || (!best_nan && (Max ? x >= best : x <= best))) {
+          best = x;
+          at = i;
+        }
+        vout[k] = T(best);
+        iout[k] = at;
+      }
+    }
+}
+
+template <bool Max>
+void cum_extreme_k(sdk::Args& a) {
+  const char* name = Max ? "cummax" : "cummin";
+  TensorRef self = a.tensor(0);
+  int64_t nd = std::max<int64_t>(self.dim(), 1), dim = a.to_int(1);
+  if (dim < -nd || dim >= nd)
+    fail(TS_ERROR_INDEX, name, ": dimension out of range (expected to be in range of [", -nd, ", ", nd - 1, "], but got ", dim, ")");
+  if (dim < 0) dim += nd;
+  TensorRef in = ops::contiguous(self);
+  TensorRef values = sdk::empty(a.call(), self.sizes(), self.dtype(), self.device());
+  TensorRef indices = sdk::empty(a.call(), self.sizes(), TS_INT64, self.device());
+  int64_t outer = 1, inner = 1, n = self.dim() ? self.size(dim) : 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= self.size(d);
+  for (int64_t d = dim + 1; d < self.dim(); ++d) inner *= self.size(d);
+  if (self.numel() > 0)
+    TS_DISPATCH_ALL(self.dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"),
+                    (running_extreme<scalar_t, Max>(in, values, indices, outer, n, inner)));
+  a.returns({sdk::Args::tensor_value(std::move(values)), sdk::Args::tensor_value(std::move(indices))});
+}
+
 constexpr Variant F = Variant::Functional, I = Variant::Inplace, O = Variant::Out;
 
 }  // namespace
@@ -76,6 +123,8 @@ void register_scan_kernels(sdk::Registrar& reg, ts_dispatch_key key) {
   reg.kernel("cumprod", key, cum_k<true, F>);
   reg.kernel("cumprod_", key, cum_k<true, I>);
   reg.kernel("cumprod.out", key, cum_k<true, O>);
+  reg.kernel("cummax", key, cum_extreme_k<true>);
+  reg.kernel("cummin", key, cum_extreme_k<false>);
 }
 
 }  // namespace tessera::cpu

@@ -257,6 +257,34 @@ void select_kernel(Args& a) {
   a.return_tensor(drop_dims(a, self, [dim](int64_t d) { return d != dim; }, offset));
 }
 
+// diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1): dims dim1 and dim2 replaced by
+// one last dim that steps along both (stride1 + stride2), starting offset columns right (or
+// -offset rows down).
+void diagonal_kernel(Args& a) {
+  TensorRef self = a.tensor(0);
+  if (self.dim() < 2) sdk::fail(TS_ERROR_VALUE, "diagonal: expected a tensor with at least 2 dimensions, got ", self.dim());
+  const int64_t offset = a.to_int(1);
+  const int64_t d1 = wrap_dim("diagonal", a.to_int(2), self.dim()), d2 = wrap_dim("diagonal", a.to_int(3), self.dim());
+  if (d1 == d2) sdk::fail(TS_ERROR_VALUE, "diagonal: dimensions cannot be identical ", a.to_int(2), ", ", a.to_int(3));
+  int64_t start = self.storage_offset(), length;
+  if (offset >= 0) {
+    length = std::max<int64_t>(0, std::min(self.size(d1), self.size(d2) - offset));
+    if (length > 0) start += offset * self.stride(d2);
+  } else {
+    length = std::max<int64_t>(0, std::min(self.size(d1) + offset, self.size(d2)));
+    if (length > 0) start -= offset * self.stride(d1);
+  }
+  Shape shape, strides;
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    if (d == d1 || d == d2) continue;
+    shape.push_back(self.size(d));
+    strides.push_back(self.stride(d));
+  }
+  shape.push_back(length);
+  strides.push_back(self.stride(d1) + self.stride(d2));
+  a.return_tensor(alias(a, self, shape, strides, start));
+}
+
 void narrow_kernel(Args& a) {
   TensorRef self = a.tensor(0);
   if (self.dim() == 0) sdk::fail(TS_ERROR_INDEX, "narrow: cannot narrow a 0-d tensor");
@@ -310,6 +338,7 @@ void register_shape_kernels(sdk::Registrar& reg, ts_dispatch_key key) {
   reg.kernel("slice.Tensor", key, slice_kernel);
   reg.kernel("select.int", key, select_kernel);
   reg.kernel("narrow", key, narrow_kernel);
+  reg.kernel("diagonal", key, diagonal_kernel);
   reg.kernel("flatten.using_ints", key, flatten_kernel);
   register_join_kernels(reg, key);
 }
