@@ -33,6 +33,8 @@ TensorRef zero_like_scalar(const TensorRef& t);  // a 0-d zero of t's dtype and 
 // True when the 0-d bool tensor `flag` is set; false when it is not on the CPU (checks that
 // would need a device-to-host copy are skipped there and left to the kernels).
 bool host_flag(const TensorRef& flag);
+// x with its dims `source` moved to `destination` (PyTorch's movedim), a view.
+TensorRef movedim_to(const TensorRef& x, std::span<const int64_t> source, std::span<const int64_t> destination);
 // Returns several tensors (a tuple schema).
 void return_tensors(Args& a, std::vector<TensorRef> results);
 // Returns a Tensor[] (kept alive on this thread until its next Tensor[] return).

@@ -10,19 +10,31 @@ void trace(Args& a) {
   a.return_tensor(ops::sum(ops::diagonal(x, 0, 0, 1)));
 }
 
-// A zero tensor of `shape` with `values` written on the (offset, dim1, dim2) diagonal.
-TensorRef embed(const TensorRef& values, IntList shape, int64_t offset, int64_t dim1, int64_t dim2) {
-  TensorRef out = ops::zeros(shape, values.dtype(), values.device());
-  ops::copy_(ops::diagonal(out, offset, dim1, dim2), values);
-  return out;
+// A zero tensor whose (offset) diagonal of dims dim1 and dim2 holds `values` ([..., n], the
+// diagonal last): built out of place with index_put on [..., N, N], then the two dims moved, so
+// autograd sees functional operators only (no in-place write into a view of a fresh tensor).
+TensorRef embed(const TensorRef& values, int64_t offset, int64_t dim1, int64_t dim2) {
+  const int64_t n = values.size(values.dim() - 1), N = n + (offset < 0 ? -offset : offset);
+  IntList shape = shape_of(values);
+  shape.back() = N;
+  shape.push_back(N);
+  TensorRef i = ops::arange(Scalar(n), int32_t(TS_INT64), values.device());
+  TensorRef rows = offset >= 0 ? i : ops::add(i, Scalar(-offset));
+  TensorRef cols = offset >= 0 ? ops::add(i, Scalar(offset)) : i;
+  std::vector<TensorRef> indices(static_cast<size_t>(values.dim() - 1));
+  indices.push_back(rows);
+  indices.push_back(cols);
+  TensorRef square = ops::index_put(ops::zeros(shape, values.dtype(), values.device()), indices, values, false);
+  const int64_t nd = int64_t(shape.size());
+  const IntList source{nd - 2, nd - 1}, destination{dim1, dim2};
+  return movedim_to(square, source, destination);
 }
 
 void diag(Args& a) {
   TensorRef x = a.tensor(0);
   int64_t k = a.to_int(1);
   if (x.dim() == 1) {
-    int64_t n = x.numel() + (k < 0 ? -k : k);
-    return a.return_tensor(embed(x, {n, n}, k, 0, 1));
+    return a.return_tensor(embed(x, k, 0, 1));
   }
   if (x.dim() != 2) fail(TS_ERROR_VALUE, "diag(): Supports 1D or 2D tensors. Got ", x.dim(), "D");
   a.return_tensor(ops::contiguous(ops::clone(ops::diagonal(x, k, 0, 1))));
@@ -34,12 +46,7 @@ void diag_embed(Args& a) {
   int64_t nd = x.dim() + 1;
   int64_t d1 = wrap_dim("diag_embed", a.to_int(2), nd), d2 = wrap_dim("diag_embed", a.to_int(3), nd);
   if (d1 == d2) fail(TS_ERROR_VALUE, "diag_embed: diagonal dimensions cannot be identical ", a.to_int(2), ", ", a.to_int(3));
-  int64_t n = (x.dim() ? x.size(x.dim() - 1) : 1) + (offset < 0 ? -offset : offset);
-  IntList rest = shape_of(x);
-  if (!rest.empty()) rest.pop_back();
-  IntList shape;
-  for (int64_t d = 0, r = 0; d < nd; ++d) shape.push_back(d == d1 || d == d2 ? n : rest[size_t(r++)]);
-  a.return_tensor(embed(x.dim() ? x : ops::reshape(x, {1}), shape, offset, d1, d2));
+  a.return_tensor(ops::contiguous(embed(x.dim() ? x : ops::reshape(x, {1}), offset, d1, d2)));
 }
 
 void block_diag(Args& a) {
@@ -56,14 +63,18 @@ void block_diag(Args& a) {
     dtype = sdk::promote_types(dtype, t.dtype());
   }
   ts_device device = ts.empty() ? ts_device{0, 0} : ts[0].device();
-  TensorRef out = ops::zeros({rows, cols}, dtype, device);
-  int64_t r = 0, c = 0;
+  // Each block padded with zeros left and right (out of place, so autograd sees cat only).
+  std::vector<TensorRef> rows_of_blocks;
+  int64_t c = 0;
   for (const TensorRef& b : blocks) {
-    ops::copy_(ops::narrow(ops::narrow(out, 0, r, b.size(0)), 1, c, b.size(1)), b);
-    r += b.size(0);
+    std::vector<TensorRef> row;
+    if (c > 0) row.push_back(ops::zeros({b.size(0), c}, dtype, device));
+    row.push_back(ops::to(b, dtype));
+    if (cols - c - b.size(1) > 0) row.push_back(ops::zeros({b.size(0), cols - c - b.size(1)}, dtype, device));
+    rows_of_blocks.push_back(ops::cat(row, 1));
     c += b.size(1);
   }
-  a.return_tensor(std::move(out));
+  a.return_tensor(rows_of_blocks.empty() ? ops::zeros({rows, cols}, dtype, device) : ops::cat(rows_of_blocks, 0));
 }
 
 // The indices list of index_put that selects `index` along `dim`: None before it.

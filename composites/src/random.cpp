@@ -88,7 +88,7 @@ void randperm(Args& a) {
 // The in-place samplers: a draw of self's shape (in self's dtype when floating), copied into self.
 TensorRef uniform_draw(const TensorRef& self) { return ops::rand(shape_of(self), float_dtype_of(self), self.device()); }
 void fill_with(Args& a, const TensorRef& self, const TensorRef& draw) {
-  ops::copy_(self, draw);
+  ops::copy_(self, ops::to(draw, self.dtype()));  // converted here: a device's copy_ may take one dtype only
   a.return_argument(self);
 }
 

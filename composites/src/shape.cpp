@@ -149,6 +149,14 @@ TensorRef movedim_impl(const TensorRef& x, std::span<const int64_t> src, std::sp
   return ops::permute(x, perm);
 }
 
+}  // namespace
+
+TensorRef movedim_to(const TensorRef& x, std::span<const int64_t> source, std::span<const int64_t> destination) {
+  return movedim_impl(x, source, destination);
+}
+
+namespace {
+
 void movedim_list(Args& a) { a.return_tensor(movedim_impl(a.tensor(0), a.int_list(1), a.int_list(2))); }
 void movedim_int(Args& a) {
   int64_t s = a.to_int(1), d = a.to_int(2);

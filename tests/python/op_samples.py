@@ -1035,6 +1035,43 @@ samples("multinomial", check=_check_categories)(lambda: [Sample(ts.tensor([0.2, 
 samples("randperm", check=_check_permutation)(lambda: [Sample(7), Sample(0)])
 
 
+samples("cummax", "cummin")(lambda: [Sample(t(3, 4), 1), Sample(transposed(3, 4), 0), Sample(t(2, 3, dtype=I64), -1),
+                                     Sample(ts.tensor([1.0, float("nan"), 3.0, 0.0]), 0), Sample(t(0, 2), 1)])
+samples("diagonal")(lambda: [Sample(t(3, 4)), Sample(t(3, 4), 1), Sample(t(2, 3, 4), -1, 1, 2), Sample(t(3)).raises(ValueError)])
+samples("kthvalue")(lambda: [Sample(distinct(3, 5), 2), Sample(distinct(4, 3), 1, 0, True), Sample(t(3), 4).raises(IndexError)])
+samples("median", "nanmedian")(lambda: [Sample(distinct(3, 5)), Sample(ts.tensor([1.0, float("nan"), 3.0]))])
+samples("median.dim", "nanmedian.dim")(lambda: [Sample(distinct(3, 5), 1), Sample(distinct(4, 3), 0, True),
+                                                Sample(ts.tensor([[1.0, float("nan"), 3.0], [2.0, 0.0, 5.0]]), 1)])
+samples("_unique2")(lambda: [Sample(t(3, 4, dtype=I64), True, True, True), Sample(t(5), True, False, True), Sample(t(0))])
+samples("unique_consecutive")(lambda: [Sample(idx(1, 1, 2, 2, 3, 1), True, True), Sample(t(4))])
+samples("histc")(lambda: [Sample(t(50), 5), Sample(t(20), 4, -1, 1), Sample(t(5), 0).raises(ValueError)])
+samples("trace")(lambda: [Sample(t(3, 3)), Sample(t(2, 4, dtype=I64)), Sample(t(3)).raises(ValueError)])
+samples("diag")(lambda: [Sample(t(3)), Sample(t(3), 1), Sample(t(3, 4), -1)])
+samples("diag_embed")(lambda: [Sample(t(2, 3)), Sample(t(2, 3), 1, 0, 2)])
+samples("block_diag")(lambda: [Sample([t(2, 2), t(3, seed=1), t(seed=2)])])
+samples("index_fill.int_Scalar")(lambda: [Sample(t(3, 4), 1, idx(0, 2), 5.0), Sample(t(3, 4, dtype=I64), 0, idx(1), -1)])
+samples("index_copy")(lambda: [Sample(t(3, 4), 0, idx(2, 0), t(2, 4, seed=1))])
+samples("cdist", tol=GEMM_TOL)(lambda: [Sample(t(3, 4), t(5, 4, seed=1)), Sample(t(2, 3, 4), t(2, 2, 4, seed=1), 1.0)])
+
+
+def _check_in_place_draw(low, high):
+    def check(args, result):
+        v = np.asarray(result.to(F64).tolist()).ravel()
+        assert result.shape == args[0].shape and ((v >= low) & (v <= high)).all(), v
+    return check
+
+
+samples("uniform_", check=_check_in_place_draw(-1, 3))(lambda: [Sample(t(4, 5), -1.0, 3.0)])
+samples("normal_", check=_check_in_place_draw(-np.inf, np.inf))(lambda: [Sample(t(4, 5), 1.0, 2.0)])
+samples("exponential_", check=_check_in_place_draw(0, np.inf))(lambda: [Sample(t(4, 5), 2.0)])
+samples("geometric_", check=_check_in_place_draw(1, np.inf))(lambda: [Sample(t(4, 5), 0.3)])
+samples("log_normal_", check=_check_in_place_draw(0, np.inf))(lambda: [Sample(t(4, 5))])
+samples("cauchy_", check=_check_in_place_draw(-np.inf, np.inf))(lambda: [Sample(t(4, 5))])
+samples("bernoulli_.float", check=_check_in_place_draw(0, 1))(lambda: [Sample(t(4, 5), 0.5)])
+samples("random_.from", check=_check_in_place_draw(2, 6))(lambda: [Sample(t(4, 5), 2, 7)])
+samples("random_.to", check=_check_in_place_draw(0, 4))(lambda: [Sample(t(4, 5, dtype=I64), 5)])
+
+
 # ---------------------------------------------------------------------------- derived variants
 def schema_of(name):
     """The schema text of one overload ("add.out(...) -> ..."), or None when it does not exist."""

@@ -443,3 +443,117 @@ def test_against_pytorch():
     tv, ti = torch.sort(torch.from_numpy(a), 1, descending=True)
     np.testing.assert_array_equal(to_np(v), tv.numpy())
     np.testing.assert_array_equal(to_np(i), ti.numpy())
+
+
+# ---- the second batch: selection, uniqueness, histograms, diagonals, index fills, samplers
+def test_kthvalue_median_nanmedian():
+    a = rand(4, 7)
+    x = from_np(a)
+    v, i = ts.kthvalue(x, 3, 1)
+    np.testing.assert_array_equal(to_np(v), np.sort(a, 1)[:, 2])
+    np.testing.assert_array_equal(to_np(i), np.argsort(a, 1)[:, 2])
+    m, mi = ts.median(x, 0)
+    np.testing.assert_array_equal(to_np(m), np.sort(a, 0)[1])  # the lower of the two middle values
+    assert ts.median(x).item() == np.sort(a.ravel())[(a.size - 1) // 2]
+    n = np.array([[1.0, np.nan, 3.0, 0.0], [2.0, 4.0, 6.0, 8.0]])
+    mv, mi = ts.median(from_np(n), 1)
+    assert math.isnan(mv.tolist()[0]) and mi.tolist()[0] == 1 and mv.tolist()[1] == 4.0
+    np.testing.assert_array_equal(to_np(ts.nanmedian(from_np(n), 1)[0]), [1.0, 4.0])
+    with pytest.raises(IndexError, match="kthvalue"):
+        ts.kthvalue(x, 8, 1)
+
+
+def test_unique_and_unique_consecutive():
+    a = RNG.integers(0, 6, size=(4, 5))
+    v, inv, cnt = ts.unique(from_np(a), return_inverse=True, return_counts=True)
+    nv, ninv, ncnt = np.unique(a, return_inverse=True, return_counts=True)
+    assert v.tolist() == nv.tolist() and cnt.tolist() == ncnt.tolist()
+    assert inv.tolist() == ninv.reshape(a.shape).tolist()
+    assert ts.unique(ts.tensor([2.0, 1.0, 2.0])).tolist() == [1.0, 2.0]
+    r, c = ts.unique_consecutive(ts.tensor([1, 1, 2, 2, 3, 1, 1]), return_counts=True)
+    assert r.tolist() == [1, 2, 3, 1] and c.tolist() == [2, 2, 1, 2]
+    assert ts.unique(ts.tensor([], dtype=ts.int64)).tolist() == []
+
+
+def test_histc_cummax_cummin():
+    a = rand(200)
+    h = ts.histc(from_np(a), bins=7, min=-1, max=1.5)
+    np.testing.assert_array_equal(to_np(h), np.histogram(a[(a >= -1) & (a <= 1.5)], bins=7, range=(-1, 1.5))[0])
+    np.testing.assert_array_equal(to_np(ts.histc(from_np(a), bins=4)), np.histogram(a, bins=4)[0])
+    with pytest.raises(ValueError, match="histc.*bins"):
+        ts.histc(from_np(a), bins=0)
+    b = rand(3, 6)
+    v, i = ts.cummax(from_np(b), 1)
+    np.testing.assert_array_equal(to_np(v), np.maximum.accumulate(b, 1))
+    v, i = ts.cummin(from_np(b), 0)
+    np.testing.assert_array_equal(to_np(v), np.minimum.accumulate(b, 0))
+    assert ts.cummax(ts.tensor([1, 3, 3, 2]), 0)[1].tolist() == [0, 1, 2, 2]  # ties: the latest index
+
+
+def test_diagonals_and_index_fills():
+    a = rand(3, 4, 5)
+    x = from_np(a)
+    for off in (-1, 0, 2):
+        np.testing.assert_array_equal(to_np(x.diagonal(off, 1, 2)), np.diagonal(a, off, 1, 2))
+    d = x.diagonal(0, 1, 2)
+    d.fill_(7.0) if False else None
+    m = rand(4, 4)
+    assert ts.trace(from_np(m)).item() == pytest.approx(np.trace(m))
+    np.testing.assert_array_equal(to_np(ts.diag(from_np(m), 1)), np.diag(m, 1))
+    np.testing.assert_array_equal(to_np(ts.diag(from_np(m[0]), -2)), np.diag(m[0], -2))
+    e = to_np(ts.diag_embed(from_np(m)))
+    assert e.shape == (4, 4, 4) and (e[1] == np.diag(m[1])).all()
+    bd = ts.block_diag(from_np(m[:2, :2]), ts.tensor([5.0, 6.0]), ts.tensor(9.0))
+    assert bd.shape == (4, 5) and bd.tolist()[2] == [0.0, 0.0, 5.0, 6.0, 0.0] and bd.tolist()[3][4] == 9.0
+    f = ts.index_fill(x, 1, ts.tensor([0, 3]), -1.0)
+    ref = a.copy()
+    ref[:, [0, 3]] = -1.0
+    np.testing.assert_array_equal(to_np(f), ref)
+    src = rand(3, 2, 5)
+    c = ts.index_copy(x, 1, ts.tensor([2, 0]), from_np(src))
+    ref = a.copy()
+    ref[:, [2, 0]] = src
+    np.testing.assert_array_equal(to_np(c), ref)
+    p, q = rand(5, 3), rand(4, 3)
+    np.testing.assert_allclose(to_np(ts.cdist(from_np(p), from_np(q))),
+                               np.linalg.norm(p[:, None] - q[None], axis=-1), rtol=1e-12)
+    y = from_np(m).requires_grad_()
+    assert gradcheck(lambda t: ts.diag_embed(t.diagonal(1)), (y,))
+    assert gradcheck(lambda t: ts.cummax(t, 1)[0], (from_np(rand(3, 4)).requires_grad_(),))
+
+
+def test_in_place_samplers_and_limits():
+    ts.manual_seed(1)
+    t = ts.empty(20000)
+    assert t.uniform_(-2, 2) is t and -2 <= t.min().item() and t.max().item() < 2
+    assert abs(t.normal_(3, 0.5).mean().item() - 3) < 0.02
+    assert abs(t.exponential_(2.0).mean().item() - 0.5) < 0.02
+    assert abs(t.geometric_(0.25).mean().item() - 4.0) < 0.15 and t.min().item() >= 1
+    assert abs(t.bernoulli_(0.3).mean().item() - 0.3) < 0.02
+    i = ts.empty(1000, dtype=ts.int64).random_(3, 9)
+    assert set(i.tolist()) == set(range(3, 9))
+    assert ts.finfo(ts.float32).eps == np.finfo(np.float32).eps and ts.finfo().max == float(np.finfo(np.float32).max)
+    assert ts.iinfo(ts.int16).min == -32768 and ts.finfo(ts.bfloat16).bits == 16
+    with pytest.raises(TypeError, match="finfo"):
+        ts.finfo(ts.int32)
+
+
+@pytest.mark.torch
+def test_second_batch_against_pytorch():
+    import torch
+    a = rand(4, 6)
+    x, tx = from_np(a), torch.from_numpy(a)
+    pairs = [
+        (lambda m: m.median(1), lambda m: m.median(1)), (lambda m: m.kthvalue(2, 0), lambda m: m.kthvalue(2, 0)),
+        (lambda m: m.cummax(1), lambda m: m.cummax(1)), (lambda m: ts.histc(m, 5), lambda m: torch.histc(m, 5)),
+        (lambda m: ts.einsum("ij,kj->ik", m, m), lambda m: torch.einsum("ij,kj->ik", m, m)),
+        (lambda m: ts.cdist(m, m), lambda m: torch.cdist(m, m)), (lambda m: m.diagonal(1), lambda m: m.diagonal(1)),
+        (lambda m: ts.logcumsumexp(m, 0), lambda m: torch.logcumsumexp(m, 0)),
+        (lambda m: ts.nan_to_num(m.log()), lambda m: torch.nan_to_num(m.log())),
+        (lambda m: ts.round(m, decimals=1), lambda m: torch.round(m, decimals=1)),
+    ]
+    for ours, theirs in pairs:
+        r, w = ours(x), theirs(tx)
+        r, w = (r if isinstance(r, tuple) else (r,)), (w if isinstance(w, tuple) else (w,))
+        for g, e in zip(r, w):
+            np.testing.assert_allclose(to_np(g), e.numpy(), rtol=1e-10, atol=1e-12)
