@@ -159,6 +159,38 @@ def matmul_cases(sizes, peak):
     return cases
 
 
+def operator_cases(sizes, bw, peak):
+    """sort, topk(k=100), cumsum over n floats, and einsum: a batched matmul and an attention-shaped
+    contraction. The roofline of the scans and sorts is one read and one write at full bandwidth."""
+    rng = np.random.default_rng(3)
+    th = torch is not None
+    cases = []
+    for n in sizes:
+        x_np = rng.standard_normal(n, dtype=np.float32)
+        x_ts = ts.from_numpy(x_np.copy())
+        x_th = torch.from_numpy(x_np.copy()) if th else None
+        size, io = human(n), 2 * n * F32 / bw
+        cases += [
+            Case("sort", size, lambda a=x_ts: ts.sort(a), lambda a=x_np: np.sort(a, kind="stable"),
+                 (lambda a=x_th: torch.sort(a)) if th else None, io),
+            Case("topk(k=100)", size, lambda a=x_ts: ts.topk(a, 100), lambda a=x_np: np.argpartition(a, -100)[-100:],
+                 (lambda a=x_th: torch.topk(a, 100)) if th else None, n * F32 / bw),
+            Case("cumsum", size, lambda a=x_ts: ts.cumsum(a, 0), lambda a=x_np: np.cumsum(a),
+                 (lambda a=x_th: torch.cumsum(a, 0)) if th else None, io),
+        ]
+    for eq, sa, sb in (("bij,bjk->bik", (64, 128, 128), (64, 128, 128)),
+                       ("bhqd,bhkd->bhqk", (8, 8, 256, 64), (8, 8, 256, 64))):
+        a_np = rng.standard_normal(sa, dtype=np.float32)
+        b_np = rng.standard_normal(sb, dtype=np.float32)
+        a_ts, b_ts = ts.from_numpy(a_np.copy()), ts.from_numpy(b_np.copy())
+        ab_th = (torch.from_numpy(a_np.copy()), torch.from_numpy(b_np.copy())) if th else None
+        flops = 2.0 * np.prod(sa) * (sb[-1] if eq.startswith("bij") else sb[-2])
+        cases.append(Case(f"einsum {eq}", "x".join(map(str, sa)), lambda e=eq, a=a_ts, b=b_ts: ts.einsum(e, a, b),
+                          lambda e=eq, a=a_np, b=b_np: np.einsum(e, a, b, optimize=True),
+                          (lambda e=eq, t=ab_th: torch.einsum(e, *t)) if th else None, flops / peak))
+    return cases
+
+
 def conv_case(peak):
     """A ResNet basic-block conv: 1x64x56x56 input, 64 3x3 filters, padding 1."""
     rng = np.random.default_rng(3)
@@ -358,6 +390,7 @@ def main():
     bw = stream_bandwidth(repeat)
     peak = peak_gemm(3 if args.quick else 5)
     cases = elementwise_cases(sizes, bw) + matmul_cases(mm_sizes, peak)
+    cases += operator_cases([1 << 20, 16 << 20] if not args.quick else [1 << 20], bw, peak)
     cases += [conv_case(peak), mlp_case(peak), digits_cnn_case(peak)]
     if args.only:
         keep = set(args.only.split(","))

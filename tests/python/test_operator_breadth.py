@@ -557,3 +557,42 @@ def test_second_batch_against_pytorch():
         r, w = (r if isinstance(r, tuple) else (r,)), (w if isinstance(w, tuple) else (w,))
         for g, e in zip(r, w):
             np.testing.assert_allclose(to_np(g), e.numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+@pytest.mark.parametrize("descending", [False, True])
+def test_long_rows_sort_stably_through_the_radix_path(dtype, descending):
+    a = RNG.integers(-50, 50, size=(2, 5000)).astype(dtype)  # many ties: stability shows
+    if dtype in (np.float32, np.float64):
+        a[0, ::97] = np.nan
+        a[1, ::89] = -0.0
+    v, i = ts.sort(from_np(a), dim=1, descending=descending)
+    # NumPy's stable argsort puts NaN last; descending order is the stable sort of the negation
+    # (NaN first, ties in their original order), as PyTorch.
+    key = np.where(np.isnan(a), -np.inf, -a) if descending and a.dtype.kind == "f" else (-a if descending else a)
+    order = np.argsort(key, axis=1, kind="stable")
+    assert to_np(i).tolist() == order.tolist()
+    np.testing.assert_array_equal(to_np(v), np.take_along_axis(a, order, 1))
+
+
+@pytest.mark.parametrize("largest", [True, False])
+def test_topk_heap_path_matches_a_full_sort(largest):
+    a = RNG.integers(0, 300, size=20000).astype(np.float32)
+    a[::1000] = np.nan
+    v, i = ts.topk(from_np(a), 50, largest=largest)
+    key = np.where(np.isnan(a), -np.inf, -a) if largest else np.where(np.isnan(a), np.inf, a)
+    order = np.argsort(key, kind="stable")[:50]  # ties: the lower index first
+    assert to_np(i).tolist() == order.tolist()
+    np.testing.assert_array_equal(to_np(v), a[order])
+    rows = RNG.standard_normal((3, 10000))
+    np.testing.assert_array_equal(to_np(ts.topk(from_np(rows), 5, dim=1)[0]), -np.sort(-rows, 1)[:, :5])
+    u = ts.topk(from_np(rows), 5, dim=1, sorted=False)[1]
+    assert (np.diff(to_np(u), axis=1) > 0).all()  # unsorted: in index order
+
+
+def test_long_cumsum_runs_in_parallel_blocks():
+    a = RNG.standard_normal(1 << 19)
+    np.testing.assert_allclose(to_np(ts.cumsum(from_np(a), 0)), np.cumsum(a), rtol=1e-9, atol=1e-9)
+    b = RNG.uniform(0.999, 1.001, 1 << 19)
+    np.testing.assert_allclose(to_np(ts.cumprod(from_np(b), 0)), np.cumprod(b), rtol=1e-9)
+    np.testing.assert_allclose(to_np(ts.cumsum(from_np(a.astype(np.float32)), 0)), np.cumsum(a), rtol=1e-4, atol=1e-3)

@@ -8,6 +8,8 @@
 
 #include <tessera/sdk/ops.h>
 
+#include <omp.h>
+
 #include <vector>
 
 namespace tessera::cpu {
@@ -16,13 +18,58 @@ namespace {
 using sdk::fail;
 namespace ops = sdk::ops;
 
+// One contiguous run (inner == 1): the running value in a register; long runs split over the
+// threads: each sums its block, then scans it from the blocks before it.
+template <class T, bool Product, class Acc>
+void scan_run(const T* src, T* dst, int64_t n) {
+  const int threads = n >= (int64_t(1) << 18) ? strided::threads_for(n) : 1;
+  if (threads <= 1) {
+    Acc acc = Acc(Product ? 1 : 0);
+    for (int64_t i = 0; i < n; ++i) {
+      if constexpr (Product) acc *= Acc(src[i]);
+      else acc += Acc(src[i]);
+      dst[i] = T(acc);
+    }
+    return;
+  }
+  std::vector<Acc> totals(static_cast<size_t>(threads), Acc(Product ? 1 : 0));
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t begin = n * t / nt, end = n * (t + 1) / nt;
+    Acc acc = Acc(Product ? 1 : 0);
+    for (int64_t i = begin; i < end; ++i) {
+      if constexpr (Product) acc *= Acc(src[i]);
+      else acc += Acc(src[i]);
+    }
+    totals[size_t(t)] = acc;
+#pragma omp barrier
+    Acc start = Acc(Product ? 1 : 0);
+    for (int u = 0; u < t; ++u) {
+      if constexpr (Product) start *= totals[size_t(u)];
+      else start += totals[size_t(u)];
+    }
+    acc = start;
+    for (int64_t i = begin; i < end; ++i) {
+      if constexpr (Product) acc *= Acc(src[i]);
+      else acc += Acc(src[i]);
+      dst[i] = T(acc);
+    }
+  }
+}
+
 template <class T, bool Product>
 void scan(const TensorRef& in, TensorRef& out, int64_t outer, int64_t n, int64_t inner) {
   using Acc = std::conditional_t<std::is_floating_point_v<sdk::opmath_t<T>>, double, int64_t>;
   const T* src = in.data<T>();
   T* dst = out.data<T>();
+  if (inner == 1 && outer == 1) return scan_run<T, Product, Acc>(src, dst, n);
 #pragma omp parallel for num_threads(strided::threads_for(in.numel())) schedule(static)
   for (int64_t o = 0; o < outer; ++o) {
+    if (inner == 1) {
+      scan_run<T, Product, Acc>(src + o * n, dst + o * n, n);
+      continue;
+    }
     std::vector<Acc> acc(size_t(inner), Acc(Product ? 1 : 0));
     for (int64_t i = 0; i < n; ++i) {
       const T* s = src + (o * n + i) * inner;

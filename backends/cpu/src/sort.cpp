@@ -3,6 +3,7 @@
 // already), each row is processed as (value, index) pairs, rows run in parallel. NaN orders as
 // the largest value, as in PyTorch.
 #include "kernels.h"
+#include "radix_sort.h"
 #include "strided.h"
 #include "tensor_iterator.h"
 
@@ -57,6 +58,12 @@ void sort_rows(const TensorRef& in, TensorRef& values, TensorRef& indices, int64
   int64_t* iout = indices.data<int64_t>();
 #pragma omp parallel for num_threads(strided::threads_for(in.numel() * 8)) schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
+    if constexpr (radix::supported<T>) {
+      if (n >= radix::kRadixMinLength) {  // long rows: linear-time radix sort
+        radix::sort_row(src + r * n, n, descending, vout + r * n, iout + r * n);
+        continue;
+      }
+    }
     std::vector<std::pair<M, int64_t>> row(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) row[size_t(i)] = {M(src[r * n + i]), i};
     if (descending)
@@ -84,6 +91,38 @@ void sort_k(sdk::Args& a) {
   a.returns({sdk::Args::tensor_value(from_rows(values, self, dim)), sdk::Args::tensor_value(from_rows(indices, self, dim))});
 }
 
+// The k best of one row (largest or smallest; NaN counts as largest; equal values keep the
+// lower index first), in `before` order when sorted, else in index order. Small k: one pass
+// keeping a heap of the k best so far (most elements lose one comparison with its worst), rows
+// in parallel, or a long single row split over the threads and the heaps merged. Large k:
+// nth_element over (value, index) pairs.
+template <class M>
+struct TopkOrder {
+  bool largest;
+  bool operator()(const std::pair<M, int64_t>& a, const std::pair<M, int64_t>& b) const {  // a ranks before b
+    if (largest ? less_nan_last(b.first, a.first) : less_nan_last(a.first, b.first)) return true;
+    if (largest ? less_nan_last(a.first, b.first) : less_nan_last(b.first, a.first)) return false;
+    return a.second < b.second;
+  }
+};
+
+template <class T, class M = opmath_t<T>>
+void heap_select(const T* row, int64_t begin, int64_t end, int64_t k, const TopkOrder<M>& before,
+                 std::vector<std::pair<M, int64_t>>& heap) {
+  // `heap` is a max-heap under `before`: its front is the worst of the k kept.
+  for (int64_t i = begin; i < end; ++i) {
+    std::pair<M, int64_t> c{M(row[i]), i};
+    if (int64_t(heap.size()) < k) {
+      heap.push_back(c);
+      std::push_heap(heap.begin(), heap.end(), before);
+    } else if (before(c, heap.front())) {
+      std::pop_heap(heap.begin(), heap.end(), before);
+      heap.back() = c;
+      std::push_heap(heap.begin(), heap.end(), before);
+    }
+  }
+}
+
 template <class T>
 void topk_rows(const TensorRef& in, TensorRef& values, TensorRef& indices, int64_t n, int64_t k, bool largest, bool sorted) {
   using M = opmath_t<T>;
@@ -91,23 +130,42 @@ void topk_rows(const TensorRef& in, TensorRef& values, TensorRef& indices, int64
   const T* src = in.data<T>();
   T* vout = values.data<T>();
   int64_t* iout = indices.data<int64_t>();
-  auto before = [largest](const std::pair<M, int64_t>& a, const std::pair<M, int64_t>& b) {
-    // the first k in this order are kept; ties keep the lower index first
-    if (largest ? less_nan_last(b.first, a.first) : less_nan_last(a.first, b.first)) return true;
-    if (largest ? less_nan_last(a.first, b.first) : less_nan_last(b.first, a.first)) return false;
-    return a.second < b.second;
+  const TopkOrder<M> before{largest};
+  const bool use_heap = k * 64 <= n;
+  auto write = [&](int64_t r, std::vector<std::pair<M, int64_t>>& best) {
+    if (sorted) std::sort(best.begin(), best.end(), before);
+    else std::sort(best.begin(), best.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+    for (int64_t i = 0; i < k; ++i) {
+      vout[r * k + i] = T(best[size_t(i)].first);
+      iout[r * k + i] = best[size_t(i)].second;
+    }
   };
+  if (use_heap && rows == 1) {  // one long row: a heap per thread over its share, then merged
+    const int threads = strided::threads_for(n);
+    std::vector<std::vector<std::pair<M, int64_t>>> heaps(static_cast<size_t>(threads));
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int t = 0; t < threads; ++t)
+      heap_select(src, n * t / threads, n * (t + 1) / threads, k, before, heaps[size_t(t)]);
+    std::vector<std::pair<M, int64_t>> all;
+    for (auto& h : heaps) all.insert(all.end(), h.begin(), h.end());
+    std::nth_element(all.begin(), all.begin() + k, all.end(), before);
+    all.resize(size_t(k));
+    write(0, all);
+    return;
+  }
 #pragma omp parallel for num_threads(strided::threads_for(in.numel() * 4)) schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
-    std::vector<std::pair<M, int64_t>> row(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) row[size_t(i)] = {M(src[r * n + i]), i};
-    if (k < n) std::nth_element(row.begin(), row.begin() + k, row.end(), before);
-    if (sorted) std::sort(row.begin(), row.begin() + k, before);
-    else std::sort(row.begin(), row.begin() + k, [](const auto& a, const auto& b) { return a.second < b.second; });
-    for (int64_t i = 0; i < k; ++i) {
-      vout[r * k + i] = T(row[size_t(i)].first);
-      iout[r * k + i] = row[size_t(i)].second;
+    std::vector<std::pair<M, int64_t>> best;
+    if (use_heap) {
+      best.reserve(size_t(k));
+      heap_select(src + r * n, 0, n, k, before, best);
+    } else {
+      best.resize(size_t(n));
+      for (int64_t i = 0; i < n; ++i) best[size_t(i)] = {M(src[r * n + i]), i};
+      if (k < n) std::nth_element(best.begin(), best.begin() + k, best.end(), before);
+      best.resize(size_t(k));
     }
+    write(r, best);
   }
 }
 
