@@ -43,6 +43,29 @@ TensorRef sum_to(const TensorRef& grad, const IntList& sizes) {
   return ops::reshape(out, sizes);
 }
 
+std::tuple<TensorRef, TensorRef> linalg_solve_backward(const TensorRef& grad, const TensorRef& A, const TensorRef& X,
+                                                       bool left) {
+  auto mT = [](const TensorRef& t) { return ops::transpose(t, -2, -1); };
+  bool vector = X.dim() == A.dim() - 1 || X.dim() == 1;
+  TensorRef g = vector ? ops::unsqueeze(grad, -1) : grad;
+  TensorRef x = vector ? ops::unsqueeze(X, -1) : X;
+  // left: A X = B -> gB = A^-T g, gA = -gB X^T.  right: X A = B -> gB = g A^-T, gA = -X^T gB.
+  TensorRef gB = left ? ops::linalg_solve(mT(A), g, true) : ops::linalg_solve(mT(A), g, false);
+  TensorRef gA = left ? ops::neg(ops::matmul(gB, mT(x))) : ops::neg(ops::matmul(mT(x), gB));
+  gA = sum_to(gA, A.shape_vector());
+  return {gA, vector ? ops::squeeze(gB, -1) : gB};
+}
+
+TensorRef cholesky_backward(const TensorRef& grad, const TensorRef& result, bool upper) {
+  auto mT = [](const TensorRef& t) { return ops::transpose(t, -2, -1); };
+  TensorRef L = upper ? mT(result) : result, gL = upper ? mT(grad) : grad;
+  TensorRef phi = ops::tril(ops::matmul(mT(L), gL), 0);
+  phi = ops::sub(phi, ops::mul(ops::diag_embed(ops::diagonal(phi, 0, -2, -1), 0, -2, -1), Scalar(0.5)));
+  TensorRef L_inv = ops::linalg_inv(L);
+  TensorRef S = ops::matmul(ops::matmul(mT(L_inv), phi), L_inv);
+  return ops::mul(ops::add(S, mT(S)), Scalar(0.5));
+}
+
 TensorRef diagonal_backward(const TensorRef& grad, const IntList& sizes, int64_t offset, int64_t dim1, int64_t dim2) {
   TensorRef out = ops::zeros(sizes, grad.dtype(), grad.device());
   ops::copy_(ops::diagonal(out, offset, dim1, dim2), grad);

@@ -47,6 +47,10 @@ TensorRef permute_backward(const TensorRef& grad, const IntList& dims);
 TensorRef unsqueeze_to(const TensorRef& grad, const IntList& sizes);
 TensorRef slice_grad(const TensorRef& grad, const IntList& sizes, int64_t dim, std::optional<int64_t> start,
                      std::optional<int64_t> end, int64_t step);
+// linalg.solve (X = A^-1 B, or X A = B when !left): the gradients of A and B.
+std::tuple<TensorRef, TensorRef> linalg_solve_backward(const TensorRef& grad, const TensorRef& A, const TensorRef& X, bool left);
+// linalg.cholesky (real): gA = sym(L^-T Phi(L^T gL) L^-1), Phi taking the lower triangle with a halved diagonal.
+TensorRef cholesky_backward(const TensorRef& grad, const TensorRef& result, bool upper);
 // The gradient of diagonal(): zeros of the input's sizes with grad written on that diagonal.
 TensorRef diagonal_backward(const TensorRef& grad, const IntList& sizes, int64_t offset, int64_t dim1, int64_t dim2);
 TensorRef select_grad(const TensorRef& grad, const IntList& sizes, int64_t dim, int64_t index);

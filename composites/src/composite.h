@@ -48,5 +48,6 @@ void register_einsum(sdk::Registrar& reg);
 void register_random(sdk::Registrar& reg);
 void register_selection(sdk::Registrar& reg);
 void register_diagonals(sdk::Registrar& reg);
+void register_linalg_solvers(sdk::Registrar& reg);
 
 }  // namespace tessera::composites

@@ -13,6 +13,7 @@ void register_composites(sdk::Registrar& reg) {
   register_random(reg);
   register_selection(reg);
   register_diagonals(reg);
+  register_linalg_solvers(reg);
 }
 
 }  // namespace

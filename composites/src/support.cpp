@@ -119,7 +119,8 @@ void return_tensors(Args& a, std::vector<TensorRef> results) {
     case 1: a.returns({values[0]}); break;
     case 2: a.returns({values[0], values[1]}); break;
     case 3: a.returns({values[0], values[1], values[2]}); break;
-    default: fail(TS_ERROR, "composites: return_tensors supports 1 to 3 results");
+    case 4: a.returns({values[0], values[1], values[2], values[3]}); break;
+    default: fail(TS_ERROR, "composites: return_tensors supports 1 to 4 results");
   }
 }
 

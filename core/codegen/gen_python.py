@@ -29,8 +29,8 @@ HANDWRITTEN = {
     "to", "where", "nonzero", "var", "std", "einsum", "meshgrid", "unique_consecutive", "block_diag",
 }
 # Reachable through tessera.ops.aten.<name> only (no PyTorch function or method of that name);
-# linalg_* are tessera.linalg.<name> (frontend_python/tessera/linalg.py).
-HIDDEN = {"slice", "index", "linalg_vector_norm", "linalg_cross", "_unique2"}
+# so are linalg_*, which are tessera.linalg.<name> (frontend_python/tessera/linalg.py).
+HIDDEN = {"slice", "index", "_unique2"}
 # Tensor methods that are not tessera.<name> functions.
 METHOD_ONLY = {"contiguous", "view", "expand", "copy_", "fill_", "index_put_"}
 # tessera.<name> functions that are not Tensor methods.
@@ -69,7 +69,7 @@ def load_schemas(path):
 
 def classify(name):
     """(is_function, is_method) for an operator base name."""
-    if name in HANDWRITTEN or name in HIDDEN:
+    if name in HANDWRITTEN or name in HIDDEN or name.startswith("linalg_"):
         return False, False
     if name in METHOD_ONLY:
         return False, True

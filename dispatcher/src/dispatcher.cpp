@@ -283,7 +283,10 @@ void Dispatcher::call_with_keys(OperatorHandle op, DispatchKeySet key_set, ts_st
     if (status != TS_OK) {
       if (ctx.error.empty()) ctx.error = fmt::format("kernel failed with status {} and no message", status);
       // Kernels usually name their operator first ("view: shape [3, 5] is invalid..."); add it if not.
-      bool named = ctx.error.starts_with(op->schema().name);
+      // (torch.linalg's operators name themselves "linalg.inv" for "linalg_inv", as PyTorch.)
+      std::string dotted = op->schema().name;
+      if (dotted.starts_with("linalg_")) dotted[6] = '.';
+      bool named = ctx.error.starts_with(op->schema().name) || ctx.error.starts_with(dotted);
       raise_for_status(status, fmt::format("{}{}{} [plugin '{}', key {}, device {}]", named ? "" : op->name(),
                                        named ? "" : ": ", ctx.error, kernel->plugin, dispatch_key_name(key),
                                        first_device(stack)));

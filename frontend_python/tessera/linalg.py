@@ -1,10 +1,22 @@
-"""tessera.linalg: PyTorch's torch.linalg names over Tessera's operators (the vector norm and the
-cross product so far; the LAPACK-backed decompositions are not built yet)."""
+"""tessera.linalg: PyTorch's torch.linalg over Tessera's operators. The factorizations (LU,
+Cholesky, QR, eigh, SVD) are LAPACK on the CPU; the solvers built on them are composites, so a
+device that implements the factorizations gets them all. Real dtypes (float32, float64)."""
 import builtins
+from collections import namedtuple
 
 from tessera import _C
 
 _call = _C.call_op
+_E = {}
+
+SlogdetResult = namedtuple("slogdet", ["sign", "logabsdet"])
+QRResult = namedtuple("qr", ["Q", "R"])
+EighResult = namedtuple("eigh", ["eigenvalues", "eigenvectors"])
+SVDResult = namedtuple("svd", ["U", "S", "Vh"])
+LUFactorResult = namedtuple("lu_factor", ["LU", "pivots"])
+LUFactorExResult = namedtuple("lu_factor_ex", ["LU", "pivots", "info"])
+CholeskyExResult = namedtuple("cholesky_ex", ["L", "info"])
+LstsqResult = namedtuple("lstsq", ["solution", "residuals", "rank", "singular_values"])
 
 
 def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
@@ -14,10 +26,20 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     return _call("linalg_vector_norm", (x, ord, dim, keepdim), {"dtype": dtype})
 
 
+def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
+    """'fro', 'nuc', inf, -inf, 1, -1, 2, -2 norms of the matrices in dims `dim`."""
+    return _call("linalg_matrix_norm", (A, ord, list(dim), keepdim), {"dtype": dtype})
+
+
 def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):
-    """The vector norm (ord None means 2 over the flattened input); matrix norms need SVD (not built)."""
-    if isinstance(ord, str) or (dim is not None and not isinstance(dim, builtins.int) and len(dim) == 2):
-        raise NotImplementedError("linalg.norm: matrix norms are not implemented yet; use linalg.vector_norm")
+    """A vector norm (dim an int or None with ord None) or a matrix norm (dim a pair, or a 2-D input
+    with ord given), as torch.linalg.norm."""
+    if isinstance(dim, builtins.int):
+        dim = (dim,)
+    if dim is not None and len(dim) == 2 or (dim is None and ord is not None and A.ndim == 2):
+        return matrix_norm(A, "fro" if ord is None else ord, dim or (-2, -1), keepdim, dtype=dtype)
+    if dim is None and ord is not None and A.ndim != 1:
+        raise ValueError(f"linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. Got {A.ndim}D.")
     return vector_norm(A, 2 if ord is None else ord, dim, keepdim, dtype=dtype)
 
 
@@ -29,3 +51,76 @@ def cross(input, other, *, dim=-1):
 def vecdot(x, y, *, dim=-1):
     """The dot product of vectors along dim (real dtypes)."""
     return (x * y).sum(dim)
+
+
+def inv(A):
+    return _call("linalg_inv", (A,), _E)
+
+
+def solve(A, B, *, left=True):
+    return _call("linalg_solve", (A, B), {"left": left})
+
+
+def det(A):
+    return _call("linalg_det", (A,), _E)
+
+
+def slogdet(A):
+    return SlogdetResult(*_call("linalg_slogdet", (A,), _E))
+
+
+def cholesky(A, *, upper=False):
+    return _call("linalg_cholesky", (A,), {"upper": upper})
+
+
+def cholesky_ex(A, *, upper=False, check_errors=False):
+    return CholeskyExResult(*_call("linalg_cholesky_ex", (A,), {"upper": upper, "check_errors": check_errors}))
+
+
+def qr(A, mode="reduced"):
+    return QRResult(*_call("linalg_qr", (A, mode), _E))
+
+
+def eigh(A, UPLO="L"):
+    return EighResult(*_call("linalg_eigh", (A, UPLO), _E))
+
+
+def eigvalsh(A, UPLO="L"):
+    return _call("linalg_eigvalsh", (A, UPLO), _E)
+
+
+def svd(A, full_matrices=True, *, driver=None):
+    return SVDResult(*_call("linalg_svd", (A, full_matrices), {"driver": driver}))
+
+
+def svdvals(A, *, driver=None):
+    return _call("linalg_svdvals", (A,), {"driver": driver})
+
+
+def pinv(A, *, atol=None, rtol=None, hermitian=False):
+    return _call("linalg_pinv", (A,), {"atol": atol, "rtol": rtol, "hermitian": hermitian})
+
+
+def matrix_rank(A, *, atol=None, rtol=None, hermitian=False):
+    return _call("linalg_matrix_rank", (A,), {"atol": atol, "rtol": rtol, "hermitian": hermitian})
+
+
+def lstsq(A, B, rcond=None, *, driver=None):
+    return LstsqResult(*_call("linalg_lstsq", (A, B, rcond), {"driver": driver}))
+
+
+def lu_factor_ex(A, *, pivot=True, check_errors=False):
+    return LUFactorExResult(*_call("linalg_lu_factor_ex", (A,), {"pivot": pivot, "check_errors": check_errors}))
+
+
+def lu_factor(A, *, pivot=True):
+    LU, pivots, info = lu_factor_ex(A, pivot=pivot)
+    bad = [i for i in info.reshape(-1).tolist() if i > 0]
+    if bad:
+        raise ValueError(f"linalg.lu_factor: The factorization could not be completed because the input is singular "
+                         f"(U[{bad[0]},{bad[0]}] is zero: LAPACK getrf info = {bad[0]})")
+    return LUFactorResult(LU, pivots)
+
+
+def lu_solve(LU, pivots, B, *, left=True, adjoint=False):
+    return _call("linalg_lu_solve", (LU, pivots, B), {"left": left, "adjoint": adjoint})

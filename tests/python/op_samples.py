@@ -1072,6 +1072,57 @@ samples("random_.from", check=_check_in_place_draw(2, 6))(lambda: [Sample(t(4, 5
 samples("random_.to", check=_check_in_place_draw(0, 4))(lambda: [Sample(t(4, 5, dtype=I64), 5)])
 
 
+# torch.linalg: float64 matrices (LAPACK's results differ between float32 runs only by rounding)
+def _mat(*shape, seed=0, shift=3.0):
+    a = np.random.default_rng(seed).standard_normal(shape)
+    if len(shape) >= 2 and shape[-1] == shape[-2]:
+        a = a + shift * np.eye(shape[-1])
+    return ts.tensor(a)
+
+
+def _spd(*batch, n=3):
+    m = np.random.default_rng(1).standard_normal(batch + (n, n))
+    return ts.tensor(m @ np.swapaxes(m, -1, -2) + n * np.eye(n))
+
+
+LINALG_TOL = {"float64": (1e-8, 1e-8), "float32": (1e-4, 1e-4)}
+samples("linalg_lu_factor_ex", tol=LINALG_TOL)(lambda: [Sample(_mat(3, 3)), Sample(_mat(2, 3, 3)), Sample(_mat(3, 4)),
+                                                       Sample(ts.ones(3)).raises(ValueError)])
+samples("linalg_lu_solve", tol=LINALG_TOL)(lambda: [Sample(*[v for v in ts.linalg.lu_factor(_mat(3, 3))], _mat(3, 2, seed=1))])
+samples("linalg_cholesky_ex", "linalg_cholesky", tol=LINALG_TOL)(lambda: [Sample(_spd()), Sample(_spd(2), upper=True),
+                                                                          Sample(ts.ones(2, 3, dtype=F64)).raises(ValueError)])
+samples("linalg_qr", tol=LINALG_TOL)(lambda: [Sample(_mat(4, 3)), Sample(_mat(2, 3, 4), "complete"), Sample(_mat(3, 3), "r")])
+samples("linalg_eigvalsh", tol=LINALG_TOL)(lambda: [Sample(_spd()), Sample(_spd(2), "U")])
+samples("linalg_svdvals", tol=LINALG_TOL)(lambda: [Sample(_mat(4, 3)), Sample(_mat(2, 3, 5))])
+samples("linalg_inv", "linalg_det", "linalg_slogdet", tol=LINALG_TOL)(lambda: [
+    Sample(_mat(3, 3)), Sample(_mat(2, 4, 4)), Sample(ts.ones(2, 3, dtype=F64)).raises(ValueError)])
+samples("linalg_solve", tol=LINALG_TOL)(lambda: [Sample(_mat(3, 3), _mat(3, 2, seed=1)), Sample(_mat(2, 3, 3), _mat(2, 3, seed=1)),
+                                               Sample(_mat(3, 3), _mat(2, 3, seed=1), left=False)])
+samples("linalg_pinv", "linalg_matrix_rank", tol=LINALG_TOL)(lambda: [Sample(_mat(4, 3)), Sample(_mat(2, 3, 3))])
+samples("linalg_matrix_norm", tol=LINALG_TOL)(lambda: [Sample(_mat(3, 4), 1), Sample(_mat(2, 3, 3), float("inf")),
+                                                     Sample(_mat(3, 4), -1, [0, 1], True)])
+samples("linalg_matrix_norm.str_ord", tol=LINALG_TOL)(lambda: [Sample(_mat(3, 4)), Sample(_mat(2, 3, 4), "nuc")])
+samples("linalg_lstsq", tol=LINALG_TOL)(lambda: [Sample(_mat(5, 3), _mat(5, 2, seed=1))])
+
+
+def _check_eigh(args, result):
+    w, v = (np.asarray(t.tolist()) for t in result)
+    a = np.asarray(args[0].tolist())
+    np.testing.assert_allclose(v @ (w[..., None] * np.swapaxes(v, -1, -2)), a, rtol=1e-8, atol=1e-8)
+
+
+def _check_svd(args, result):
+    u, s, vh = (np.asarray(t.tolist()) for t in result)
+    a = np.asarray(args[0].tolist())
+    k = s.shape[-1]
+    np.testing.assert_allclose(u[..., :k] @ (s[..., None] * vh[..., :k, :]), a, rtol=1e-8, atol=1e-8)
+
+
+# eigenvectors and singular vectors are unique only up to sign: checked by reconstruction
+samples("linalg_eigh", check=_check_eigh)(lambda: [Sample(_spd()), Sample(_spd(2), "U")])
+samples("linalg_svd", check=_check_svd)(lambda: [Sample(_mat(4, 3)), Sample(_mat(2, 3, 4), False)])
+
+
 # ---------------------------------------------------------------------------- derived variants
 def schema_of(name):
     """The schema text of one overload ("add.out(...) -> ..."), or None when it does not exist."""

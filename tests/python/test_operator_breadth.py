@@ -596,3 +596,104 @@ def test_long_cumsum_runs_in_parallel_blocks():
     b = RNG.uniform(0.999, 1.001, 1 << 19)
     np.testing.assert_allclose(to_np(ts.cumprod(from_np(b), 0)), np.cumprod(b), rtol=1e-9)
     np.testing.assert_allclose(to_np(ts.cumsum(from_np(a.astype(np.float32)), 0)), np.cumsum(a), rtol=1e-4, atol=1e-3)
+
+
+# ---- torch.linalg
+def spd(*batch, n=4, seed=0):
+    m = np.random.default_rng(seed).standard_normal(batch + (n, n))
+    return m @ np.swapaxes(m, -1, -2) + n * np.eye(n)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_linalg_factorizations_and_solvers_match_numpy(dtype):
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    A = RNG.standard_normal((3, 4, 4)).astype(dtype)
+    B = RNG.standard_normal((3, 4, 2)).astype(dtype)
+    a, b = from_np(A), from_np(B)
+    np.testing.assert_allclose(to_np(ts.linalg.inv(a)), np.linalg.inv(A), rtol=tol, atol=tol)
+    np.testing.assert_allclose(to_np(ts.linalg.solve(a, b)), np.linalg.solve(A, B), rtol=tol, atol=tol)
+    np.testing.assert_allclose(to_np(ts.linalg.solve(a, b[..., 0])), np.linalg.solve(A, B[..., :1])[..., 0], rtol=tol, atol=tol)
+    np.testing.assert_allclose(to_np(ts.linalg.solve(a[0], b)), np.linalg.solve(A[0], B), rtol=tol, atol=tol)  # broadcast
+    np.testing.assert_allclose(to_np(ts.linalg.det(a)), np.linalg.det(A), rtol=tol, atol=tol)
+    sign, logdet = ts.linalg.slogdet(a)
+    ns, nl = np.linalg.slogdet(A)
+    np.testing.assert_allclose(to_np(sign), ns)
+    np.testing.assert_allclose(to_np(logdet), nl, rtol=tol, atol=tol)
+    S = spd(3).astype(dtype)
+    np.testing.assert_allclose(to_np(ts.linalg.cholesky(from_np(S))), np.linalg.cholesky(S), rtol=tol, atol=tol)
+    U = to_np(ts.linalg.cholesky(from_np(S), upper=True))
+    np.testing.assert_allclose(np.swapaxes(U, -1, -2) @ U, S, rtol=tol, atol=tol * 10)
+    w, v = ts.linalg.eigh(from_np(S))
+    np.testing.assert_allclose(to_np(w), np.linalg.eigvalsh(S), rtol=tol, atol=tol)
+    V = to_np(v)
+    np.testing.assert_allclose(V @ (to_np(w)[..., None] * np.swapaxes(V, -1, -2)), S, rtol=tol, atol=tol * 10)
+    M = RNG.standard_normal((2, 5, 3)).astype(dtype)
+    for mode in ("reduced", "complete"):
+        q, r = ts.linalg.qr(from_np(M), mode)
+        np.testing.assert_allclose(to_np(q) @ to_np(r), M, rtol=tol, atol=tol * 10)
+        assert q.shape == ((2, 5, 3) if mode == "reduced" else (2, 5, 5))
+        np.testing.assert_allclose(np.tril(to_np(r), -1), 0)
+    u, s, vh = ts.linalg.svd(from_np(M), full_matrices=False)
+    np.testing.assert_allclose(to_np(s), np.linalg.svd(M, compute_uv=False), rtol=tol, atol=tol)
+    np.testing.assert_allclose(to_np(u) @ (to_np(s)[..., None] * to_np(vh)), M, rtol=tol, atol=tol * 10)
+    assert ts.linalg.svd(from_np(M)).U.shape == (2, 5, 5)
+    np.testing.assert_allclose(to_np(ts.linalg.svdvals(from_np(M))), np.linalg.svd(M, compute_uv=False), rtol=tol, atol=tol)
+    np.testing.assert_allclose(to_np(ts.linalg.pinv(from_np(M))), np.linalg.pinv(M), rtol=tol * 10, atol=tol * 10)
+    assert ts.linalg.matrix_rank(from_np(M)).tolist() == np.linalg.matrix_rank(M).tolist()
+    for ord_ in ("fro", "nuc", 1, -1, 2, -2, math.inf, -math.inf):
+        np.testing.assert_allclose(to_np(ts.linalg.matrix_norm(from_np(M), ord_)), np.linalg.norm(M, ord_, axis=(-2, -1)),
+                                   rtol=tol, atol=tol)
+    np.testing.assert_allclose(to_np(ts.linalg.norm(from_np(M[0]))), np.linalg.norm(M[0]), rtol=tol)
+    sol = ts.linalg.lstsq(from_np(M[0]), from_np(B[0, :3] if False else RNG.standard_normal((5, 2)).astype(dtype))).solution
+    assert sol.shape == (3, 2)
+    LU, piv = ts.linalg.lu_factor(a)
+    np.testing.assert_allclose(to_np(ts.linalg.lu_solve(LU, piv, b)), np.linalg.solve(A, B), rtol=tol, atol=tol)
+
+
+def test_linalg_errors_name_the_problem():
+    with pytest.raises(ValueError, match=r"linalg.inv: A must be batches of square matrices, but they are 2 by 3"):
+        ts.linalg.inv(ts.ones(2, 3))
+    with pytest.raises(ValueError, match=r"linalg.solve.*singular.*LAPACK getrf info = 2"):
+        ts.linalg.solve(ts.tensor([[1.0, 2.0], [2.0, 4.0]]), ts.ones(2))
+    with pytest.raises(ValueError, match=r"linalg.cholesky.*not positive-definite.*order 2"):
+        ts.linalg.cholesky(ts.tensor([[1.0, 2.0], [2.0, 1.0]]))
+    with pytest.raises(TypeError, match="linalg.inv"):
+        ts.linalg.inv(ts.ones(2, 2, dtype=ts.int64))
+    assert ts.linalg.det(ts.tensor([[1.0, 2.0], [2.0, 4.0]])).item() == 0.0  # singular: zero, no error
+    L, info = ts.linalg.cholesky_ex(ts.tensor([[1.0, 2.0], [2.0, 1.0]]))
+    assert info.item() == 2
+
+
+LINALG_GRADS = [
+    ("inv", lambda A: ts.linalg.inv(A)), ("det", lambda A: ts.linalg.det(A)),
+    ("slogdet", lambda A: ts.linalg.slogdet(A).logabsdet),
+    ("solve", lambda A: ts.linalg.solve(A, A[..., :2] * 2 + 1)), ("solve_right", lambda A: ts.linalg.solve(A, A, left=False)),
+    ("solve_vector", lambda A: ts.linalg.solve(A, A[..., 0])),
+    ("cholesky", lambda A: ts.linalg.cholesky(A @ A.mT + 4 * ts.eye(4, dtype=A.dtype))),
+    ("cholesky_upper", lambda A: ts.linalg.cholesky(A @ A.mT + 4 * ts.eye(4, dtype=A.dtype), upper=True)),
+]
+
+
+@pytest.mark.parametrize("name,fn", LINALG_GRADS, ids=[g[0] for g in LINALG_GRADS])
+def test_linalg_gradients(name, fn):
+    A = from_np(RNG.standard_normal((2, 4, 4)) + 3 * np.eye(4)).requires_grad_()
+    assert gradcheck(fn, (A,))
+
+
+@pytest.mark.torch
+def test_linalg_against_pytorch():
+    import torch
+    A = RNG.standard_normal((3, 4, 4))
+    S = spd(2)
+    for ours, theirs, x in [
+        (ts.linalg.inv, torch.linalg.inv, A), (ts.linalg.det, torch.linalg.det, A),
+        (ts.linalg.cholesky, torch.linalg.cholesky, S), (ts.linalg.eigvalsh, torch.linalg.eigvalsh, S),
+        (ts.linalg.svdvals, torch.linalg.svdvals, A), (ts.linalg.pinv, torch.linalg.pinv, A),
+        (lambda t: ts.linalg.matrix_norm(t, "nuc"), lambda t: torch.linalg.matrix_norm(t, "nuc"), A),
+    ]:
+        np.testing.assert_allclose(to_np(ours(from_np(x))), theirs(torch.from_numpy(x)).numpy(), rtol=1e-9, atol=1e-10)
+    x = from_np(A).requires_grad_()
+    ts.linalg.inv(x).sum().backward()
+    tx = torch.from_numpy(A).requires_grad_()
+    torch.linalg.inv(tx).sum().backward()
+    np.testing.assert_allclose(to_np(x.grad), tx.grad.numpy(), rtol=1e-9, atol=1e-10)
