@@ -14,6 +14,7 @@ void register_composites(sdk::Registrar& reg) {
   register_selection(reg);
   register_diagonals(reg);
   register_linalg_solvers(reg);
+  register_core_aten(reg);
 }
 
 }  // namespace

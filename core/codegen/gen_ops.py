@@ -161,7 +161,7 @@ def cpp_return(schema):
         base = re.sub(r"\([^)]*\)", "", r)
         if base == "()":
             continue
-        types.append({"Tensor": "Tensor", "int": "int64_t", "float": "double", "bool": "bool",
+        types.append({"Tensor": "Tensor", "int": "int64_t", "SymInt": "int64_t", "float": "double", "bool": "bool",
                       "Scalar": "Scalar", "Tensor[]": "std::vector<Tensor>"}[base])
     if not types:
         return "void"

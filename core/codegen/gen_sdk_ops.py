@@ -57,7 +57,7 @@ def sdk_default(a):
     return d
 
 
-RETURNS = {"Tensor": "TensorRef", "int": "int64_t", "float": "double", "bool": "bool", "Scalar": "Scalar"}
+RETURNS = {"Tensor": "TensorRef", "int": "int64_t", "SymInt": "int64_t", "float": "double", "bool": "bool", "Scalar": "Scalar"}
 
 
 def return_types(schema):

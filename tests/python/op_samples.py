@@ -353,9 +353,13 @@ def reductions(dtypes=(F16, BF16, I64, BOOL)):
             Sample(t(3, 4), [2]).raises(IndexError)] + [Sample(t(2, 3, dtype=d), [1]) for d in dtypes]
 
 
-@samples("sum.dim_IntList", "prod.dim_IntList")
+@samples("sum.dim_IntList")
 def _sum():
     return reductions() + [Sample(t(3, 4), [1], dtype=F64), Sample(t(3, dtype=I64), dtype=F32)]
+
+
+# prod(x) with no dim resolves to the Core ATen overload `prod`: these samples all name a dim.
+samples("prod.dim_IntList")(lambda: [s for s in _sum() if len(s.args) > 1])
 
 
 samples("mean.dim")(lambda: reductions(dtypes=(F16, BF16)) + [Sample(t(3, dtype=I64)).raises(TypeError),
@@ -1121,6 +1125,63 @@ def _check_svd(args, result):
 # eigenvectors and singular vectors are unique only up to sign: checked by reconstruction
 samples("linalg_eigh", check=_check_eigh)(lambda: [Sample(_spd()), Sample(_spd(2), "U")])
 samples("linalg_svd", check=_check_svd)(lambda: [Sample(_mat(4, 3)), Sample(_mat(2, 3, 4), False)])
+
+
+# the rest of the Core ATen IR
+samples("as_strided")(lambda: [Sample(t(4, 6), [3, 2], [6, 2]), Sample(t(4, 6), [2, 2], [1, 6], 3),
+                               Sample(t(6), [2, 3], [3, 1])])
+samples("alias")(lambda: [Sample(t(3, 4)), Sample(transposed(3, 4))])
+samples("_adaptive_avg_pool2d")(lambda: [Sample(t(1, 2, 6, 6), [3, 2])])
+samples("_adaptive_avg_pool2d_backward")(lambda: [Sample(t(1, 2, 3, 2), t(1, 2, 6, 6, seed=1))])
+samples("_softmax", "_log_softmax")(lambda: [Sample(t(3, 4), 1, False), Sample(t(2, 3, dtype=F16), 0, True)])
+samples("_to_copy")(lambda: [Sample(t(3, 4)), Sample(t(3, 4), dtype=F64), Sample(transposed(3, 4), dtype=I64)])
+samples("_native_batch_norm_legit", tol=NORM_TOL)(lambda: [Sample(t(4, 3, 5), t(3, seed=1), t(3, seed=2), t(3, seed=3),
+                                                                 pos(3, seed=4), True, 0.1, 1e-5)])
+samples("_native_batch_norm_legit.no_stats", tol=NORM_TOL)(lambda: [Sample(t(4, 3, 5), t(3, seed=1), t(3, seed=2), True, 0.1, 1e-5)])
+samples("_native_batch_norm_legit_no_training", tol=NORM_TOL)(lambda: [Sample(t(4, 3, 5), t(3, seed=1), t(3, seed=2), t(3, seed=3),
+                                                                             pos(3, seed=4), 0.1, 1e-5)])
+samples("_cdist_forward", tol=GEMM_TOL)(lambda: [Sample(t(3, 4), t(5, 4, seed=1), 2.0, None)])
+samples("_pdist_forward", tol=GEMM_TOL)(lambda: [Sample(t(4, 3)), Sample(t(5, 2), 1.0)])
+samples("_local_scalar_dense")(lambda: [Sample(t(1)), Sample(t(dtype=I64)), Sample(t(3)).raises(ValueError)])
+samples("any")(lambda: [Sample(t(3, 4, dtype=BOOL)), Sample(t(3, dtype=I64)), Sample(t(0))])
+samples("any.dim")(lambda: [Sample(t(3, 4, dtype=BOOL), 1), Sample(t(3, 4), 0, True)])
+samples("any.dims")(lambda: [Sample(t(2, 3, 4, dtype=BOOL), [0, 2]), Sample(t(3, 4), None, True)])
+samples("constant_pad_nd")(lambda: [Sample(t(2, 3), [1, 2]), Sample(t(2, 3, 4), [1, 0, 2, 1], 1.5), Sample(t(3, 4), [-1, 1]),
+                                    Sample(t(3), [1]).raises(ValueError)])
+samples("copy")(lambda: [Sample(t(3, 4), t(4, seed=1)), Sample(t(3, 4, dtype=I64), t(3, 4, seed=1))])
+samples("div.Scalar_mode")(lambda: [Sample(t(3, 4), 1.5, rounding_mode="floor"), Sample(t(3, 4, dtype=I64), 2, rounding_mode="trunc"),
+                                    Sample(t(3, 4), 2.0, rounding_mode=None)])
+samples("elu")(lambda: [Sample(t(3, 4)), Sample(t(3, 4), 0.5, 2.0, 1.5)])
+samples("empty_strided", uninitialised=True)(lambda: [Sample([2, 3], [1, 2]), Sample([2, 2], [4, 1])])
+samples("fill.Scalar")(lambda: [Sample(t(3, 4), 2.5), Sample(t(3, dtype=I64), 7)])
+samples("full_like")(lambda: [Sample(t(3, 4), 2.5), Sample(t(3), 1, dtype=I64)])
+samples("scalar_tensor")(lambda: [Sample(2.5), Sample(3, dtype=I64)])
+samples("hardtanh")(lambda: [Sample(t(3, 4)), Sample(t(3, 4), -0.5, 0.5)])
+samples("leaky_relu")(lambda: [Sample(t(3, 4)), Sample(t(3, 4), 0.2)])
+samples("logical_xor")(lambda: [Sample(t(3, 4, dtype=BOOL), t(3, 4, dtype=BOOL, seed=1)), Sample(t(3, 4), t(4, seed=1))])
+samples("masked_scatter")(lambda: [Sample(t(3, 4), t(3, 4, dtype=BOOL, seed=1), t(12, seed=2)),
+                                   Sample(t(3, 4), t(4, dtype=BOOL, seed=1), t(20, seed=2))])
+samples("max.dim", "min.dim")(lambda: [Sample(distinct(3, 4), 1), Sample(distinct(3, 4), 0, True), Sample(t(3, 0), 1).raises(IndexError)])
+samples("prod")(lambda: [Sample(t(3, 4)), Sample(t(3, dtype=I64))])
+samples("prod.dim_int")(lambda: [Sample(t(3, 4), 1), Sample(t(3, 4), 0, True)])
+samples("pow.Scalar")(lambda: [Sample(2.0, t(3, 4)), Sample(3, t(3, dtype=I64, low=0, high=3))])
+samples("var.dim")(lambda: [Sample(t(3, 4), [1], True), Sample(t(3, 4), [0], False, True)])
+samples("reflection_pad1d")(lambda: [Sample(t(2, 5), [2, 1]), Sample(t(1, 2, 5), [0, 3])])
+samples("reflection_pad2d", "replication_pad2d")(lambda: [Sample(t(1, 2, 4, 5), [1, 2, 2, 1]), Sample(t(2, 4, 5), [0, 1, 1, 0])])
+samples("reflection_pad3d", "replication_pad3d")(lambda: [Sample(t(1, 3, 3, 4), [1, 1, 0, 2, 1, 0])])
+samples("scatter_reduce.two")(lambda: [Sample(t(3, 4), 1, ts.tensor([[0, 1, 0, 3]] * 3), t(3, 4, seed=1), "sum"),
+                                       Sample(t(3, 4), 0, ts.tensor([[0, 1, 2, 0], [1, 1, 0, 2]]), t(2, 4, seed=1), "mean",
+                                              include_self=False)])
+samples("select_scatter")(lambda: [Sample(t(3, 4), t(4, seed=1), 0, 1), Sample(t(3, 4), t(3, seed=1), 1, -1)])
+samples("slice_scatter")(lambda: [Sample(t(6, 4), t(3, 4, seed=1), 0, 0, 6, 2), Sample(t(3, 5), t(3, 2, seed=1), 1, 1, 3)])
+samples("split_with_sizes")(lambda: [Sample(t(5, 3), [2, 3]), Sample(t(2, 6), [1, 2, 3], 1),
+                                     Sample(t(5, 3), [2, 2]).raises(ValueError)])
+samples("squeeze.dims")(lambda: [Sample(t(1, 3, 1), [0, 2]), Sample(t(2, 1), [0, 1])])
+samples("sym_numel")(lambda: [Sample(t(3, 4))])
+samples("sym_size.int", "sym_stride.int")(lambda: [Sample(t(3, 4), 1), Sample(t(3, 4), -2)])
+samples("sym_storage_offset")(lambda: [Sample(t(3, 4))])
+samples("upsample_nearest2d.vec")(lambda: [Sample(t(1, 2, 3, 4), [6, 8], None), Sample(t(1, 1, 4, 4), None, [0.5, 1.5])])
+samples("upsample_bilinear2d.vec")(lambda: [Sample(t(1, 2, 3, 4), [6, 8], False, None), Sample(t(1, 1, 4, 4), [7, 5], True, None)])
 
 
 # ---------------------------------------------------------------------------- derived variants

@@ -285,6 +285,19 @@ void diagonal_kernel(Args& a) {
   a.return_tensor(alias(a, self, shape, strides, start));
 }
 
+// as_strided(Tensor(a) self, int[] size, int[] stride, int? storage_offset=None): any geometry over
+// self's storage (the host checks it stays inside the storage).
+void as_strided_kernel(Args& a) {
+  TensorRef self = a.tensor(0);
+  auto size = a.int_list(1), stride = a.int_list(2);
+  if (size.size() != stride.size())
+    sdk::fail(TS_ERROR_VALUE, "as_strided: mismatch in length of strides and shape (", size.size(), " sizes, ", stride.size(), " strides)");
+  for (size_t d = 0; d < size.size(); ++d)
+    if (size[d] < 0 || stride[d] < 0)
+      sdk::fail(TS_ERROR_VALUE, "as_strided: Negative strides and sizes are not supported, got size ", size[d], " stride ", stride[d]);
+  a.return_tensor(alias(a, self, size, stride, a.optional_int(3).value_or(self.storage_offset())));
+}
+
 void narrow_kernel(Args& a) {
   TensorRef self = a.tensor(0);
   if (self.dim() == 0) sdk::fail(TS_ERROR_INDEX, "narrow: cannot narrow a 0-d tensor");
@@ -339,6 +352,7 @@ void register_shape_kernels(sdk::Registrar& reg, ts_dispatch_key key) {
   reg.kernel("select.int", key, select_kernel);
   reg.kernel("narrow", key, narrow_kernel);
   reg.kernel("diagonal", key, diagonal_kernel);
+  reg.kernel("as_strided", key, as_strided_kernel);
   reg.kernel("flatten.using_ints", key, flatten_kernel);
   register_join_kernels(reg, key);
 }

@@ -65,6 +65,11 @@ template <> inline int64_t unbox<int64_t>(const ts_value& v) { return v.u.i; }
 template <> inline double unbox<double>(const ts_value& v) { return v.tag == TS_VALUE_INT ? double(v.u.i) : v.u.d; }
 template <> inline bool unbox<bool>(const ts_value& v) { return v.u.b != 0; }
 template <> inline Tensor unbox<Tensor>(const ts_value& v) { return unbox_tensor(v); }
+template <> inline Scalar unbox<Scalar>(const ts_value& v) {
+  if (v.tag == TS_VALUE_DOUBLE) return Scalar(v.u.d);
+  if (v.tag == TS_VALUE_BOOL) return Scalar(v.u.b != 0);
+  return Scalar(v.u.i);
+}
 // A Tensor[] return: the receiver takes over each element's reference (null: undefined).
 template <> inline std::vector<Tensor> unbox<std::vector<Tensor>>(const ts_value& v) {
   std::vector<Tensor> out;
