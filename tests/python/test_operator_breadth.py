@@ -718,3 +718,13 @@ def test_linalg_against_pytorch():
     tx = torch.from_numpy(A).requires_grad_()
     torch.linalg.inv(tx).sum().backward()
     np.testing.assert_allclose(to_np(x.grad), tx.grad.numpy(), rtol=1e-9, atol=1e-10)
+
+
+def test_named_returns_as_in_torch_return_types():
+    x = ts.tensor([[3.0, 1.0, 2.0], [0.0, 5.0, 4.0]])
+    assert x.sort().indices.tolist() == [[1, 2, 0], [0, 2, 1]]
+    assert ts.topk(x, 1).values.tolist() == [[3.0], [5.0]]
+    values, indices = ts.sort(x, 1, descending=True)  # still unpacks as a tuple
+    assert values.tolist()[0] == [3.0, 2.0, 1.0]
+    assert x.median(1).values.tolist() == [2.0, 4.0] and ts.aminmax(x).max.item() == 5.0
+    assert ts.linalg.qr(ts.eye(2)).R.shape == (2, 2)

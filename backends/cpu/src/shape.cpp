@@ -4,6 +4,8 @@
 #include "kernels.h"
 #include "strided.h"
 
+#include <tessera/sdk/view_geometry.h>
+
 #include <optional>
 
 namespace tessera::cpu {
@@ -257,45 +259,15 @@ void select_kernel(Args& a) {
   a.return_tensor(drop_dims(a, self, [dim](int64_t d) { return d != dim; }, offset));
 }
 
-// diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1): dims dim1 and dim2 replaced by
-// one last dim that steps along both (stride1 + stride2), starting offset columns right (or
-// -offset rows down).
+// diagonal and as_strided: the SDK's shared geometry (sdk/view_geometry.h).
 void diagonal_kernel(Args& a) {
-  TensorRef self = a.tensor(0);
-  if (self.dim() < 2) sdk::fail(TS_ERROR_VALUE, "diagonal: expected a tensor with at least 2 dimensions, got ", self.dim());
-  const int64_t offset = a.to_int(1);
-  const int64_t d1 = wrap_dim("diagonal", a.to_int(2), self.dim()), d2 = wrap_dim("diagonal", a.to_int(3), self.dim());
-  if (d1 == d2) sdk::fail(TS_ERROR_VALUE, "diagonal: dimensions cannot be identical ", a.to_int(2), ", ", a.to_int(3));
-  int64_t start = self.storage_offset(), length;
-  if (offset >= 0) {
-    length = std::max<int64_t>(0, std::min(self.size(d1), self.size(d2) - offset));
-    if (length > 0) start += offset * self.stride(d2);
-  } else {
-    length = std::max<int64_t>(0, std::min(self.size(d1) + offset, self.size(d2)));
-    if (length > 0) start -= offset * self.stride(d1);
-  }
-  Shape shape, strides;
-  for (int64_t d = 0; d < self.dim(); ++d) {
-    if (d == d1 || d == d2) continue;
-    shape.push_back(self.size(d));
-    strides.push_back(self.stride(d));
-  }
-  shape.push_back(length);
-  strides.push_back(self.stride(d1) + self.stride(d2));
-  a.return_tensor(alias(a, self, shape, strides, start));
+  sdk::ViewGeometry g = sdk::diagonal_geometry(a.tensor(0), a.to_int(1), a.to_int(2), a.to_int(3));
+  a.return_tensor(alias(a, a.tensor(0), g.sizes, g.strides, g.storage_offset));
 }
 
-// as_strided(Tensor(a) self, int[] size, int[] stride, int? storage_offset=None): any geometry over
-// self's storage (the host checks it stays inside the storage).
 void as_strided_kernel(Args& a) {
-  TensorRef self = a.tensor(0);
-  auto size = a.int_list(1), stride = a.int_list(2);
-  if (size.size() != stride.size())
-    sdk::fail(TS_ERROR_VALUE, "as_strided: mismatch in length of strides and shape (", size.size(), " sizes, ", stride.size(), " strides)");
-  for (size_t d = 0; d < size.size(); ++d)
-    if (size[d] < 0 || stride[d] < 0)
-      sdk::fail(TS_ERROR_VALUE, "as_strided: Negative strides and sizes are not supported, got size ", size[d], " stride ", stride[d]);
-  a.return_tensor(alias(a, self, size, stride, a.optional_int(3).value_or(self.storage_offset())));
+  sdk::ViewGeometry g = sdk::as_strided_geometry(a.tensor(0), a.int_list(1), a.int_list(2), a.optional_int(3));
+  a.return_tensor(alias(a, a.tensor(0), g.sizes, g.strides, g.storage_offset));
 }
 
 void narrow_kernel(Args& a) {

@@ -76,6 +76,35 @@ template <class C> struct BinaryMoreF {
   }
 };
 
+// The floating unary ops of UnaryMoreOp (the device's libm), rounding half to even for Round.
+template <class C> GPU_D C floating_unary(UnaryMoreOp op, C x) {
+  switch (op) {
+    case UnaryMoreOp::Log1p: return log1p(x);
+    case UnaryMoreOp::Erf: return erf(x);
+    case UnaryMoreOp::Exp2: return exp2(x);
+    case UnaryMoreOp::Expm1: return expm1(x);
+    case UnaryMoreOp::Log2: return log2(x);
+    case UnaryMoreOp::Log10: return log10(x);
+    case UnaryMoreOp::Tan: return tan(x);
+    case UnaryMoreOp::Asin: return asin(x);
+    case UnaryMoreOp::Acos: return acos(x);
+    case UnaryMoreOp::Atan: return atan(x);
+    case UnaryMoreOp::Sinh: return sinh(x);
+    case UnaryMoreOp::Cosh: return cosh(x);
+    case UnaryMoreOp::Asinh: return asinh(x);
+    case UnaryMoreOp::Acosh: return acosh(x);
+    case UnaryMoreOp::Atanh: return atanh(x);
+    case UnaryMoreOp::Erfc: return erfc(x);
+    case UnaryMoreOp::Erfinv: return erfinv(x);
+    case UnaryMoreOp::Lgamma: return lgamma(x);
+    case UnaryMoreOp::Reciprocal: return C(1) / x;
+    case UnaryMoreOp::Floor: return floor(x);
+    case UnaryMoreOp::Ceil: return ceil(x);
+    case UnaryMoreOp::Trunc: return trunc(x);
+    default: return rint(x);  // Round
+  }
+}
+
 template <class C> struct UnaryMoreF {
   UnaryMoreOp op;
   template <class I> GPU_D void operator()(const Loop& L, const I (&off)[2]) const {
@@ -89,11 +118,8 @@ template <class C> struct UnaryMoreF {
     C r;
     switch (op) {
       case UnaryMoreOp::Sign: r = C(int(C(0) < x) - int(x < C(0))); break;  // NaN gives 0, as the CPU
-      case UnaryMoreOp::Log1p:
-        if constexpr (std::is_floating_point_v<C>) r = log1p(x); else r = x;
-        break;
       default:
-        if constexpr (std::is_floating_point_v<C>) r = erf(x); else r = x;
+        if constexpr (std::is_floating_point_v<C>) r = floating_unary(op, x); else r = x;  // rounding keeps integers
         break;
     }
     store<C>(out, od, r);

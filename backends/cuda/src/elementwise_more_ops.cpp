@@ -152,15 +152,23 @@ void logical_not_k(sdk::Args& a) {
   a.return_tensor(std::move(out));
 }
 
-// sign keeps the dtype (bool allowed); log1p and erf compute integers in the default float dtype.
+// The operator name of each UnaryMoreOp (Not is logical_not's own kernel).
+constexpr const char* kUnaryNames[] = {"logical_not", "sign", "log1p", "erf", "exp2", "expm1", "log2", "log10", "tan",
+                                       "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "erfc",
+                                       "erfinv", "lgamma", "reciprocal", "floor", "ceil", "trunc", "round"};
+constexpr bool keeps_dtype(UnaryMoreOp op) { return op == UnaryMoreOp::Sign || op >= UnaryMoreOp::Floor; }
+
+// sign and rounding keep the dtype (sign allows bool); the others compute integers in the
+// default float dtype.
 template <UnaryMoreOp Op, bool Inplace>
 void unary_k(sdk::Args& a) {
-  const char* base = Op == UnaryMoreOp::Sign ? "sign" : Op == UnaryMoreOp::Log1p ? "log1p" : "erf";
-  const std::string name = std::string(base) + (Inplace ? "_" : "");
+  const std::string name = std::string(kUnaryNames[int(Op)]) + (Inplace ? "_" : "");
   TensorRef self = a.tensor(0);
   common_device(name.c_str(), {&self});
+  if constexpr (Op >= UnaryMoreOp::Floor)
+    TS_SDK_CHECK(self.dtype() != TS_BOOL, TS_ERROR_TYPE, name, ": expected a numeric tensor, got bool");
   int32_t dtype = self.dtype();
-  if (Op != UnaryMoreOp::Sign && !sdk::is_floating(dtype)) dtype = sdk::default_float_dtype();
+  if (!keeps_dtype(Op) && !sdk::is_floating(dtype)) dtype = sdk::default_float_dtype();
   TensorRef out = new_or_self(a, name.c_str(), Inplace, self, self.sizes(), dtype);
   Loop L = make_loop(name.c_str(), self.sizes(), {&out, &self});
   DeviceGuard guard(self.device().index);
@@ -231,6 +239,31 @@ void register_elementwise_more_kernels(sdk::Registrar& reg, ts_dispatch_key key)
   reg.kernel("log1p_", key, unary_k<UnaryMoreOp::Log1p, true>);
   reg.kernel("erf", key, unary_k<UnaryMoreOp::Erf, false>);
   reg.kernel("erf_", key, unary_k<UnaryMoreOp::Erf, true>);
+#define TS_CUDA_UNARY(OP, NAME)                                  \
+  reg.kernel(NAME, key, unary_k<UnaryMoreOp::OP, false>);        \
+  reg.kernel(NAME "_", key, unary_k<UnaryMoreOp::OP, true>);
+  TS_CUDA_UNARY(Exp2, "exp2")
+  TS_CUDA_UNARY(Expm1, "expm1")
+  TS_CUDA_UNARY(Log2, "log2")
+  TS_CUDA_UNARY(Log10, "log10")
+  TS_CUDA_UNARY(Tan, "tan")
+  TS_CUDA_UNARY(Asin, "asin")
+  TS_CUDA_UNARY(Acos, "acos")
+  TS_CUDA_UNARY(Atan, "atan")
+  TS_CUDA_UNARY(Sinh, "sinh")
+  TS_CUDA_UNARY(Cosh, "cosh")
+  TS_CUDA_UNARY(Asinh, "asinh")
+  TS_CUDA_UNARY(Acosh, "acosh")
+  TS_CUDA_UNARY(Atanh, "atanh")
+  TS_CUDA_UNARY(Erfc, "erfc")
+  TS_CUDA_UNARY(Erfinv, "erfinv")
+  TS_CUDA_UNARY(Lgamma, "lgamma")
+  TS_CUDA_UNARY(Reciprocal, "reciprocal")
+  TS_CUDA_UNARY(Floor, "floor")
+  TS_CUDA_UNARY(Ceil, "ceil")
+  TS_CUDA_UNARY(Trunc, "trunc")
+  TS_CUDA_UNARY(Round, "round")
+#undef TS_CUDA_UNARY
   reg.kernel("clamp", key, clamp_k<false>);
   reg.kernel("clamp_", key, clamp_k<true>);
   reg.kernel("masked_fill.Scalar", key, masked_fill_k<false>);

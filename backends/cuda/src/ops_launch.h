@@ -11,8 +11,13 @@ namespace tessera::gpu {
 // And/Or read both operands as bool and store bool.
 enum class BinaryMoreOp : int32_t { DivTrunc, DivFloor, Pow, Maximum, Minimum, And, Or };
 void launch_binary_more(BinaryMoreOp op, Compute c, const Loop& loop, gpuStream_t stream);
-// Unary: ops out, self. Not stores !bool(self); Sign keeps the dtype; Log1p and Erf are floating.
-enum class UnaryMoreOp : int32_t { Not, Sign, Log1p, Erf };
+// Unary: ops out, self. Not stores !bool(self); Sign and the rounding ops (Floor .. Round) keep the
+// dtype (integers pass through); the rest compute in floating point.
+enum class UnaryMoreOp : int32_t {
+  Not, Sign, Log1p, Erf,
+  Exp2, Expm1, Log2, Log10, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Erfc, Erfinv, Lgamma, Reciprocal,
+  Floor, Ceil, Trunc, Round,
+};
 void launch_unary_more(UnaryMoreOp op, Compute c, const Loop& loop, gpuStream_t stream);
 // clamp: ops out, self; bounds in the compute type (lo = scalar_*, hi = alpha_*), each optional.
 void launch_clamp(Compute c, const Loop& loop, bool has_lo, bool has_hi, gpuStream_t stream);

@@ -2,6 +2,8 @@
 // except reshape of a layout that cannot be viewed, which copies first (as in PyTorch).
 #include "cuda_plugin.h"
 
+#include <tessera/sdk/view_geometry.h>
+
 #include <algorithm>
 #include <optional>
 
@@ -235,6 +237,17 @@ void flatten_k(sdk::Args& a) {
   TensorRef c = contiguous(a.call(), x, x.dtype());
   give(a, c, shape, contiguous_strides(shape), c.storage_offset());
 }
+// diagonal and as_strided: the SDK's shared geometry (sdk/view_geometry.h).
+void diagonal_k(sdk::Args& a) {
+  TensorRef x = ours(a, "diagonal");
+  sdk::ViewGeometry g = sdk::diagonal_geometry(x, a.to_int(1), a.to_int(2), a.to_int(3));
+  give(a, x, g.sizes, g.strides, g.storage_offset);
+}
+void as_strided_k(sdk::Args& a) {
+  TensorRef x = ours(a, "as_strided");
+  sdk::ViewGeometry g = sdk::as_strided_geometry(x, a.int_list(1), a.int_list(2), a.optional_int(3));
+  give(a, x, g.sizes, g.strides, g.storage_offset);
+}
 }  // namespace
 
 void register_view_kernels(sdk::Registrar& reg, ts_dispatch_key key) {
@@ -250,6 +263,8 @@ void register_view_kernels(sdk::Registrar& reg, ts_dispatch_key key) {
   reg.kernel("select.int", key, select_k);
   reg.kernel("narrow", key, narrow_k);
   reg.kernel("flatten.using_ints", key, flatten_k);
+  reg.kernel("diagonal", key, diagonal_k);
+  reg.kernel("as_strided", key, as_strided_k);
 }
 
 }  // namespace tessera::gpu
