@@ -67,6 +67,12 @@ def load_schemas(path):
     return by_name
 
 
+# Random operators: their Python wrappers take PyTorch's `generator=` keyword (the call then runs
+# with that generator current: tessera/_generator.py).
+RANDOM = {"bernoulli", "bernoulli_", "multinomial", "normal", "randperm", "uniform_", "normal_", "exponential_",
+          "geometric_", "log_normal_", "cauchy_", "random_"}
+
+
 def return_names(schema_text):
     """The names of a schema's returns when every return is named ("(Tensor values, Tensor indices)"), else None."""
     ret = schema_text.rsplit("->", 1)[1].strip()
@@ -163,6 +169,14 @@ def generate(by_name):
         call = f"_call({op!r}, args, kwargs)"
         if named_returns(by_name[op]):
             call = f"_named({call}, RETURN_TYPES[{op!r}])"
+        if op in RANDOM:
+            out += ["", f"def {py_ident(py_name)}(*args, generator=None, **kwargs):",
+                    f'    "{doc}"',
+                    "    if generator is None:",
+                    f"        return {call}",
+                    "    with generator:",
+                    f"        return {call}", ""]
+            continue
         out += ["", f"def {py_ident(py_name)}(*args, **kwargs):",
                 f'    "{doc}"',
                 f"    return {call}", ""]

@@ -1,9 +1,11 @@
 // _C.dtype, _C.device, the error mapping, the default dtype, manual_seed, threads.
+#include <memory>
 #include "bindings.h"
 #include "convert.h"
 
 #include <tessera/device_registry.h>
 #include <tessera/error.h>
+#include <tessera/generator.h>
 #include <tessera/runtime.h>
 
 #include <pybind11/stl.h>
@@ -271,6 +273,39 @@ void bind_types(py::module_& m) {
     if (PyErr_Occurred()) throw py::error_already_set();
     manual_seed(uint64_t(s));
   }, py::arg("seed"), "Reseeds the default generator of every device type.");
+  // torch.Generator: a seed stream; `with g:` makes it the source of this thread's kernel seeds.
+  struct PyGenerator {
+    Generator g;
+    std::vector<std::shared_ptr<GeneratorGuard>> guards;  // one per nested `with`
+  };
+  py::class_<PyGenerator>(m, "Generator")
+      .def(py::init([](py::object device) {
+             Device d = device.is_none() ? Device(0, 0) : Device(py::str(device).cast<std::string>());
+             return PyGenerator{Generator(d), {}};
+           }), py::arg("device") = py::none())
+      .def_property_readonly("_device_str", [](const PyGenerator& p) { return p.g.device().str(); })
+      .def("manual_seed", [](py::object self, py::int_ seed) {
+        unsigned long long s = PyLong_AsUnsignedLongLongMask(seed.ptr());
+        if (PyErr_Occurred()) throw py::error_already_set();
+        self.cast<PyGenerator&>().g.manual_seed(uint64_t(s));
+        return self;
+      }, py::arg("seed"))
+      .def("seed", [](PyGenerator& p) { return p.g.seed(); })
+      .def("initial_seed", [](const PyGenerator& p) { return p.g.initial_seed(); })
+      .def("_state_bytes", [](const PyGenerator& p) { return py::bytes(p.g.state()); })
+      .def("_set_state_bytes", [](PyGenerator& p, py::bytes b) { p.g.set_state(std::string(b)); })
+      .def("__enter__", [](py::object self) {
+        auto& p = self.cast<PyGenerator&>();
+        p.guards.push_back(std::make_shared<GeneratorGuard>(p.g));
+        return self;
+      })
+      .def("__exit__", [](PyGenerator& p, py::args) {
+        if (!p.guards.empty()) p.guards.pop_back();
+      });
+  m.def("_default_generator", [](py::object device) {
+    Device d = device.is_none() ? Device(0, 0) : Device(py::str(device).cast<std::string>());
+    return PyGenerator{default_generator(d), {}};
+  }, py::arg("device") = py::none());
   m.def("set_num_threads", [](int n) { set_num_threads(n); }, py::arg("n"));
   m.def("get_num_threads", [] { return get_num_threads(); });
 }

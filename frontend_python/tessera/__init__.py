@@ -41,6 +41,9 @@ from tessera._functions import (  # noqa: E402
 )
 from tessera._finfo import finfo, iinfo  # noqa: E402
 from tessera import linalg  # noqa: E402
+from tessera._generator import (  # noqa: E402
+    Generator, default_generator, get_rng_state, initial_seed, seed, set_rng_state,
+)
 
 # PyTorch's constants.
 import math as _math  # noqa: E402

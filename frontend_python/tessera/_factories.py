@@ -4,6 +4,7 @@ import builtins
 import functools
 
 from tessera import _C
+from tessera._generator import using
 
 _call = _C.call_op
 _E = {}
@@ -62,11 +63,13 @@ def ones(*args, size=None, dtype=None, device=None, requires_grad=False):
 
 
 def rand(*args, size=None, dtype=None, device=None, requires_grad=False, generator=None):
-    return _call("rand", (_size("rand", args, size),), _kw(_float_dtype(dtype), device))
+    with using(generator):
+        return _call("rand", (_size("rand", args, size),), _kw(_float_dtype(dtype), device))
 
 
 def randn(*args, size=None, dtype=None, device=None, requires_grad=False, generator=None):
-    return _call("randn", (_size("randn", args, size),), _kw(_float_dtype(dtype), device))
+    with using(generator):
+        return _call("randn", (_size("randn", args, size),), _kw(_float_dtype(dtype), device))
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
@@ -109,9 +112,11 @@ def randint(*args, size=None, dtype=None, device=None, requires_grad=False, gene
     if isinstance(size, builtins.int):
         size = (size,)
     if len(bounds) == 1:
-        return _call("randint", (bounds[0], size), _kw(dtype, device))
+        with using(generator):
+            return _call("randint", (bounds[0], size), _kw(dtype, device))
     if len(bounds) == 2:
-        return _call("randint", (bounds[0], bounds[1], size), _kw(dtype, device))
+        with using(generator):
+            return _call("randint", (bounds[0], bounds[1], size), _kw(dtype, device))
     raise TypeError(f"randint() expected (high, size) or (low, high, size), got {len(args)} positional arguments")
 
 

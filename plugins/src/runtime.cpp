@@ -54,14 +54,6 @@ void init() {
 }
 
 namespace {
-struct SeedState {
-  std::mutex mutex;
-  std::mt19937_64 engine{std::random_device{}()};
-};
-SeedState& seeds() {
-  static SeedState* s = new SeedState;
-  return *s;
-}
 std::atomic<int> num_threads{0};
 std::atomic<ScalarType> default_dtype{kFloat32};
 }  // namespace
@@ -75,17 +67,7 @@ void set_default_dtype(ScalarType dtype) {
 
 ScalarType get_default_dtype() { return default_dtype.load(std::memory_order_relaxed); }
 
-void manual_seed(uint64_t seed) {
-  auto& s = seeds();
-  std::lock_guard lock(s.mutex);
-  s.engine.seed(seed);
-}
-
-uint64_t next_random_seed(Device) {
-  auto& s = seeds();
-  std::lock_guard lock(s.mutex);
-  return s.engine();
-}
+// manual_seed and next_random_seed: generator.cpp.
 
 void set_num_threads(int n) {
   if (n < 1) raise<ValueError>("set_num_threads: expected a positive number of threads, got {}", n);

@@ -728,3 +728,55 @@ def test_named_returns_as_in_torch_return_types():
     assert values.tolist()[0] == [3.0, 2.0, 1.0]
     assert x.median(1).values.tolist() == [2.0, 4.0] and ts.aminmax(x).max.item() == 5.0
     assert ts.linalg.qr(ts.eye(2)).R.shape == (2, 2)
+
+
+# ---- generators
+def test_generators_are_seedable_and_restorable():
+    g = ts.Generator().manual_seed(42)
+    a = ts.rand(5, generator=g)
+    assert ts.rand(5, generator=g).tolist() != a.tolist()
+    g.manual_seed(42)
+    assert ts.rand(5, generator=g).tolist() == a.tolist() and g.initial_seed() == 42
+    state = g.get_state()
+    assert state.dtype == ts.uint8
+    draws = [ts.randn(3, generator=g).tolist(), ts.multinomial(ts.tensor([0.3, 0.7]), 4, True, generator=g).tolist(),
+             ts.randperm(6, generator=g).tolist(), ts.empty(4).uniform_(generator=g).tolist(),
+             ts.bernoulli(ts.full((8,), 0.5), generator=g).tolist(), ts.randint(0, 9, (4,), generator=g).tolist()]
+    g.set_state(state)
+    again = [ts.randn(3, generator=g).tolist(), ts.multinomial(ts.tensor([0.3, 0.7]), 4, True, generator=g).tolist(),
+             ts.randperm(6, generator=g).tolist(), ts.empty(4).uniform_(generator=g).tolist(),
+             ts.bernoulli(ts.full((8,), 0.5), generator=g).tolist(), ts.randint(0, 9, (4,), generator=g).tolist()]
+    assert again == draws
+    # a generator's draws leave the default generator's stream alone
+    ts.manual_seed(5)
+    x = ts.rand(4).tolist()
+    ts.manual_seed(5)
+    ts.rand(4, generator=ts.Generator().manual_seed(1))
+    assert ts.rand(4).tolist() == x
+    saved = ts.get_rng_state()
+    y = ts.rand(4).tolist()
+    ts.set_rng_state(saved)
+    assert ts.rand(4).tolist() == y
+    with pytest.raises(TypeError, match="set_state.*uint8"):
+        g.set_state(ts.zeros(3))
+    with pytest.raises(ValueError, match="set_state"):
+        g.set_state(ts.zeros(3, dtype=ts.uint8))
+
+
+def test_generators_in_threads_are_independent():
+    import threading
+
+    def draws(seed, out, i):
+        g = ts.Generator().manual_seed(seed)
+        out[i] = [ts.rand(8, generator=g).tolist() for _ in range(20)]
+
+    alone = [None]
+    draws(3, alone, 0)
+    results = [None] * 4
+    threads = [threading.Thread(target=draws, args=(3 if i == 0 else 50 + i, results, i)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+        assert not t.is_alive(), "a thread drawing from its generator did not finish within 60 s"
+    assert results[0] == alone[0]

@@ -4,6 +4,7 @@
 #include <tessera/dispatcher.h>
 #include <tessera/ops.h>
 #include <tessera/runtime.h>
+#include <tessera/generator.h>
 #include <tessera/scalar.h>
 #include <tessera/stream.h>
 #include <tessera/tensor.h>
