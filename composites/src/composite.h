@@ -50,5 +50,6 @@ void register_selection(sdk::Registrar& reg);
 void register_diagonals(sdk::Registrar& reg);
 void register_linalg_solvers(sdk::Registrar& reg);
 void register_core_aten(sdk::Registrar& reg);
+void register_special(sdk::Registrar& reg);
 
 }  // namespace tessera::composites

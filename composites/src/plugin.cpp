@@ -15,6 +15,7 @@ void register_composites(sdk::Registrar& reg) {
   register_diagonals(reg);
   register_linalg_solvers(reg);
   register_core_aten(reg);
+  register_special(reg);
 }
 
 }  // namespace

@@ -29,7 +29,7 @@ HANDWRITTEN = {
     "to", "where", "nonzero", "var", "std", "einsum", "meshgrid", "unique_consecutive", "block_diag",
 }
 # Reachable through tessera.ops.aten.<name> only (no PyTorch function or method of that name);
-# so are linalg_*, which are tessera.linalg.<name> (frontend_python/tessera/linalg.py).
+# so are linalg_* and special_*: tessera.linalg.<name> and tessera.special.<name> (linalg.py, special.py).
 HIDDEN = {"slice", "index", "_unique2"}
 # Tensor methods that are not tessera.<name> functions.
 METHOD_ONLY = {"contiguous", "view", "expand", "copy_", "fill_", "index_put_"}
@@ -42,18 +42,13 @@ ALIASES = {
     "divide": "div", "divide_": "div_", "true_divide": "div", "true_divide_": "div_",
     "clip": "clamp", "clip_": "clamp_", "greater": "gt", "greater_equal": "ge", "less": "lt",
     "less_equal": "le", "not_equal": "ne", "concat": "cat", "concatenate": "cat",
-    "swapaxes": "transpose", "swapdims": "transpose", "special_expit": "sigmoid",
-    "special_erf": "erf", "special_erfc": "erfc", "special_erfinv": "erfinv", "special_expm1": "expm1",
-    "special_exp2": "exp2", "special_log1p": "log1p", "special_digamma": "digamma", "special_psi": "digamma",
-    "special_gammaln": "lgamma", "special_round": "round", "special_xlogy": "xlogy", "ger": "outer",
+    "swapaxes": "transpose", "swapdims": "transpose", "ger": "outer",
     "arccos": "acos", "arcsin": "asin", "arctan": "atan", "arctan2": "atan2", "arccosh": "acosh",
     "arcsinh": "asinh", "arctanh": "atanh", "arccos_": "acos_", "arcsin_": "asin_", "arctan_": "atan_",
     "fix": "trunc", "fix_": "trunc_", "moveaxis": "movedim",
 }
 ALIAS_METHOD_ONLY = set()
-ALIAS_FUNCTION_ONLY = {"concat", "concatenate", "special_expit", "special_erf", "special_erfc", "special_erfinv",
-                       "special_expm1", "special_exp2", "special_log1p", "special_digamma", "special_psi",
-                       "special_gammaln", "special_round", "special_xlogy"}
+ALIAS_FUNCTION_ONLY = {"concat", "concatenate"}
 
 
 def load_schemas(path):
@@ -90,7 +85,7 @@ def named_returns(schemas):
 
 def classify(name):
     """(is_function, is_method) for an operator base name."""
-    if name in HANDWRITTEN or name in HIDDEN or name.startswith("linalg_"):
+    if name in HANDWRITTEN or name in HIDDEN or name.startswith(("linalg_", "special_")):
         return False, False
     if name in METHOD_ONLY:
         return False, True

@@ -40,7 +40,7 @@ from tessera._functions import (  # noqa: E402
     unique_consecutive, var, where,
 )
 from tessera._finfo import finfo, iinfo  # noqa: E402
-from tessera import linalg  # noqa: E402
+from tessera import linalg, special  # noqa: E402
 from tessera._generator import (  # noqa: E402
     Generator, default_generator, get_rng_state, initial_seed, seed, set_rng_state,
 )

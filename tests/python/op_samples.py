@@ -1184,6 +1184,13 @@ samples("upsample_nearest2d.vec")(lambda: [Sample(t(1, 2, 3, 4), [6, 8], None), 
 samples("upsample_bilinear2d.vec")(lambda: [Sample(t(1, 2, 3, 4), [6, 8], False, None), Sample(t(1, 1, 4, 4), [7, 5], True, None)])
 
 
+# torch.special
+samples("logit")(lambda: unary(low=0.125, high=0.875, dtypes=(F64,)) + [Sample(t(3, 4, low=-1, high=2), 0.25)])
+samples("sinc", "special_entr", "special_ndtr", "special_log_ndtr")(lambda: unary(dtypes=(F64, I64)))
+samples("special_ndtri")(lambda: unary(low=0.125, high=0.875, dtypes=(F64,)))
+samples("special_xlog1py")(lambda: [Sample(t(3, 4), pos(3, 4, seed=1)), Sample(t(2, 3, 4), pos(3, 1, seed=1))])
+
+
 # ---------------------------------------------------------------------------- derived variants
 def schema_of(name):
     """The schema text of one overload ("add.out(...) -> ..."), or None when it does not exist."""

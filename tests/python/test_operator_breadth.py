@@ -780,3 +780,19 @@ def test_generators_in_threads_are_independent():
         t.join(timeout=60)
         assert not t.is_alive(), "a thread drawing from its generator did not finish within 60 s"
     assert results[0] == alone[0]
+
+
+def test_special_functions():
+    p = np.linspace(0.05, 0.95, 19)
+    x = from_np(p)
+    np.testing.assert_allclose(to_np(ts.special.logit(x)), np.log(p / (1 - p)), rtol=1e-12)
+    np.testing.assert_allclose(to_np(ts.special.ndtr(from_np(p * 4 - 2))),
+                               0.5 * np.vectorize(math.erfc)(-(p * 4 - 2) / math.sqrt(2)), rtol=1e-12)
+    np.testing.assert_allclose(to_np(ts.special.ndtr(ts.special.ndtri(x))), p, rtol=1e-12)
+    np.testing.assert_allclose(to_np(ts.special.sinc(from_np(p - 0.5))), np.sinc(p - 0.5), rtol=1e-12)
+    assert ts.special.sinc(ts.tensor([0.0])).item() == 1.0
+    e = ts.special.entr(ts.tensor([0.5, 0.0, -1.0])).tolist()
+    assert e[0] == pytest.approx(0.5 * math.log(2)) and e[1] == 0.0 and e[2] == -math.inf
+    assert ts.special.expit(ts.tensor([0.0])).item() == 0.5 and ts.special.gammaln(ts.tensor([5.0])).item() == pytest.approx(math.log(24))
+    np.testing.assert_allclose(to_np(ts.special.xlog1py(x, x)), p * np.log1p(p), rtol=1e-12)
+    assert gradcheck(lambda t: ts.special.logit(t) + ts.special.ndtr(t), (x.clone().requires_grad_(),))

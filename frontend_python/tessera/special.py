@@ -1,0 +1,60 @@
+"""tessera.special: torch.special's common functions under their PyTorch names, over Tessera's
+operators (the ones without a primitive are composites in composites/src/elementwise.cpp)."""
+from tessera import _C
+
+_call = _C.call_op
+_E = {}
+
+
+def _unary(op):
+    def f(input, *, out=None):
+        return _call(op, (input,), _E if out is None else {"out": out})
+    f.__name__ = op
+    return f
+
+
+expit = _unary("sigmoid")
+erf = _unary("erf")
+erfc = _unary("erfc")
+erfinv = _unary("erfinv")
+expm1 = _unary("expm1")
+exp2 = _unary("exp2")
+log1p = _unary("log1p")
+digamma = psi = _unary("digamma")
+gammaln = _unary("lgamma")
+sinc = _unary("sinc")
+entr = _unary("special_entr")
+ndtr = _unary("special_ndtr")
+ndtri = _unary("special_ndtri")
+log_ndtr = _unary("special_log_ndtr")
+
+
+def logit(input, eps=None, *, out=None):
+    return _call("logit", (input, eps), _E if out is None else {"out": out})
+
+
+def round(input, decimals=0, *, out=None):
+    kwargs = {"decimals": decimals} if decimals else {}
+    if out is not None:
+        kwargs["out"] = out
+    return _call("round", (input,), kwargs)
+
+
+def xlogy(input, other, *, out=None):
+    return _call("xlogy", (input, other), _E if out is None else {"out": out})
+
+
+def xlog1py(input, other, *, out=None):
+    return _call("special_xlog1py", (input, other), _E if out is None else {"out": out})
+
+
+def softmax(input, dim, *, dtype=None):
+    return _call("softmax", (input, dim, dtype), _E)
+
+
+def log_softmax(input, dim, *, dtype=None):
+    return _call("log_softmax", (input, dim, dtype), _E)
+
+
+def logsumexp(input, dim, keepdim=False):
+    return _call("logsumexp", (input, dim, keepdim), _E)
