@@ -72,10 +72,18 @@ def operators():
     return sorted(schema for name in _C.op_names() for schema in _C.op_schemas(name))
 
 
-def describe(name):
+def describe(name=None):
     """Which kernel is registered for which dispatch key (and by which plugin) for every overload
-    of an operator base name ("add"), or for one overload ("add.Tensor")."""
-    return _C.plugins_describe(name)
+    of an operator base name ("add"), or for one overload ("add.Tensor"), with its kind (primitive
+    or composite). Without a name: the count of primitive and composite overloads."""
+    if name is not None:
+        return _C.plugins_describe(name)
+    kinds = {"primitive": 0, "composite": 0}
+    for schema in operators():
+        overload = schema.split("(")[0]
+        kinds["composite" if "kind: composite" in _C.plugins_describe(overload) else "primitive"] += 1
+    total = kinds["primitive"] + kinds["composite"]
+    return f"{total} operator overloads: {kinds['primitive']} primitives, {kinds['composite']} composites"
 
 
 PluginError = _C.PluginError

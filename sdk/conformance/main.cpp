@@ -164,7 +164,7 @@ void print_table(const std::vector<Row>& rows, const std::string& device, const 
     }
 }
 
-// --list-ops: one schema a line, sorted, in PyTorch's schema language.
+// --list-ops: one schema a line, sorted, in PyTorch's schema language; composites marked; a count.
 int list_operators(const Options& options) {
   try {
     init();
@@ -172,11 +172,18 @@ int list_operators(const Options& options) {
   } catch (const std::exception& e) {
     return usage(fmt::format("cannot load {}: {}", options.plugin, e.what()));
   }
+  // Composites (a decomposition a device need not implement) are marked after their schema.
   std::vector<std::string> schemas;
-  for (OperatorHandle op : Dispatcher::instance().operators())
-    if (fnmatch(options.ops.c_str(), op->name().c_str(), 0) == 0) schemas.push_back(op->schema().to_string());
+  int composites = 0;
+  for (OperatorHandle op : Dispatcher::instance().operators()) {
+    if (fnmatch(options.ops.c_str(), op->name().c_str(), 0) != 0) continue;
+    bool composite = op->kind() != OperatorKind::Primitive;
+    composites += composite;
+    schemas.push_back(op->schema().to_string() + (composite ? fmt::format("  # {}", operator_kind_name(op->kind())) : ""));
+  }
   std::ranges::sort(schemas);
   for (const std::string& s : schemas) fmt::print("{}\n", s);
+  fmt::print("# {} overloads: {} primitives, {} composites\n", schemas.size(), schemas.size() - size_t(composites), composites);
   return 0;
 }
 
