@@ -51,5 +51,6 @@ void register_diagonals(sdk::Registrar& reg);
 void register_linalg_solvers(sdk::Registrar& reg);
 void register_core_aten(sdk::Registrar& reg);
 void register_special(sdk::Registrar& reg);
+void register_everyday(sdk::Registrar& reg);
 
 }  // namespace tessera::composites

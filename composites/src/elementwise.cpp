@@ -121,6 +121,13 @@ void bitwise_xor_scalar(Args& a) {
   a.return_tensor(ops::bitwise_xor(a.tensor(0), scalar_tensor(a.tensor(0), a.scalar(1))));
 }
 
+void left_shift_scalar(Args& a) {
+  a.return_tensor(ops::bitwise_left_shift(a.tensor(0), scalar_tensor(a.tensor(0), a.scalar(1))));
+}
+void right_shift_scalar(Args& a) {
+  a.return_tensor(ops::bitwise_right_shift(a.tensor(0), scalar_tensor(a.tensor(0), a.scalar(1))));
+}
+
 void isnan(Args& a) {
   TensorRef x = a.tensor(0);
   a.return_tensor(ops::ne(x, x));
@@ -196,6 +203,8 @@ void register_elementwise(sdk::Registrar& reg) {
   composite(reg, "bitwise_and.Scalar", bitwise_and_scalar, true);
   composite(reg, "bitwise_or.Scalar", bitwise_or_scalar, true);
   composite(reg, "bitwise_xor.Scalar", bitwise_xor_scalar, true);
+  composite(reg, "bitwise_left_shift.Tensor_Scalar", left_shift_scalar, true);
+  composite(reg, "bitwise_right_shift.Tensor_Scalar", right_shift_scalar, true);
   composite(reg, "isnan", isnan);
   composite(reg, "isinf", isinf);
   composite(reg, "isposinf", isposinf);

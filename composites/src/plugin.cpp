@@ -16,6 +16,7 @@ void register_composites(sdk::Registrar& reg) {
   register_linalg_solvers(reg);
   register_core_aten(reg);
   register_special(reg);
+  register_everyday(reg);
 }
 
 }  // namespace

@@ -26,7 +26,7 @@ import yaml  # noqa: E402
 # Written by hand in the package (varargs sizes, default dtype, PyTorch-only signatures).
 HANDWRITTEN = {
     "empty", "zeros", "ones", "full", "arange", "linspace", "eye", "rand", "randn", "randint",
-    "to", "where", "nonzero", "var", "std", "einsum", "meshgrid", "unique_consecutive", "block_diag",
+    "to", "where", "nonzero", "var", "std", "einsum", "meshgrid", "unique_consecutive", "block_diag", "broadcast_tensors", "tensor_split",
 }
 # Reachable through tessera.ops.aten.<name> only (no PyTorch function or method of that name);
 # so are linalg_* and special_*: tessera.linalg.<name> and tessera.special.<name> (linalg.py, special.py).

@@ -35,9 +35,9 @@ from tessera._factories import (  # noqa: E402
     ones_like, rand, rand_like, randint, randn, randn_like, tensor, zeros, zeros_like,
 )
 from tessera._functions import (  # noqa: E402
-    all, allclose, any, block_diag, chunk, clamp_max, clamp_min, einsum, equal, is_floating_point, is_tensor, isclose,
-    max, meshgrid, min, nonzero, norm, numel, promote_types, result_type, split, std, t, unbind, unique,
-    unique_consecutive, var, where,
+    all, allclose, any, atleast_1d, atleast_2d, atleast_3d, block_diag, broadcast_tensors, chunk, clamp_max,
+    clamp_min, einsum, equal, is_floating_point, is_tensor, isclose, max, meshgrid, min, nonzero, norm, numel,
+    promote_types, result_type, split, std, t, tensor_split, unbind, unique, unique_consecutive, var, where,
 )
 from tessera._finfo import finfo, iinfo  # noqa: E402
 from tessera import linalg, special  # noqa: E402

@@ -299,7 +299,8 @@ def _unique_result(values, inverse, counts, return_inverse, return_counts):
 def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
     """The distinct elements (sorted), with each element's position among them and their counts."""
     if dim is not None:
-        raise NotImplementedError("unique: dim is not supported yet; call it without dim (over all elements)")
+        values, inverse, counts = _call("unique_dim", (input, dim, sorted, return_inverse, return_counts), _E)
+        return _unique_result(values, inverse, counts, return_inverse, return_counts)
     values, inverse, counts = _call("_unique2", (input, sorted, return_inverse, return_counts), _E)
     return _unique_result(values, inverse, counts, return_inverse, return_counts)
 
@@ -313,3 +314,38 @@ def unique_consecutive(input, return_inverse=False, return_counts=False, dim=Non
 def block_diag(*tensors):
     """A block-diagonal matrix of the given 0-, 1- or 2-D tensors."""
     return _call("block_diag", (list(tensors),), _E)
+
+
+def broadcast_tensors(*tensors):
+    """The tensors expanded to their common broadcast shape (views)."""
+    return tuple(_call("broadcast_tensors", (list(tensors),), _E))
+
+
+def tensor_split(input, indices_or_sections, dim=0):
+    """Views of `input` split into near-equal sections, or at the given indices, along dim."""
+    return tuple(_call("tensor_split", (input, indices_or_sections, dim), _E))
+
+
+def atleast_1d(*tensors):
+    out = tuple(t.reshape(1) if t.ndim == 0 else t for t in _flat(tensors))
+    return out[0] if len(out) == 1 else out
+
+
+def atleast_2d(*tensors):
+    out = tuple(t.reshape(1, 1) if t.ndim == 0 else t.unsqueeze(0) if t.ndim == 1 else t for t in _flat(tensors))
+    return out[0] if len(out) == 1 else out
+
+
+def atleast_3d(*tensors):
+    def three(t):
+        if t.ndim == 0:
+            return t.reshape(1, 1, 1)
+        if t.ndim == 1:
+            return t.reshape(1, t.shape[0], 1)
+        return t.unsqueeze(2) if t.ndim == 2 else t
+    out = tuple(three(t) for t in _flat(tensors))
+    return out[0] if len(out) == 1 else out
+
+
+def _flat(tensors):
+    return tuple(tensors[0]) if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)) else tensors

@@ -561,7 +561,7 @@ def _install():
     put("where", _functions._where_method)
     for name in ("max", "min", "var", "std", "all", "any", "isclose", "allclose",
                  "equal", "nonzero", "unbind", "split", "chunk", "clamp_min", "clamp_max", "norm", "unique",
-                 "unique_consecutive"):
+                 "unique_consecutive", "tensor_split"):
         put(name, getattr(_functions, name))
     if "itemsize" not in own:
         T.itemsize = property(lambda self: self.dtype.itemsize)

@@ -1191,6 +1191,29 @@ samples("special_ndtri")(lambda: unary(low=0.125, high=0.875, dtypes=(F64,)))
 samples("special_xlog1py")(lambda: [Sample(t(3, 4), pos(3, 4, seed=1)), Sample(t(2, 3, 4), pos(3, 1, seed=1))])
 
 
+# the everyday surface
+samples("bitwise_left_shift.Tensor", "bitwise_right_shift.Tensor")(lambda: [
+    Sample(t(3, 4, dtype=I64, low=-8, high=8), t(3, 4, dtype=I64, seed=1, low=0, high=5)),
+    Sample(t(3, dtype=I32, low=-8, high=8), idx(1, 40, -1).to(I32)), Sample(t(3), t(3, seed=1)).raises(TypeError)])
+samples("bitwise_left_shift.Tensor_Scalar", "bitwise_right_shift.Tensor_Scalar")(lambda: [
+    Sample(t(3, 4, dtype=I64, low=-8, high=8), 2), Sample(t(3, dtype=I32), 1)])
+samples("unfold")(lambda: [Sample(t(2, 7), 1, 3, 2), Sample(transposed(4, 3), 0, 2, 1), Sample(t(3), 0, 4, 1).raises(ValueError)])
+samples("tensor_split.sections")(lambda: [Sample(t(7, 2), 3), Sample(t(2, 5), 2, 1)])
+samples("tensor_split.indices")(lambda: [Sample(t(7, 2), [1, 4]), Sample(t(2, 5), [2, 9], 1)])
+samples("broadcast_tensors")(lambda: [Sample([t(3, 1), t(4, seed=1)]), Sample([t(2, 3), t(3, seed=1), t(seed=2)]),
+                                      Sample([t(2, 3), t(2, seed=1)]).raises(ValueError)])
+samples("cross")(lambda: [Sample(t(4, 3), t(4, 3, seed=1)), Sample(t(3, 2), t(3, 2, seed=1), 0)])
+samples("unique_dim")(lambda: [Sample(ts.tensor([[1, 2], [1, 2], [0, 5]]), 0, True, True, True),
+                               Sample(ts.tensor([[1.0, 1.0], [2.0, 2.0]]), 1, True, False, True)])
+samples("hstack", "vstack", "dstack", "column_stack")(lambda: [Sample([t(2, 3), t(2, 3, seed=1)]), Sample([t(3), t(3, seed=1)])])
+samples("diff")(lambda: [Sample(t(3, 5)), Sample(t(3, 5), 2, 0), Sample(t(4), 1, -1, t(2, seed=1), t(1, seed=2)),
+                         Sample(t(4, dtype=BOOL))])
+samples("flipud", "fliplr")(lambda: [Sample(t(3, 4)), Sample(transposed(3, 4))])
+samples("signbit")(lambda: [Sample(ts.tensor([-0.0, 0.0, -1.5, 2.0, float("-inf")])), Sample(t(3, dtype=I64))])
+samples("isin.Tensor_Tensor")(lambda: [Sample(t(3, 4, dtype=I64), idx(0, 1, 7)), Sample(t(5), t(3, seed=1), invert=True)])
+samples("heaviside")(lambda: [Sample(ts.tensor([-1.0, 0.0, 2.0]), ts.tensor([0.5])), Sample(t(3, 4), t(4, seed=1))])
+
+
 # ---------------------------------------------------------------------------- derived variants
 def schema_of(name):
     """The schema text of one overload ("add.out(...) -> ..."), or None when it does not exist."""

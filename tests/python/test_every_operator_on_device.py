@@ -245,7 +245,9 @@ def _check_sample(overload, entry, sample, target):
     elif cpu_error is not None:
         raise AssertionError(f"the CPU raised {cpu_error!r} on a sample expected to run")
 
-    if _is_view(overload) and not target.has_kernel(overload):
+    # (A composite view checks its arguments before it reaches a view primitive: its error samples
+    # raise the CPU's error on the device too.)
+    if _is_view(overload) and not target.has_kernel(overload) and not (sample.error and _is_composite(overload)):
         with pytest.raises(NotImplementedError, match="view operator"):
             packet(*d_args, **d_kwargs)
         return False

@@ -796,3 +796,31 @@ def test_special_functions():
     assert ts.special.expit(ts.tensor([0.0])).item() == 0.5 and ts.special.gammaln(ts.tensor([5.0])).item() == pytest.approx(math.log(24))
     np.testing.assert_allclose(to_np(ts.special.xlog1py(x, x)), p * np.log1p(p), rtol=1e-12)
     assert gradcheck(lambda t: ts.special.logit(t) + ts.special.ndtr(t), (x.clone().requires_grad_(),))
+
+
+def test_everyday_surface():
+    a = rand(3, 7)
+    x = from_np(a)
+    np.testing.assert_array_equal(to_np(x.unfold(1, 3, 2)), np.lib.stride_tricks.sliding_window_view(a, 3, axis=1)[:, ::2])
+    parts = ts.tensor_split(x, 3, dim=1)
+    assert [p.shape[1] for p in parts] == [len(q[0]) for q in np.array_split(a, 3, axis=1)]
+    assert [p.shape[1] for p in ts.tensor_split(x, [2, 5], dim=1)] == [2, 3, 2]
+    b1, b2 = ts.broadcast_tensors(ts.ones(3, 1), ts.zeros(4))
+    assert b1.shape == b2.shape == (3, 4)
+    u = np.array([[1, 2], [0, 5], [1, 2]])
+    v, inv, cnt = ts.unique(from_np(u), dim=0, return_inverse=True, return_counts=True)
+    nv, ninv, ncnt = np.unique(u, axis=0, return_inverse=True, return_counts=True)
+    assert v.tolist() == nv.tolist() and inv.tolist() == ninv.ravel().tolist() and cnt.tolist() == ncnt.tolist()
+    assert ts.hstack([ts.ones(2), ts.zeros(3)]).tolist() == np.hstack([np.ones(2), np.zeros(3)]).tolist()
+    assert ts.vstack([ts.ones(2), ts.zeros(2)]).shape == (2, 2) and ts.dstack([ts.ones(2, 2), ts.ones(2, 2)]).shape == (2, 2, 2)
+    assert ts.column_stack([ts.ones(2), ts.zeros(2, 3)]).shape == (2, 4)
+    np.testing.assert_array_equal(to_np(ts.diff(x, 2, 1)), np.diff(a, 2, 1))
+    np.testing.assert_array_equal(to_np(ts.diff(x, prepend=x[:, :1], dim=1)), np.diff(a, prepend=a[:, :1], axis=1))
+    assert ts.signbit(ts.tensor([-0.0, 0.0, -1.0])).tolist() == [True, False, True]
+    assert ts.isin(ts.tensor([1, 2, 3]), ts.tensor([2, 5])).tolist() == [False, True, False]
+    assert ts.heaviside(ts.tensor([-1.0, 0.0, 2.0]), ts.tensor([0.5])).tolist() == [0.0, 0.5, 1.0]
+    s = np.array([1, -8, 5], dtype=np.int64)
+    assert ts.bitwise_left_shift(from_np(s), 2).tolist() == (s << 2).tolist()
+    assert ts.bitwise_right_shift(from_np(s), ts.tensor([1, 1, 70])).tolist() == [0, -4, 0]
+    assert ts.atleast_3d(ts.ones(2)).shape == (1, 2, 1) and ts.fliplr(ts.eye(2)).tolist() == [[0.0, 1.0], [1.0, 0.0]]
+    assert ts.cross(ts.eye(3), ts.ones(3, 3)).tolist() == np.cross(np.eye(3), np.ones((3, 3)), axis=0).tolist()

@@ -83,20 +83,32 @@ void modulo_k(sdk::Args& a) {
   a.return_argument(it.result());
 }
 
-enum class Bitwise { And, Or, Xor };
+enum class Bitwise { And, Or, Xor, LeftShift, RightShift };
+// Shifts by a negative amount or by the width or more give 0 (right shifts of negatives: -1), as PyTorch.
 template <Bitwise B, class T> T bitwise(T x, T y) {
   if constexpr (!std::is_integral_v<T>) return x;  // unreachable: floating dtypes are refused
   else if constexpr (B == Bitwise::And) return T(x & y);
   else if constexpr (B == Bitwise::Or) return T(x | y);
-  else return T(x ^ y);
+  else if constexpr (B == Bitwise::Xor) return T(x ^ y);
+  else if constexpr (std::is_same_v<T, bool>) return x;  // unreachable: bool shifts are refused
+  else {
+    constexpr int64_t width = int64_t(sizeof(T) * 8);
+    const int64_t n = int64_t(y);
+    using U = std::make_unsigned_t<T>;
+    if (B == Bitwise::LeftShift) return (n < 0 || n >= width) ? T(0) : T(U(x) << n);
+    if (n < 0 || n >= width) return (std::is_signed_v<T> && x < 0) ? T(-1) : T(0);
+    return T(x >> n);
+  }
 }
 template <Variant V, Bitwise B>
 void bitwise_k(sdk::Args& a) {
-  static constexpr const char* names[] = {"bitwise_and", "bitwise_or", "bitwise_xor"};
+  static constexpr const char* names[] = {"bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
+                                          "bitwise_right_shift"};
   const std::string name = variant_name(names[int(B)], V);
   TensorIterator it = iter(a, name, V, false);
   if (sdk::is_floating(it.common_dtype()))
     fail(TS_ERROR_TYPE, name, ": only integer and boolean tensors are supported, got ", sdk::dtype_name(it.common_dtype()));
+  if (B >= Bitwise::LeftShift && it.common_dtype() == TS_BOOL) fail(TS_ERROR_TYPE, name, ": not implemented for 'Bool'");
   TS_DISPATCH_ALL(it.common_dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"), {
     run<scalar_t>(it, [](scalar_t x, scalar_t y) { return bitwise<B>(x, y); });
   });
@@ -129,6 +141,12 @@ void register_binary_math_kernels(sdk::Registrar& reg, ts_dispatch_key key) {
   reg.kernel("bitwise_xor.Tensor", key, bitwise_k<F, Bitwise::Xor>);
   reg.kernel("bitwise_xor_.Tensor", key, bitwise_k<I, Bitwise::Xor>);
   reg.kernel("bitwise_xor.out", key, bitwise_k<O, Bitwise::Xor>);
+  reg.kernel("bitwise_left_shift.Tensor", key, bitwise_k<F, Bitwise::LeftShift>);
+  reg.kernel("bitwise_left_shift_.Tensor", key, bitwise_k<I, Bitwise::LeftShift>);
+  reg.kernel("bitwise_left_shift.out", key, bitwise_k<O, Bitwise::LeftShift>);
+  reg.kernel("bitwise_right_shift.Tensor", key, bitwise_k<F, Bitwise::RightShift>);
+  reg.kernel("bitwise_right_shift_.Tensor", key, bitwise_k<I, Bitwise::RightShift>);
+  reg.kernel("bitwise_right_shift.out", key, bitwise_k<O, Bitwise::RightShift>);
 }
 
 }  // namespace tessera::cpu
