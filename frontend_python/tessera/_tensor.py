@@ -107,22 +107,28 @@ def _compare(op):
     return cmp
 
 
-def _logical(name, op):
-    """&, |, ^ on bool tensors (bitwise ops on integer tensors are not implemented yet)."""
+def _bitwise(op):
+    """&, |, ^, <<, >> and %: the bitwise_* / remainder operators (a Python number as a 0-d tensor)."""
     def forward(self, other):
         other = _as_tensor_operand(self, other)
         if other is None:
             return NotImplemented
-        if self.dtype != _BOOL or other.dtype != _BOOL:
-            raise NotImplementedError(f"bitwise_{name}: only bool tensors are supported so far, got "
-                                      f"{self.dtype.name} and {other.dtype.name}")
         return _call(op, (self, other), _E)
 
+    def reflected(self, other):
+        other = _as_tensor_operand(self, other)
+        if other is None:
+            return NotImplemented
+        return _call(op, (other, self), _E)
+
     def inplace(self, other):
-        _call("copy_", (self, forward(self, other)), _E)
+        other = _as_tensor_operand(self, other)
+        if other is None:
+            return NotImplemented
+        _call(op + "_", (self, other), _E)
         return self
 
-    return forward, inplace
+    return forward, reflected, inplace
 
 
 def __neg__(self):
@@ -528,10 +534,11 @@ def _install():
     put("__ipow__", ipow)
     for dunder, op in {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge"}.items():
         put(f"__{dunder}__", _compare(op))
-    for name, op in {"and": "logical_and", "or": "logical_or", "xor": "ne"}.items():
-        fwd, inp = _logical(name, op)
+    for name, op in {"and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor", "lshift": "bitwise_left_shift",
+                     "rshift": "bitwise_right_shift", "mod": "remainder"}.items():
+        fwd, ref, inp = _bitwise(op)
         put(f"__{name}__", fwd)
-        put(f"__r{name}__", fwd)
+        put(f"__r{name}__", ref)
         put(f"__i{name}__", inp)
     for f in (__neg__, __pos__, __abs__, __invert__, __matmul__, __rmatmul__, __imatmul__, __bool__, __int__,
               __float__, __index__, __len__, __iter__, __contains__, __deepcopy__, __reduce_ex__):

@@ -366,8 +366,10 @@ def test_invert_of_integers_and_errors():
     assert (~ts.tensor([0, 200], dtype=ts.uint8)).tolist() == [255, 55]
     with pytest.raises(TypeError):
         ~ts.tensor([1.0])
-    with pytest.raises(NotImplementedError, match="bitwise_and"):
-        ts.tensor([1, 2]) & ts.tensor([3, 4])
+    assert (ts.tensor([1, 6]) & ts.tensor([3, 4])).tolist() == [1, 4]  # integers: bitwise
+    assert (ts.tensor([1, 6]) << 2).tolist() == [4, 24] and (ts.tensor([7, -7]) % 3).tolist() == [1, 2]
+    with pytest.raises(TypeError, match="bitwise_and"):
+        ts.tensor([1.0]) & ts.tensor([3.0])
 
 
 @pytest.mark.parametrize("dtype", [ts.int32, ts.float32, ts.float16], ids=lambda d: d.name)
