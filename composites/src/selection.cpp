@@ -160,6 +160,42 @@ void histc(Args& a) {
   a.return_tensor(ops::to(counts, x.dtype()));
 }
 
+// mode: the most frequent value of each slice (the smallest on ties) and the last index where it
+// occurs. Runs of equal values in the sorted slice give each value's count.
+void mode(Args& a) {
+  TensorRef x = a.tensor(0);
+  int64_t dim = wrap_dim("mode", a.to_int(1), x.dim());
+  bool keepdim = a.to_bool(2);
+  TensorRef s = as_slices(x);
+  int64_t n = s.size(dim);
+  if (n == 0) fail(TS_ERROR_INDEX, "mode(): Expected reduction dim ", dim, " to have non-zero size.");
+  const IntList source{dim}, destination{-1};
+  TensorRef moved = movedim_to(s, source, destination);
+  IntList out_shape = shape_of(moved);
+  out_shape.pop_back();
+  TensorRef rows = ops::reshape(moved, {-1, n});
+  int64_t r = rows.size(0);
+  auto [sorted, order] = sorted_along(rows, 1);
+  TensorRef first = ops::ones({r, 1}, int32_t(TS_BOOL), x.device());
+  TensorRef starts = n == 1 ? first
+                            : ops::cat({first, ops::ne(ops::narrow(sorted, 1, 1, n - 1), ops::narrow(sorted, 1, 0, n - 1))}, 1);
+  TensorRef run = ops::sub(ops::cumsum(starts, 1), Scalar(1));  // each element's run, per row
+  TensorRef counts = ops::scatter_add(ops::zeros({r, n}, int32_t(TS_INT64), x.device()), 1, run,
+                                      ops::ones({r, n}, int32_t(TS_INT64), x.device()));
+  TensorRef length = ops::gather(counts, 1, run);
+  TensorRef best = ops::amax(length, IntList{1}, true);
+  TensorRef at = ops::argmax(ops::to(ops::eq(length, best), int32_t(TS_INT32)), int64_t(1), true);  // the first (smallest) value of a longest run
+  TensorRef value = ops::gather(sorted, 1, at);
+  TensorRef same_run = ops::eq(run, ops::gather(run, 1, at));
+  TensorRef index = ops::amax(ops::where(same_run, order, ops::full({}, Scalar(-1), int32_t(TS_INT64), x.device())), IntList{1}, true);
+  TensorRef v = ops::reshape(value, out_shape), i = ops::reshape(index, out_shape);
+  if (keepdim && x.dim() > 0) {
+    v = ops::unsqueeze(v, dim);
+    i = ops::unsqueeze(i, dim);
+  }
+  return_tensors(a, {ops::contiguous(v), ops::contiguous(i)});
+}
+
 }  // namespace
 
 void register_selection(sdk::Registrar& reg) {
@@ -171,6 +207,7 @@ void register_selection(sdk::Registrar& reg) {
   composite(reg, "_unique2", unique2);
   composite(reg, "unique_consecutive", unique_consecutive);
   composite(reg, "histc", histc);
+  composite(reg, "mode", mode);
 }
 
 }  // namespace tessera::composites

@@ -1047,6 +1047,8 @@ samples("median", "nanmedian")(lambda: [Sample(distinct(3, 5)), Sample(ts.tensor
 samples("median.dim", "nanmedian.dim")(lambda: [Sample(distinct(3, 5), 1), Sample(distinct(4, 3), 0, True),
                                                 Sample(ts.tensor([[1.0, float("nan"), 3.0], [2.0, 0.0, 5.0]]), 1)])
 samples("_unique2")(lambda: [Sample(t(3, 4, dtype=I64), True, True, True), Sample(t(5), True, False, True), Sample(t(0))])
+samples("mode")(lambda: [Sample(t(4, 9, dtype=I64, low=0, high=3)), Sample(t(5, 3, low=0, high=1), 0, True),
+                         Sample(t(3, 0), 1).raises(IndexError)])
 samples("unique_consecutive")(lambda: [Sample(idx(1, 1, 2, 2, 3, 1), True, True), Sample(t(4))])
 samples("histc")(lambda: [Sample(t(50), 5), Sample(t(20), 4, -1, 1), Sample(t(5), 0).raises(ValueError)])
 samples("trace")(lambda: [Sample(t(3, 3)), Sample(t(2, 4, dtype=I64)), Sample(t(3)).raises(ValueError)])

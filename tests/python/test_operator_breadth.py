@@ -824,3 +824,15 @@ def test_everyday_surface():
     assert ts.bitwise_right_shift(from_np(s), ts.tensor([1, 1, 70])).tolist() == [0, -4, 0]
     assert ts.atleast_3d(ts.ones(2)).shape == (1, 2, 1) and ts.fliplr(ts.eye(2)).tolist() == [[0.0, 1.0], [1.0, 0.0]]
     assert ts.cross(ts.eye(3), ts.ones(3, 3)).tolist() == np.cross(np.eye(3), np.ones((3, 3)), axis=0).tolist()
+
+
+def test_mode_is_the_smallest_most_frequent_value_at_its_last_index():
+    a = RNG.integers(0, 4, size=(5, 9))
+    v, i = ts.mode(from_np(a), 1)
+    for row, value, index in zip(a, v.tolist(), i.tolist()):
+        counts = np.bincount(row)
+        assert value == np.flatnonzero(counts == counts.max())[0]
+        assert index == np.flatnonzero(row == value)[-1]
+    assert ts.tensor([[1.0, 2.0, 2.0, 1.0]]).mode(1, keepdim=True).values.tolist() == [[1.0]]
+    with pytest.raises(IndexError, match="mode"):
+        ts.mode(ts.ones(2, 0), 1)
