@@ -135,7 +135,7 @@ def test_lerp_addcmul_addcdiv_xlogy_clamp_tensor():
     np.testing.assert_allclose(to_np(ts.clamp(x, min=y)), np.maximum(a, b))
     np.testing.assert_allclose(to_np(ts.clamp(x, y, t)), np.minimum(np.maximum(a, b), w))
     with pytest.raises(ValueError, match="clamp"):
-        ts.clamp(x, ts.tensor(1.0)[None][:0].reshape(()) if False else None, None)
+        ts.clamp(x, None, None)
 
 
 def test_isnan_family_and_nan_to_num():
@@ -211,7 +211,7 @@ def test_sort_is_stable_and_matches_numpy(descending, dim):
 
 def test_sort_orders_nan_last_and_topk():
     x = ts.tensor([3.0, math.nan, 1.0, 2.0])
-    assert ts.sort(x).indices.tolist() == [2, 3, 0, 1] if hasattr(ts.sort(x), "indices") else True
+    assert ts.sort(x).indices.tolist() == [2, 3, 0, 1]
     assert ts.sort(x)[1].tolist() == [2, 3, 0, 1]
     assert ts.sort(x, descending=True)[1].tolist() == [1, 0, 3, 2]
     a = rand(5, 40)
@@ -366,7 +366,7 @@ def test_random_composites_are_reproducible_and_distributed():
     ts.manual_seed(7)
     assert ts.randperm(50).tolist() == a and sorted(a) == list(range(50))
     b = ts.bernoulli(ts.full((20000,), 0.25))
-    assert abs(b.mean().item() - 0.25) < 0.02 and set(b.unique().tolist() if hasattr(b, "unique") else b.tolist()) <= {0.0, 1.0}
+    assert abs(b.mean().item() - 0.25) < 0.02 and set(b.unique().tolist()) <= {0.0, 1.0}
     n = ts.normal(ts.full((20000,), 2.0), ts.full((20000,), 0.5))
     assert abs(n.mean().item() - 2.0) < 0.02 and abs(n.std().item() - 0.5) < 0.02
 
@@ -516,8 +516,6 @@ def test_diagonals_and_index_fills():
     x = from_np(a)
     for off in (-1, 0, 2):
         np.testing.assert_array_equal(to_np(x.diagonal(off, 1, 2)), np.diagonal(a, off, 1, 2))
-    d = x.diagonal(0, 1, 2)
-    d.fill_(7.0) if False else None
     m = rand(4, 4)
     assert ts.trace(from_np(m)).item() == pytest.approx(np.trace(m))
     np.testing.assert_array_equal(to_np(ts.diag(from_np(m), 1)), np.diag(m, 1))
@@ -665,8 +663,9 @@ def test_linalg_factorizations_and_solvers_match_numpy(dtype):
         np.testing.assert_allclose(to_np(ts.linalg.matrix_norm(from_np(M), ord_)), np.linalg.norm(M, ord_, axis=(-2, -1)),
                                    rtol=tol, atol=tol)
     np.testing.assert_allclose(to_np(ts.linalg.norm(from_np(M[0]))), np.linalg.norm(M[0]), rtol=tol)
-    sol = ts.linalg.lstsq(from_np(M[0]), from_np(B[0, :3] if False else RNG.standard_normal((5, 2)).astype(dtype))).solution
-    assert sol.shape == (3, 2)
+    rhs = RNG.standard_normal((5, 2)).astype(dtype)
+    sol = ts.linalg.lstsq(from_np(M[0]), from_np(rhs)).solution
+    np.testing.assert_allclose(to_np(sol), np.linalg.lstsq(M[0], rhs, rcond=None)[0], rtol=tol * 10, atol=tol * 10)
     LU, piv = ts.linalg.lu_factor(a)
     np.testing.assert_allclose(to_np(ts.linalg.lu_solve(LU, piv, b)), np.linalg.solve(A, B), rtol=tol, atol=tol)
 
