@@ -8,12 +8,14 @@
 namespace tessera::composites {
 namespace {
 
-void alias(Args& a) {
-  TensorRef x = a.tensor(0);
+// A new view of x with x's own geometry.
+TensorRef same_view(const TensorRef& x) {
   IntList identity;
   for (int64_t d = 0; d < x.dim(); ++d) identity.push_back(d);
-  a.return_tensor(ops::permute(x, identity));
+  return ops::permute(x, identity);
 }
+
+void alias(Args& a) { a.return_tensor(same_view(a.tensor(0))); }
 
 void adaptive_avg_pool2d(Args& a) {
   auto size = a.int_list(1);
@@ -321,7 +323,7 @@ void squeeze_dims(Args& a) {
   std::sort(wrapped.rbegin(), wrapped.rend());
   TensorRef out = x;
   for (int64_t d : wrapped) out = ops::squeeze(out, d);
-  a.return_tensor(out.handle() == x.handle() ? ops::permute(x, [&] { IntList p; for (int64_t d = 0; d < x.dim(); ++d) p.push_back(d); return p; }()) : std::move(out));
+  a.return_tensor(out.handle() == x.handle() ? same_view(x) : std::move(out));
 }
 
 void sym_numel(Args& a) { a.returns({sdk::value(a.tensor(0).numel())}); }

@@ -49,25 +49,19 @@ void count_nonzero(Args& a) {
   a.return_tensor(d ? ops::sum(ops::ne(x, Scalar(0)), IntList{*d}, false) : ops::sum(ops::ne(x, Scalar(0))));
 }
 
-void var_mean(Args& a) {
+// var_mean / std_mean: (var or std, mean) over the same dims.
+void spread_mean(Args& a, bool standard_deviation) {
   TensorRef x = a.tensor(0);
   auto dim = optional_dims(a, 1);
   auto correction = a.optional_scalar(2);
   bool keepdim = a.to_bool(3);
   std::optional<Scalar> c;
   if (correction) c = Scalar(*correction);
-  return_tensors(a, {ops::var(x, dim, c, keepdim), ops::mean(x, dim, keepdim)});
+  TensorRef spread = standard_deviation ? ops::std(x, dim, c, keepdim) : ops::var(x, dim, c, keepdim);
+  return_tensors(a, {spread, ops::mean(x, dim, keepdim)});
 }
-
-void std_mean(Args& a) {
-  TensorRef x = a.tensor(0);
-  auto dim = optional_dims(a, 1);
-  auto correction = a.optional_scalar(2);
-  bool keepdim = a.to_bool(3);
-  std::optional<Scalar> c;
-  if (correction) c = Scalar(*correction);
-  return_tensors(a, {ops::std(x, dim, c, keepdim), ops::mean(x, dim, keepdim)});
-}
+void var_mean(Args& a) { spread_mean(a, false); }
+void std_mean(Args& a) { spread_mean(a, true); }
 
 void aminmax(Args& a) {
   TensorRef x = a.tensor(0);

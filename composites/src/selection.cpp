@@ -47,29 +47,27 @@ void kthvalue(Args& a) {
   return_tensors(a, {ops::contiguous(v), ops::contiguous(i)});
 }
 
-// The lower median of each slice; a slice holding NaN gives its first NaN (median) or ignores
-// them (nanmedian, NaN only when every element is NaN), as PyTorch.
+// The position in each sorted slice of n elements (NaNs last; `nans` of them, keepdim-shaped)
+// of its lower median: the first NaN when there is one (median), or the median of the others
+// (nanmedian, position 0 when every element is NaN), as PyTorch.
+TensorRef median_position(const TensorRef& nans, int64_t n, bool ignore_nan) {
+  auto long_scalar = [&](int64_t v) { return ops::full({}, Scalar(v), int32_t(TS_INT64), nans.device()); };
+  if (ignore_nan)
+    return ops::clamp(ops::floor_divide(ops::sub(minus_from(nans, n), Scalar(1)), long_scalar(2)), Scalar(0), std::nullopt);
+  return ops::where(ops::gt(nans, Scalar(0)), minus_from(nans, n), long_scalar((n - 1) / 2));
+}
+
 void median_dim_impl(Args& a, bool ignore_nan) {
   const char* op = ignore_nan ? "nanmedian" : "median";
   TensorRef x = a.tensor(0);
   int64_t dim = wrap_dim(op, a.to_int(1), x.dim());
-  bool keepdim = a.to_bool(2);
+  bool keepdim = a.to_bool(2) || x.dim() == 0;
   TensorRef s = as_slices(x);
   int64_t n = s.size(dim);
   if (n == 0) fail(TS_ERROR_INDEX, op, "(): Expected reduction dim ", dim, " to have non-zero size.");
   auto [values, indices] = sorted_along(s, dim);
-  TensorRef nans = ops::sum(ops::ne(s, s), IntList{dim}, true);  // NaNs sort last
-  TensorRef pos;
-  if (ignore_nan) {
-    TensorRef valid = minus_from(nans, n);
-    pos = ops::clamp(ops::floor_divide(ops::sub(valid, Scalar(1)), ops::full({}, Scalar(2), int32_t(TS_INT64), x.device())),
-                     Scalar(0), std::nullopt);
-  } else {
-    pos = ops::where(ops::gt(nans, Scalar(0)), minus_from(nans, n),
-                     ops::full({}, Scalar((n - 1) / 2), int32_t(TS_INT64), x.device()));
-  }
-  if (x.dim() == 0) keepdim = true;
-  return_at(a, values, indices, pos, dim, keepdim);
+  TensorRef nans = ops::sum(ops::ne(s, s), IntList{dim}, true);
+  return_at(a, values, indices, median_position(nans, n, ignore_nan), dim, keepdim);
 }
 void median_dim(Args& a) { median_dim_impl(a, false); }
 void nanmedian_dim(Args& a) { median_dim_impl(a, true); }
@@ -79,13 +77,8 @@ void median_all_impl(Args& a, bool ignore_nan) {
   if (x.numel() == 0) return a.return_tensor(ops::full({}, Scalar(std::numeric_limits<double>::quiet_NaN()), x.dtype(), x.device()));
   TensorRef flat = ops::reshape(x, {-1});
   auto [values, indices] = sorted_along(flat, 0);
-  int64_t n = flat.numel();
   TensorRef nans = ops::sum(ops::ne(flat, flat), IntList{0}, true);
-  TensorRef pos = ignore_nan
-      ? ops::clamp(ops::floor_divide(ops::sub(minus_from(nans, n), Scalar(1)), ops::full({}, Scalar(2), int32_t(TS_INT64), x.device())),
-                   Scalar(0), std::nullopt)
-      : ops::where(ops::gt(nans, Scalar(0)), minus_from(nans, n), ops::full({}, Scalar((n - 1) / 2), int32_t(TS_INT64), x.device()));
-  a.return_tensor(ops::reshape(ops::gather(values, 0, pos), {}));
+  a.return_tensor(ops::reshape(ops::gather(values, 0, median_position(nans, flat.numel(), ignore_nan)), {}));
 }
 void median_all(Args& a) { median_all_impl(a, false); }
 void nanmedian_all(Args& a) { median_all_impl(a, true); }

@@ -1,7 +1,7 @@
 // Registration of composites with their derived in-place / out= variants, and argument helpers.
 #include "composite.h"
 
-#include <deque>
+#include <unordered_map>
 
 namespace tessera::composites {
 namespace {
@@ -15,51 +15,39 @@ struct VariantData {
   std::string name;
 };
 
-ts_status run_variant(void* data, ts_call call, ts_keyset keys, ts_stack* stack) noexcept {
-  auto* v = static_cast<const VariantData*>(data);
-  auto body = [&](Args& a) {
-    const int n = a.size() - (v->kind == VariantKind::Out ? 1 : 0);
-    TensorRef target = v->kind == VariantKind::Out ? a.tensor(n) : a.tensor(0);
-    std::vector<ts_value> slots(size_t(std::max(n, 4)));
-    for (int i = 0; i < n; ++i) slots[size_t(i)] = stack->values[i];
-    ts_stack inner{sizeof(ts_stack), slots.data(), n, int32_t(slots.size())};
-    sdk::check_host(sdk::host().call_operator(call, v->functional, &inner));
-    TensorRef result = TensorRef::adopt(inner.values[0].u.tensor);
-    if (sdk::is_floating(result.dtype()) && !sdk::is_floating(target.dtype()))
-      fail(TS_ERROR_TYPE, v->name, ": result type ", sdk::dtype_name(result.dtype()),
-           " can't be cast to the desired output type ", sdk::dtype_name(target.dtype()));
-    if (v->kind == VariantKind::Out) {
-      IntList shape = shape_of(result);
-      if (shape_of(target) != shape) sdk::resize(call, target, shape);
-    } else if (shape_of(target) != shape_of(result)) {
-      fail(TS_ERROR_VALUE, v->name, ": the result's shape does not match self's (in-place ops cannot broadcast self)");
-    }
-    ops::copy_(target, result);
-    a.return_argument(target);
-  };
-  struct Scope {
-    ts_call saved = std::exchange(sdk::current_call(), nullptr);
-    explicit Scope(ts_call c) { sdk::current_call() = c; }
-    ~Scope() { sdk::current_call() = saved; }
-  } scope(call);
-  try {
-    Args args(call, keys, stack);
-    body(args);
-    return TS_OK;
-  } catch (const sdk::HostFailure& e) {
-    return e.status;
-  } catch (const sdk::Error& e) {
-    sdk::host().set_error(call, e.what());
-    return e.status();
-  } catch (const std::exception& e) {
-    sdk::host().set_error(call, e.what());
-    return TS_ERROR;
-  }
+// Filled while the plugin registers (before any call), read-only afterwards.
+std::unordered_map<ts_operator, VariantData>& variants() {
+  static auto* m = new std::unordered_map<ts_operator, VariantData>;  // lives as long as the process
+  return *m;
 }
 
-std::deque<VariantData>& variant_data() {
-  static auto* d = new std::deque<VariantData>;  // lives as long as the process (kernels may run at exit)
-  return *d;
+void run_variant(Args& a) {
+  const VariantData& v = variants().at(sdk::host().call_operator_of(a.call()));
+  const int n = a.size() - (v.kind == VariantKind::Out ? 1 : 0);
+  TensorRef target = v.kind == VariantKind::Out ? a.tensor(n) : a.tensor(0);
+  std::vector<ts_value> slots(size_t(std::max(n, 4)));
+  for (int i = 0; i < n; ++i) slots[size_t(i)] = a.value(i);
+  ts_stack inner{sizeof(ts_stack), slots.data(), n, int32_t(slots.size())};
+  sdk::check_host(sdk::host().call_operator(a.call(), v.functional, &inner));
+  TensorRef result = TensorRef::adopt(inner.values[0].u.tensor);
+  if (sdk::is_floating(result.dtype()) && !sdk::is_floating(target.dtype()))
+    fail(TS_ERROR_TYPE, v.name, ": result type ", sdk::dtype_name(result.dtype()),
+         " can't be cast to the desired output type ", sdk::dtype_name(target.dtype()));
+  if (v.kind == VariantKind::Out) {
+    IntList shape = shape_of(result);
+    if (shape_of(target) != shape) sdk::resize(a.call(), target, shape);
+  } else if (shape_of(target) != shape_of(result)) {
+    fail(TS_ERROR_VALUE, v.name, ": the result's shape does not match self's (in-place ops cannot broadcast self)");
+  }
+  ops::copy_(target, result);
+  a.return_argument(target);
+}
+
+void register_variant(sdk::Registrar& reg, ts_operator functional, VariantKind kind, const std::string& name) {
+  ts_operator variant = sdk::host().find_operator(name.c_str());
+  if (!variant) fail(TS_ERROR, "composites: operator '", name, "' is not defined by the host");
+  variants().emplace(variant, VariantData{functional, kind, name});
+  reg.kernel(name.c_str(), TS_KEY_COMPOSITE_IMPLICIT, run_variant);
 }
 
 }  // namespace
@@ -74,15 +62,12 @@ void composite(sdk::Registrar& reg, const char* op, sdk::KernelFn fn, bool inpla
   ts_operator functional = sdk::host().find_operator(op);
   if (!functional) fail(TS_ERROR, "composites: operator '", op, "' is not defined by the host");
   if (inplace) {
-    std::string name = base + "_" + (overload.empty() ? "" : "." + overload);
-    auto& d = variant_data().emplace_back(VariantData{functional, VariantKind::Inplace, name});
-    reg.boxed_kernel(d.name.c_str(), TS_KEY_COMPOSITE_IMPLICIT, run_variant, &d);
+    register_variant(reg, functional, VariantKind::Inplace, base + "_" + (overload.empty() ? "" : "." + overload));
   }
   if (out) {
     std::string name = out_name ? std::string(out_name)
                                 : base + "." + (overload.empty() || overload == "Tensor" ? "out" : overload + "_out");
-    auto& d = variant_data().emplace_back(VariantData{functional, VariantKind::Out, name});
-    reg.boxed_kernel(d.name.c_str(), TS_KEY_COMPOSITE_IMPLICIT, run_variant, &d);
+    register_variant(reg, functional, VariantKind::Out, name);
   }
 }
 

@@ -6,9 +6,13 @@ _call = _C.call_op
 _E = {}
 
 
+def _out(out):
+    return _E if out is None else {"out": out}
+
+
 def _unary(op):
     def f(input, *, out=None):
-        return _call(op, (input,), _E if out is None else {"out": out})
+        return _call(op, (input,), _out(out))
     f.__name__ = op
     return f
 
@@ -30,7 +34,7 @@ log_ndtr = _unary("special_log_ndtr")
 
 
 def logit(input, eps=None, *, out=None):
-    return _call("logit", (input, eps), _E if out is None else {"out": out})
+    return _call("logit", (input, eps), _out(out))
 
 
 def round(input, decimals=0, *, out=None):
@@ -41,11 +45,11 @@ def round(input, decimals=0, *, out=None):
 
 
 def xlogy(input, other, *, out=None):
-    return _call("xlogy", (input, other), _E if out is None else {"out": out})
+    return _call("xlogy", (input, other), _out(out))
 
 
 def xlog1py(input, other, *, out=None):
-    return _call("special_xlog1py", (input, other), _E if out is None else {"out": out})
+    return _call("special_xlog1py", (input, other), _out(out))
 
 
 def softmax(input, dim, *, dtype=None):

@@ -37,26 +37,26 @@ void check_divisor(const TensorIterator& it, const std::string& name) {
   }
 }
 
-template <Variant V>
-void atan2_k(sdk::Args& a) {
-  const std::string name = variant_name("atan2", V);
+// atan2 and copysign: floating results (integers compute in float32), f in the compute type.
+template <Variant V, class F>
+void floating_binary(sdk::Args& a, const char* base, F f) {
+  const std::string name = variant_name(base, V);
   TensorIterator it = iter(a, name, V, true);
   TS_DISPATCH_FLOAT(it.common_dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"), {
     using M = opmath_t<scalar_t>;
-    run<scalar_t>(it, [](scalar_t y, scalar_t x) { return scalar_t(std::atan2(M(y), M(x))); });
+    run<scalar_t>(it, [&f](scalar_t x, scalar_t y) { return scalar_t(f(M(x), M(y))); });
   });
   a.return_argument(it.result());
 }
 
 template <Variant V>
+void atan2_k(sdk::Args& a) {
+  floating_binary<V>(a, "atan2", [](auto y, auto x) { return std::atan2(y, x); });
+}
+
+template <Variant V>
 void copysign_k(sdk::Args& a) {
-  const std::string name = variant_name("copysign", V);
-  TensorIterator it = iter(a, name, V, true);
-  TS_DISPATCH_FLOAT(it.common_dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"), {
-    using M = opmath_t<scalar_t>;
-    run<scalar_t>(it, [](scalar_t x, scalar_t y) { return scalar_t(std::copysign(M(x), M(y))); });
-  });
-  a.return_argument(it.result());
+  floating_binary<V>(a, "copysign", [](auto x, auto y) { return std::copysign(x, y); });
 }
 
 template <class M, bool Python> M modulo(M x, M y) {
