@@ -3,7 +3,7 @@
 # tools from PyPI. Idempotent: does nothing when everything is present.
 set -euo pipefail
 PACKAGES=(cmake ninja-build g++ ccache binutils python3 python3-yaml libfmt-dev libboost-dev nlohmann-json3-dev
-          libdnnl-dev libsleef-dev liblapacke-dev libgtest-dev libgmock-dev libbenchmark-dev
+          libdnnl-dev libsleef-dev liblapacke-dev libkissfft-dev libgtest-dev libgmock-dev libbenchmark-dev
           clang libc++-dev libc++abi-dev libclang-rt-14-dev  # SDK check (clang+libc++) and libFuzzer
           hipcc libamdhip64-dev)  # the ROCm plugin, compiled (gfx90a, gfx940) from the CUDA sources
 missing=()

@@ -16,8 +16,8 @@ namespace {
 using sdk::Args;
 
 void check_floating(const TensorRef& t, const char* op) {
-  if (!is_floating(t.dtype()))
-    throw sdk::Error(TS_ERROR, sdk::cat(op, ": only Tensors of floating point dtype can require gradients, got ",
+  if (!is_differentiable_dtype(t.dtype()))
+    throw sdk::Error(TS_ERROR, sdk::cat(op, ": only Tensors of floating point and complex dtype can require gradients, got ",
                                         sdk::dtype_name(t.dtype())));
 }
 
@@ -218,7 +218,7 @@ void attach_function(Args& a) {
       if (in.handle() == outputs[j].handle())
         throw sdk::Error(TS_ERROR_VALUE, sdk::cat(std::string(a.optional_str(3).value_or("function")), ": forward returned input tensor ", j,
                                                   " as is; return a new tensor (x.clone() or x.view_as(x))"));
-    if (is_floating(outputs[j].dtype())) set_history(outputs[j], node, uint32_t(j));
+    if (is_differentiable_dtype(outputs[j].dtype())) set_history(outputs[j], node, uint32_t(j));
   }
   a.returns({});
 }

@@ -39,7 +39,7 @@ TensorRef conform(const TensorRef& g, const InputMeta& meta, const Node& node, s
 }
 
 bool has_nan(const TensorRef& t) {
-  if (!t.defined() || !is_floating(t.dtype()) || t.numel() == 0) return false;
+  if (!t.defined() || !is_differentiable_dtype(t.dtype()) || t.numel() == 0) return false;
   TensorRef bad = sdk::ops::sum(sdk::ops::ne(t, t), std::nullopt, false, std::nullopt);  // NaN != NaN
   TensorRef host_copy = sdk::ops::to(bad, TS_INT64);
   if (host_copy.device().type != 0) return false;  // checked on host-accessible devices only

@@ -25,7 +25,7 @@ ts_status autograd_fallback(void*, ts_call call, ts_keyset, ts_stack* stack) noe
     for (ts_tensor t : inputs) node->next_edges.push_back(gradient_edge(t));
     for (int32_t j = 0; j < stack->size; ++j) {
       ts_tensor out = tensor_arg(stack->values[j]);
-      if (!out || !is_floating(TensorRef::borrow(out).dtype())) continue;
+      if (!out || !is_differentiable_dtype(TensorRef::borrow(out).dtype())) continue;
       set_history(TensorRef::borrow(out), node, uint32_t(j));  // in-place outputs too: their history changed
     }
   });

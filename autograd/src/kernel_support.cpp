@@ -86,7 +86,7 @@ void record_output(ts_tensor t, const std::shared_ptr<Node>& node, uint32_t nr,
   for (ts_tensor in : inputs)
     if (in == t) return;  // returned as is (contiguous of a contiguous tensor, say)
   TensorRef out = TensorRef::borrow(t);
-  if (!is_floating(out.dtype())) return;
+  if (!is_differentiable_dtype(out.dtype())) return;
   set_history(out, node, nr);
   if (is_view && inputs.size() > 0 && *inputs.begin()) record_view(out, TensorRef::borrow(*inputs.begin()));
 }

@@ -35,8 +35,8 @@ Node::~Node() {
   draining = false;
 }
 
-bool is_floating(int32_t dtype) {
-  return dtype == TS_FLOAT16 || dtype == TS_BFLOAT16 || dtype == TS_FLOAT32 || dtype == TS_FLOAT64;
+bool is_differentiable_dtype(int32_t dtype) {
+  return sdk::is_floating(dtype) || sdk::is_complex(dtype);
 }
 
 InputMeta input_meta_of(const TensorRef& t) { return InputMeta{t.shape_vector(), t.dtype(), t.device()}; }

@@ -93,6 +93,6 @@ InputMeta input_meta_of(const TensorRef& t);
 // A fresh view of `t` (same storage and geometry) with no autograd state: detach().
 TensorRef alias_of(const TensorRef& t);
 
-bool is_floating(int32_t dtype);
+bool is_differentiable_dtype(int32_t dtype);
 
 }  // namespace tessera::autograd

@@ -35,6 +35,8 @@ TensorRef zero_like_scalar(const TensorRef& t);  // a 0-d zero of t's dtype and 
 bool host_flag(const TensorRef& flag);
 // x with its dims `source` moved to `destination` (PyTorch's movedim), a view.
 TensorRef movedim_to(const TensorRef& x, std::span<const int64_t> source, std::span<const int64_t> destination);
+// The shape the tensors broadcast to; ValueError naming `op` when they do not broadcast.
+IntList broadcast_shape(const char* op, const std::vector<TensorRef>& ts);
 // Returns several tensors (a tuple schema).
 void return_tensors(Args& a, std::vector<TensorRef> results);
 // Returns a Tensor[] (kept alive on this thread until its next Tensor[] return).
@@ -52,5 +54,7 @@ void register_linalg_solvers(sdk::Registrar& reg);
 void register_core_aten(sdk::Registrar& reg);
 void register_special(sdk::Registrar& reg);
 void register_everyday(sdk::Registrar& reg);
+void register_complex(sdk::Registrar& reg);
+void register_fft(sdk::Registrar& reg);
 
 }  // namespace tessera::composites

@@ -33,7 +33,13 @@ void round_decimals(Args& a) {
 
 void rad2deg(Args& a) { a.return_tensor(ops::mul(a.tensor(0), Scalar(180.0 / kPi))); }
 void deg2rad(Args& a) { a.return_tensor(ops::mul(a.tensor(0), Scalar(kPi / 180.0))); }
-void sgn(Args& a) { a.return_tensor(ops::sign(a.tensor(0))); }  // real dtypes: sgn is sign
+// sgn: sign for real dtypes; z / |z| (0 at 0) for complex ones.
+void sgn(Args& a) {
+  TensorRef z = a.tensor(0);
+  if (!sdk::is_complex(z.dtype())) return a.return_tensor(ops::sign(z));
+  TensorRef r = ops::abs(z);
+  a.return_tensor(ops::where(ops::eq(r, Scalar(0.0)), ops::mul(z, Scalar(0.0)), ops::div(z, r)));
+}
 
 // self + w * (end - self) for |w| < 0.5, end - (end - self) * (1 - w) otherwise: exact at w = 1.
 void lerp_scalar(Args& a) {

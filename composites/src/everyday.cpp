@@ -66,24 +66,6 @@ void tensor_split_indices(Args& a) {
   split_at(a, x, dim, IntList(idx.begin(), idx.end()));
 }
 
-IntList broadcast_shape(const char* op, const std::vector<TensorRef>& ts) {
-  IntList shape;
-  for (const auto& t : ts) {
-    IntList s = shape_of(t);
-    if (s.size() > shape.size()) shape.insert(shape.begin(), s.size() - shape.size(), 1);
-    size_t lead = shape.size() - s.size();
-    for (size_t i = 0; i < s.size(); ++i) {
-      int64_t& v = shape[lead + i];
-      if (v == s[i] || s[i] == 1) continue;
-      if (v != 1)
-        fail(TS_ERROR_VALUE, op, ": The size of tensor a (", v, ") must match the size of tensor b (", s[i],
-             ") at non-singleton dimension ", lead + i);
-      v = s[i];
-    }
-  }
-  return shape;
-}
-
 void broadcast_tensors(Args& a) {
   std::vector<TensorRef> ts = a.tensor_list(0);
   IntList shape = broadcast_shape("broadcast_tensors", ts);

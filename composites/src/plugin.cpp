@@ -17,6 +17,8 @@ void register_composites(sdk::Registrar& reg) {
   register_core_aten(reg);
   register_special(reg);
   register_everyday(reg);
+  register_complex(reg);
+  register_fft(reg);
 }
 
 }  // namespace

@@ -30,7 +30,7 @@ void run_variant(Args& a) {
   ts_stack inner{sizeof(ts_stack), slots.data(), n, int32_t(slots.size())};
   sdk::check_host(sdk::host().call_operator(a.call(), v.functional, &inner));
   TensorRef result = TensorRef::adopt(inner.values[0].u.tensor);
-  if (sdk::is_floating(result.dtype()) && !sdk::is_floating(target.dtype()))
+  if (sdk::category(result.dtype()) > sdk::category(target.dtype()) && sdk::is_inexact(result.dtype()))
     fail(TS_ERROR_TYPE, v.name, ": result type ", sdk::dtype_name(result.dtype()),
          " can't be cast to the desired output type ", sdk::dtype_name(target.dtype()));
   if (v.kind == VariantKind::Out) {
@@ -117,6 +117,24 @@ void return_tensor_list(Args& a, const std::vector<TensorRef>& results) {
   v.u.tensors.data = returned.data();
   v.u.tensors.size = int64_t(returned.size());
   a.returns({v});
+}
+
+IntList broadcast_shape(const char* op, const std::vector<TensorRef>& ts) {
+  IntList shape;
+  for (const auto& t : ts) {
+    IntList s = shape_of(t);
+    if (s.size() > shape.size()) shape.insert(shape.begin(), s.size() - shape.size(), 1);
+    size_t lead = shape.size() - s.size();
+    for (size_t i = 0; i < s.size(); ++i) {
+      int64_t& v = shape[lead + i];
+      if (v == s[i] || s[i] == 1) continue;
+      if (v != 1)
+        fail(TS_ERROR_VALUE, op, ": The size of tensor a (", v, ") must match the size of tensor b (", s[i],
+             ") at non-singleton dimension ", lead + i);
+      v = s[i];
+    }
+  }
+  return shape;
 }
 
 }  // namespace tessera::composites

@@ -86,7 +86,8 @@ std::string type_name(py::handle obj) { return py::str(py::type::handle_of(obj).
 
 // ---- NumPy
 
-const char* const kNumpySupported = "float64, float32, float16, int64, int32, int16, int8, uint8, and bool";
+const char* const kNumpySupported =
+    "complex128, complex64, float64, float32, float16, int64, int32, int16, int8, uint8, and bool";
 
 ScalarType dtype_from_numpy(const py::dtype& dt) {
   const char kind = dt.kind();
@@ -111,6 +112,12 @@ ScalarType dtype_from_numpy(const py::dtype& dt) {
         case 2: return kFloat16;
         case 4: return kFloat32;
         case 8: return kFloat64;
+        default: return unsupported();
+      }
+    case 'c':
+      switch (size) {
+        case 8: return kComplex64;
+        case 16: return kComplex128;
         default: return unsupported();
       }
     default: return unsupported();
@@ -228,6 +235,7 @@ DLDataType dl_dtype(ScalarType dtype) {
     case kInt8: case kInt16: case kInt32: case kInt64: return {kDLInt, bits, 1};
     case kFloat16: case kFloat32: case kFloat64: return {kDLFloat, bits, 1};
     case kBFloat16: return {kDLBfloat, 16, 1};
+    case kComplex64: case kComplex128: return {kDLComplex, bits, 1};
   }
   raise<TypeError>("__dlpack__: unsupported dtype {}", name(dtype));
 }
@@ -235,7 +243,7 @@ DLDataType dl_dtype(ScalarType dtype) {
 ScalarType dtype_from_dl(DLDataType t) {
   auto unsupported = [&]() -> ScalarType {
     raise<TypeError>("from_dlpack: unsupported DLPack dtype (code {}, bits {}, lanes {}); Tessera supports bool, "
-                     "uint8, int8, int16, int32, int64, float16, bfloat16, float32 and float64", int(t.code),
+                     "uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, complex64 and complex128", int(t.code),
                      int(t.bits), int(t.lanes));
   };
   if (t.lanes != 1) return unsupported();
@@ -258,6 +266,7 @@ ScalarType dtype_from_dl(DLDataType t) {
         default: return unsupported();
       }
     case kDLBfloat: return t.bits == 16 ? kBFloat16 : unsupported();
+    case kDLComplex: return t.bits == 64 ? kComplex64 : t.bits == 128 ? kComplex128 : unsupported();
     default: return unsupported();
   }
 }

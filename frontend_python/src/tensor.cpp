@@ -74,15 +74,22 @@ HostBytes host_bytes(const Tensor& t) {
   return out;
 }
 
-// One element as a Python bool / int / float.
+// One value as a Python bool / int / float / complex (a template: the branches not taken for T
+// are discarded).
+template <class T>
+PyObject* number_object(T v) {
+  if constexpr (std::is_same_v<T, bool>) return PyBool_FromLong(v);
+  else if constexpr (sdk::is_complex_v<T>) return PyComplex_FromDoubles(double(v.real()), double(v.imag()));
+  else if constexpr (std::is_integral_v<T>) return PyLong_FromLongLong((long long)v);
+  else return PyFloat_FromDouble(double(sdk::opmath_t<T>(v)));
+}
+
 PyObject* element_object(ScalarType dtype, const char* p) {
   PyObject* r = nullptr;
-  TS_DISPATCH_ALL(int32_t(dtype), raise<TypeError>("invalid dtype code {}", int32_t(dtype)), {
+  TS_DISPATCH_ALL_AND_COMPLEX(int32_t(dtype), raise<TypeError>("invalid dtype code {}", int32_t(dtype)), {
     scalar_t v;
     std::memcpy(&v, p, sizeof v);
-    if constexpr (std::is_same_v<scalar_t, bool>) r = PyBool_FromLong(v);
-    else if constexpr (std::is_integral_v<scalar_t>) r = PyLong_FromLongLong((long long)v);
-    else r = PyFloat_FromDouble(double(sdk::opmath_t<scalar_t>(v)));
+    r = number_object(v);
   });
   if (!r) throw py::error_already_set();
   return r;
@@ -120,12 +127,13 @@ PyObject* tensor_item(const Tensor& t) {
 
 // ---------------------------------------------------------------------------- tensor(data)
 
-enum Category : uint8_t { kNone = 0, kBoolCat = 1, kIntCat = 2, kFloatCat = 3 };
+enum Category : uint8_t { kNone = 0, kBoolCat = 1, kIntCat = 2, kFloatCat = 3, kComplexCat = 4 };
 
 struct Element {
   bool is_float;
   int64_t i;
   double d;
+  double imag = 0;  // a Python complex: d is its real part
 };
 
 int64_t double_to_int64(double d) {
@@ -140,8 +148,11 @@ void fill_typed(void* out, const std::vector<Element>& elements) {
   T* dst = static_cast<T*>(out);
   for (size_t k = 0; k < elements.size(); ++k) {
     const Element& e = elements[k];
-    if constexpr (std::is_same_v<T, bool>) dst[k] = e.is_float ? e.d != 0 : e.i != 0;
-    else if constexpr (std::is_integral_v<T>) dst[k] = T(e.is_float ? double_to_int64(e.d) : e.i);
+    if constexpr (std::is_same_v<T, bool>) dst[k] = e.is_float ? (e.d != 0 || e.imag != 0) : e.i != 0;
+    else if constexpr (sdk::is_complex_v<T>) {
+      using R = typename T::value_type;
+      dst[k] = T(R(e.is_float ? e.d : double(e.i)), R(e.imag));
+    } else if constexpr (std::is_integral_v<T>) dst[k] = T(e.is_float ? double_to_int64(e.d) : e.i);
     else {
       using M = sdk::opmath_t<T>;
       dst[k] = T(e.is_float ? M(e.d) : M(e.i));
@@ -201,9 +212,9 @@ struct DataParser {
     scalar(o);
   }
 
-  void add(Category c, bool is_float, int64_t i, double d) {
+  void add(Category c, bool is_float, int64_t i, double d, double imag = 0) {
     if (c > category) category = c;
-    elements.push_back(Element{is_float, i, d});
+    elements.push_back(Element{is_float, i, d, imag});
   }
 
   void scalar(PyObject* o) {
@@ -226,10 +237,13 @@ struct DataParser {
                           t.numel(), where());
       py::object v = py::reinterpret_steal<py::object>(tensor_item(t));
       if (t.dtype() == kBool) return add(kBoolCat, false, v.ptr() == Py_True, 0);
+      if (is_complex(t.dtype()))
+        return add(kComplexCat, true, 0, PyComplex_RealAsDouble(v.ptr()), PyComplex_ImagAsDouble(v.ptr()));
       if (is_floating_point(t.dtype())) return add(kFloatCat, true, 0, PyFloat_AS_DOUBLE(v.ptr()));
       return add(kIntCat, false, PyLong_AsLongLong(v.ptr()), 0);
     }
-    if (PyComplex_Check(o)) raise<TypeError>("tensor(): complex numbers are not supported (at {})", where());
+    if (PyComplex_Check(o))
+      return add(kComplexCat, true, 0, PyComplex_RealAsDouble(o), PyComplex_ImagAsDouble(o));
     std::string_view tname = Py_TYPE(o)->tp_name;
     if (tname == "numpy.bool" || tname == "numpy.bool_") return add(kBoolCat, false, PyObject_IsTrue(o) == 1, 0);
     if (PyIndex_Check(o)) {  // NumPy integers and other int-likes
@@ -260,6 +274,7 @@ Tensor tensor_from_data(py::handle data, std::optional<ScalarType> dtype, std::o
   ScalarType type = dtype ? *dtype
                     : p.category == kBoolCat ? kBool
                     : p.category == kIntCat  ? kInt64
+                    : p.category == kComplexCat ? ScalarType(sdk::complex_dtype(int32_t(default_dtype())))
                                              : default_dtype();
   Device dev = device.value_or(Device(Device::kCpuType, 0));
   std::vector<int64_t> shape(p.shape.begin(), p.shape.end());
@@ -273,7 +288,10 @@ Tensor tensor_from_data(py::handle data, std::optional<ScalarType> dtype, std::o
     staging.resize(p.elements.size() * size_t(itemsize(type)));
     dst = staging.data();
   }
-  TS_DISPATCH_ALL(int32_t(type), raise<TypeError>("tensor(): invalid dtype"), fill_typed<scalar_t>(dst, p.elements));
+  if (p.category == kComplexCat && !is_complex(type))
+    raise<TypeError>("tensor(): can't convert complex numbers to {}", name(type));
+  TS_DISPATCH_ALL_AND_COMPLEX(int32_t(type), raise<TypeError>("tensor(): invalid dtype"),
+                              fill_typed<scalar_t>(dst, p.elements));
   if (!direct) {
     if (!entry.desc.copy_from_host)
       raise<RuntimeError>("tensor(): device '{}' (plugin '{}') cannot copy from the host", dev.str(), entry.plugin);

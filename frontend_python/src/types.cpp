@@ -214,7 +214,7 @@ void bind_types(py::module_& m) {
       .def_property_readonly("itemsize", [](const PyDType& d) { return itemsize(d.type); })
       .def_property_readonly("is_floating_point", [](const PyDType& d) { return is_floating_point(d.type); })
       .def_property_readonly("is_signed", [](const PyDType& d) { return is_signed(d.type); })
-      .def_property_readonly("is_complex", [](const PyDType&) { return false; })
+      .def_property_readonly("is_complex", [](const PyDType& d) { return is_complex(d.type); })
       .def("__repr__", [](const PyDType& d) { return "tessera." + std::string(name(d.type)); })
       .def("__str__", [](const PyDType& d) { return "tessera." + std::string(name(d.type)); })
       .def("__eq__", [](const PyDType& a, py::handle b) {

@@ -21,8 +21,8 @@ set_default_dtype = _C.set_default_dtype
 manual_seed = _C.manual_seed
 
 from tessera._dtypes import (  # noqa: E402
-    bfloat16, bool, double, float, float16, float32, float64, half, int, int8, int16, int32, int64, long,
-    short, uint8,
+    bfloat16, bool, cdouble, cfloat, complex64, complex128, double, float, float16, float32, float64, half, int,
+    int8, int16, int32, int64, long, short, uint8,
 )
 from tessera import _generated_ops  # noqa: E402
 
@@ -40,7 +40,7 @@ from tessera._functions import (  # noqa: E402
     promote_types, result_type, split, std, t, tensor_split, unbind, unique, unique_consecutive, var, where,
 )
 from tessera._finfo import finfo, iinfo  # noqa: E402
-from tessera import linalg, special  # noqa: E402
+from tessera import fft, linalg, special  # noqa: E402
 from tessera._generator import (  # noqa: E402
     Generator, default_generator, get_rng_state, initial_seed, seed, set_rng_state,
 )

@@ -23,7 +23,11 @@ float32 = _d["float32"]
 float = float32
 float64 = _d["float64"]
 double = float64
+complex64 = _d["complex64"]
+cfloat = complex64
+complex128 = _d["complex128"]
+cdouble = complex128
 
 DTYPE_NAMES = ("bool", "uint8", "int8", "int16", "short", "int32", "int", "int64", "long", "float16",
-               "half", "bfloat16", "float32", "float", "float64", "double")
+               "half", "bfloat16", "float32", "float", "float64", "double", "complex64", "cfloat", "complex128", "cdouble")
 del _d

@@ -96,6 +96,21 @@ class _Formatter:
         return (self.max_width - len(s)) * " " + s
 
 
+class _ComplexFormatter:
+    """a+bj with each part formatted as PyTorch formats floats (one format per part)."""
+
+    def __init__(self, values):
+        self.real = _Formatter([v.real for v in values], True)
+        self.imag = _Formatter([abs(v.imag) for v in values], True)
+        self.max_width = self.real.max_width + self.imag.max_width + 2
+
+    def format(self, v):
+        imag = self.imag.format(abs(v.imag)).lstrip()
+        sign = "-" if math.copysign(1.0, v.imag) < 0 else "+"
+        s = f"{self.real.format(v.real)}{sign}{imag}j"
+        return (self.max_width - len(s)) * " " + s
+
+
 # Summarised data: nested lists of Python numbers where `...` (Ellipsis) stands for the
 # elided middle of a dimension.
 def _summarized(t, edge):
@@ -144,7 +159,8 @@ def _tensor_str(t, indent):
         return "[]"
     summarize = t.numel() > PRINT_OPTS.threshold
     data = _summarized(t, PRINT_OPTS.edgeitems) if summarize else t.tolist()
-    fmt = _Formatter(_flat(data, []), t.dtype.is_floating_point)
+    values = _flat(data, [])
+    fmt = _ComplexFormatter(values) if t.dtype.is_complex else _Formatter(values, t.dtype.is_floating_point)
     return _nested_str(data, t.ndim, indent, fmt)
 
 
@@ -178,7 +194,8 @@ def tensor_repr(t):
             suffixes.append("dtype=" + repr(dtype))
         body = "[]"
     else:
-        if dtype != default and dtype not in _IMPLICIT_DTYPES:
+        default_complex = _DT["complex128"] if default == _DT["float64"] else _DT["complex64"]
+        if dtype != default and dtype not in _IMPLICIT_DTYPES and dtype != default_complex:
             suffixes.append("dtype=" + repr(dtype))
         body = _tensor_str(t, indent)
     return _add_suffixes(prefix + body, suffixes, indent)

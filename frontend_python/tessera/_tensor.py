@@ -23,6 +23,10 @@ def _operand(x):
     """x as an operand of a Python operator, or None when the operator should return NotImplemented."""
     if isinstance(x, _NUMBER_OR_TENSOR):
         return x
+    if isinstance(x, builtins.complex):  # a 0-dim tensor of the default complex dtype (complex64)
+        from tessera._factories import tensor
+
+        return tensor(x)
     if hasattr(x, "__array__"):  # NumPy arrays and scalars (they defer to us: __array_priority__)
         from tessera._factories import tensor
 
@@ -197,12 +201,16 @@ def __int__(self):
     return builtins.int(self.item())
 
 
+def __complex__(self):
+    return builtins.complex(self.item())
+
+
 def __float__(self):
     return builtins.float(self.item())
 
 
 def __index__(self):
-    if self.dtype.is_floating_point or self.numel() != 1:
+    if self.dtype.is_floating_point or self.dtype.is_complex or self.numel() != 1:
         raise TypeError("only integer tensors of a single element can be converted to an index")
     return builtins.int(self.item())
 
@@ -488,7 +496,7 @@ def is_signed(self):
 
 
 def is_complex(self):
-    return False
+    return self.dtype.is_complex
 
 
 def nelement(self):
@@ -541,7 +549,7 @@ def _install():
         put(f"__r{name}__", ref)
         put(f"__i{name}__", inp)
     for f in (__neg__, __pos__, __abs__, __invert__, __matmul__, __rmatmul__, __imatmul__, __bool__, __int__,
-              __float__, __index__, __len__, __iter__, __contains__, __deepcopy__, __reduce_ex__):
+              __complex__, __float__, __index__, __len__, __iter__, __contains__, __deepcopy__, __reduce_ex__):
         put(f.__name__, f)
     T.__hash__ = object.__hash__  # identity, as PyTorch (== is element-wise)
     T.__array_priority__ = 1000  # NumPy defers binary operators to the tensor
@@ -564,6 +572,13 @@ def _install():
         put(name, _to_dtype(dt))
     T.T = property(_T)
     T.mT = property(_mT)
+    # torch's real / imag are properties (views); assigning to them writes the parts.
+    T.real = property(lambda self: _call("real", (self,), _E),
+                      lambda self, value: _call("real", (self,), _E).copy_(value))
+    T.imag = property(lambda self: _call("imag", (self,), _E),
+                      lambda self, value: _call("imag", (self,), _E).copy_(value))
+    for name in ("cfloat", "cdouble"):
+        put(name, _to_dtype({"cfloat": "complex64", "cdouble": "complex128"}[name]))
     put("t", _functions.t)
     put("where", _functions._where_method)
     for name in ("max", "min", "var", "std", "all", "any", "isclose", "allclose",

@@ -187,22 +187,29 @@ ts_status api_tensor_empty(ts_call call, int32_t ndim, const int64_t* shape, con
   });
 }
 
-ts_status api_tensor_alias(ts_call call, ts_tensor base, int32_t ndim, const int64_t* shape, const int64_t* strides,
-                           int64_t offset, ts_tensor* out) {
+ts_status api_tensor_alias_dtype(ts_call call, ts_tensor base, int32_t ndim, const int64_t* shape,
+                                 const int64_t* strides, int64_t offset, int32_t dtype, ts_tensor* out) {
   return guarded(call, [&] {
     if (!base || ndim < 0 || (ndim > 0 && (!shape || !strides))) raise<ValueError>("alias: invalid arguments");
+    if (!sdk::dtype_valid(dtype)) raise<TypeError>("alias: invalid dtype code {}", dtype);
     auto* b = from_handle(base);
     IntArrayRef sizes(shape, size_t(ndim)), stride_ref(strides, size_t(ndim));
     checked_numel(sizes, "alias");
     int64_t elements = span_elements(sizes, stride_ref, "alias");
-    int64_t isz = itemsize(b->dtype());
+    int64_t isz = sdk::dtype_itemsize(dtype);
     if (offset < 0 || (elements > 0 && (offset + elements) * isz > int64_t(b->storage()->nbytes())))
       raise<IndexError>("alias: a view of sizes [{}], strides [{}] at offset {} reaches past its storage of {} bytes",
                         fmt::join(sizes, ", "), fmt::join(stride_ref, ", "), offset, b->storage()->nbytes());
-    auto* t = new TensorImpl(b->storage(), b->dtype(), sizes, stride_ref, offset);
+    auto* t = new TensorImpl(b->storage(), ScalarType(dtype), sizes, stride_ref, offset);
     t->set_key_set(b->key_set());
     *out = to_handle(t);
   });
+}
+
+ts_status api_tensor_alias(ts_call call, ts_tensor base, int32_t ndim, const int64_t* shape, const int64_t* strides,
+                           int64_t offset, ts_tensor* out) {
+  const int32_t dtype = base ? int32_t(from_handle(base)->dtype()) : 0;
+  return api_tensor_alias_dtype(call, base, ndim, shape, strides, offset, dtype, out);
 }
 
 int64_t api_tensor_storage_offset(ts_tensor t) { return t ? from_handle(t)->storage_offset() : 0; }
@@ -349,6 +356,7 @@ const ts_host_api kHostApi = {
     api_operator_name,
     api_current_stream,
     api_set_current_stream,
+    api_tensor_alias_dtype,
 };
 
 }  // namespace

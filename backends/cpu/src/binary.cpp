@@ -148,20 +148,20 @@ void add_sub(sdk::Args& a, Variant v, bool scalar, bool subtract) {
                             [subtract](auto x, auto y) { return subtract ? x - y : x + y; }))
     return;
   TensorIterator it = binary_iter(a, name, v, self, other, 3);
-  if (alpha.kind == ScalarArg::Double && !sdk::is_floating(it.common_dtype()))
+  if (alpha.kind == ScalarArg::Double && !sdk::is_inexact(it.common_dtype()))
     fail(TS_ERROR_TYPE, name, ": for integral input tensors, argument alpha must not be a floating point number, got ",
          alpha.d);
   if (subtract) {
     alpha.i = -alpha.i;
     alpha.d = -alpha.d;
   }
-  TS_DISPATCH_ALL(it.common_dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"), {
+  TS_DISPATCH_ALL_AND_COMPLEX(it.common_dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"), {
     using M = opmath_t<scalar_t>;
     const M al = scalar_to<M>(alpha);
     const auto f = [al](scalar_t x, scalar_t y) { return scalar_t(M(x) + al * M(y)); };
     // x + 1 * y and x + (-1) * y are exactly x + y and x - y.
     if constexpr (std::is_same_v<scalar_t, float>) {
-      if (al == 1.0f || al == -1.0f) run_binary_f32(it, al == 1.0f ? simd::Binary::Add : simd::Binary::Sub, f);
+      if (al == M(1) || al == M(-1)) run_binary_f32(it, al == M(1) ? simd::Binary::Add : simd::Binary::Sub, f);
       else run_binary<scalar_t>(it, f);
     } else {
       run_binary<scalar_t>(it, f);
@@ -183,7 +183,8 @@ void mul(sdk::Args& a, Variant v, bool scalar) {
   TensorIterator it = binary_iter(a, name, v, a.tensor(0), other, 2);
   const auto f = [](auto x, auto y) { return mul_value(x, y); };
   if (it.common_dtype() == TS_FLOAT32) run_binary_f32(it, simd::Binary::Mul, f);
-  else TS_DISPATCH_ALL(it.common_dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"), run_binary<scalar_t>(it, f));
+  else TS_DISPATCH_ALL_AND_COMPLEX(it.common_dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"),
+                                   run_binary<scalar_t>(it, f));
   a.return_argument(it.result());
 }
 
@@ -216,7 +217,7 @@ enum class Rounding { None, Trunc, Floor };
 void true_divide(sdk::Args& a, Variant v, bool scalar, int out_index) {
   const std::string name = variant_name("div", v);
   TensorIterator it = binary_iter(a, name, v, a.tensor(0), read_other(a, 1, scalar), out_index, true);
-  TS_DISPATCH_FLOAT(it.common_dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"), {
+  TS_DISPATCH_FLOAT_AND_COMPLEX(it.common_dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"), {
     using M = opmath_t<scalar_t>;
     const auto f = [](scalar_t x, scalar_t y) { return scalar_t(M(x) / M(y)); };
     if constexpr (std::is_same_v<scalar_t, float>) run_binary_f32(it, simd::Binary::Div, f);
@@ -240,6 +241,9 @@ void rounding_divide(sdk::Args& a, Variant v, Rounding r, const char* base, int 
     fail(TS_ERROR_TYPE, name, ": expected numeric tensors, got bool and bool");
   TensorIterator it = binary_iter(a, name, v, self, other, out_index);
   if (sdk::is_integral(it.common_dtype(), false)) check_no_integer_zero(it, name);
+  if (sdk::is_complex(it.common_dtype()))
+    fail(TS_ERROR_TYPE, name, ": rounding division is not supported for complex tensors, got ",
+         sdk::dtype_name(it.common_dtype()));
   TS_DISPATCH_NUMERIC(it.common_dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"), {
     if (r == Rounding::Floor)
       run_binary<scalar_t>(it, [](scalar_t x, scalar_t y) { return rounded_div(x, y, Rounding::Floor); });
@@ -289,8 +293,13 @@ void pow_kernel(sdk::Args& a, Variant v, bool scalar) {
       exponent.scalar->i < 0)
     fail(TS_ERROR_VALUE, name, ": integers to negative integer powers are not allowed, got exponent ",
          exponent.scalar->i);
-  TS_DISPATCH_NUMERIC(it.common_dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"),
-                      run_binary<scalar_t>(it, [](scalar_t x, scalar_t y) { return pow_value(x, y); }));
+  if (sdk::is_complex(it.common_dtype())) {
+    TS_DISPATCH_COMPLEX(it.common_dtype(), ,
+                        run_binary<scalar_t>(it, [](scalar_t x, scalar_t y) { return scalar_t(std::pow(x, y)); }));
+  } else {
+    TS_DISPATCH_NUMERIC(it.common_dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"),
+                        run_binary<scalar_t>(it, [](scalar_t x, scalar_t y) { return pow_value(x, y); }));
+  }
   a.return_argument(it.result());
 }
 
@@ -298,6 +307,8 @@ void pow_kernel(sdk::Args& a, Variant v, bool scalar) {
 void extremum(sdk::Args& a, Variant v, bool is_max) {
   const std::string name = variant_name(is_max ? "maximum" : "minimum", v);
   TensorIterator it = binary_iter(a, name, v, a.tensor(0), read_other(a, 1, false), 2);
+  if (sdk::is_complex(it.common_dtype()))
+    fail(TS_ERROR_TYPE, name, ": complex numbers are not ordered, got ", sdk::dtype_name(it.common_dtype()));
   TS_DISPATCH_ALL(it.common_dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"), {
     using M = opmath_t<scalar_t>;
     if (is_max)

@@ -29,6 +29,18 @@ void compare(sdk::Args& a, Variant v, bool scalar, unsigned mask, const char* ba
   if (scalar) cfg.input(a.scalar(1));
   else cfg.input(a.tensor(1));
   TensorIterator it = cfg.build();
+  if (sdk::is_complex(it.common_dtype())) {  // only (in)equality: complex numbers are not ordered
+    if (mask != kEq && mask != kNe)
+      fail(TS_ERROR_TYPE, name, ": complex numbers are not ordered, got ", sdk::dtype_name(it.common_dtype()));
+    TS_DISPATCH_COMPLEX(it.common_dtype(), , {
+      it.run([mask](char** d, const int64_t* s, int64_t n) {
+        binary_row<bool, scalar_t, scalar_t>(d, s, n, [mask](scalar_t x, scalar_t y) {
+          return bool((mask >> (unsigned(x == y) << 1)) & 1u);  // code 2: equal, 0: unordered
+        });
+      });
+    });
+    return a.return_argument(it.result());
+  }
   TS_DISPATCH_ALL(it.common_dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"), {
     using M = opmath_t<scalar_t>;
     it.run([mask](char** d, const int64_t* s, int64_t n) {
@@ -71,7 +83,7 @@ void where_kernel(sdk::Args& a) {
     fail(TS_ERROR_TYPE, "where: expected condition to be a bool tensor, got ", sdk::dtype_name(cond.dtype()));
   TensorIterator it =
       IterConfig(a.call(), "where").output(TensorRef(), false).input_as(cond, TS_BOOL).input(self).input(other).build();
-  TS_DISPATCH_ALL(it.common_dtype(), fail(TS_ERROR_TYPE, "where: unsupported dtype"), {
+  TS_DISPATCH_ALL_AND_COMPLEX(it.common_dtype(), fail(TS_ERROR_TYPE, "where: unsupported dtype"), {
     it.run([](char** d, const int64_t* s, int64_t n) {
       map_row<scalar_t, bool, scalar_t, scalar_t>(d, s, n, [](bool c, scalar_t x, scalar_t y) { return c ? x : y; });
     });
@@ -126,7 +138,7 @@ void masked_fill(sdk::Args& a, Variant v) {
                           .input(self)
                           .input_as(mask, TS_BOOL)
                           .build();
-  TS_DISPATCH_ALL(it.common_dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"), {
+  TS_DISPATCH_ALL_AND_COMPLEX(it.common_dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"), {
     const scalar_t fill = scalar_to<scalar_t>(value);
     it.run([fill](char** d, const int64_t* s, int64_t n) {
       map_row<scalar_t, scalar_t, bool>(d, s, n, [fill](scalar_t x, bool m) { return m ? fill : x; });

@@ -8,6 +8,7 @@
 #include "tensor_iterator.h"
 
 #include <cmath>
+#include <complex>
 #include <limits>
 
 namespace tessera::cpu {
@@ -22,12 +23,15 @@ template <class T> inline opmath_t<T> load(const char* p, int64_t stride, int64_
 }
 // Stores `v` as `dtype` (int64 or the input type T: the two results sum/prod can have).
 template <class T, class V> inline void store(char* out, int32_t dtype, V v) {
-  if (dtype == TS_INT64) *reinterpret_cast<int64_t*>(out) = int64_t(v);
+  if constexpr (sdk::is_complex_v<V>) *reinterpret_cast<T*>(out) = T(v);
+  else if (dtype == TS_INT64) *reinterpret_cast<int64_t*>(out) = int64_t(v);
   else *reinterpret_cast<T*>(out) = T(static_cast<opmath_t<T>>(v));
 }
 
 // ---- sum / mean / prod
-template <class T> using wide_t = std::conditional_t<std::is_integral_v<T>, int64_t, double>;
+template <class T>
+using wide_t = std::conditional_t<std::is_integral_v<T>, int64_t,
+                                  std::conditional_t<sdk::is_complex_v<T>, std::complex<double>, double>>;
 
 template <class T>
 struct SumOp {
@@ -60,8 +64,9 @@ struct SumOp {
   }
   acc_t combine(acc_t a, acc_t b) const { return a + b; }
   void write(char* out, acc_t acc) const {
-    if (mean) store<T>(out, out_dtype, double(acc) / count);
-    else store<T>(out, out_dtype, acc);
+    if (!mean) store<T>(out, out_dtype, acc);
+    else if constexpr (sdk::is_complex_v<acc_t>) store<T>(out, out_dtype, acc / count);
+    else store<T>(out, out_dtype, double(acc) / count);
   }
 };
 
@@ -242,13 +247,13 @@ void sum_like(sdk::Args& a, SumKind kind, std::optional<int> out_index) {
   int32_t out_dtype = dtype ? *dtype : sdk::is_integral(self.dtype(), true) ? TS_INT64 : self.dtype();
   if (kind == SumKind::Mean) {
     out_dtype = dtype.value_or(self.dtype());
-    if (!sdk::is_floating(out_dtype))
-      fail(TS_ERROR_TYPE, "mean: could not infer output dtype: expected a floating point input or dtype, got ",
+    if (!sdk::is_inexact(out_dtype))
+      fail(TS_ERROR_TYPE, "mean: could not infer output dtype: expected a floating point or complex input or dtype, got ",
            sdk::dtype_name(out_dtype));
   }
   const TensorRef in = dtype ? to_dtype(a.call(), self, *dtype, name) : self;
   Reduction r = make_reduction(a.call(), in, mask, keepdim, out_dtype);
-  TS_DISPATCH_ALL(in.dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"), {
+  TS_DISPATCH_ALL_AND_COMPLEX(in.dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"), {
     if (kind == SumKind::Prod) run_reduction(r.geom, ProdOp<scalar_t>{out_dtype});
     else run_reduction(r.geom, SumOp<scalar_t>{out_dtype, kind == SumKind::Mean, double(r.geom.n_reduce)});
   });

@@ -2,6 +2,7 @@
 // Layout helpers shared by the CPU plugin's layout-level kernels (shape, join, index, linalg):
 // dim wrapping, shapes in messages, a multi-index walker over strided operands and a
 // dtype-agnostic strided copy (elements are moved as 1/2/4/8-byte words, so no dtype templates).
+#include <complex>
 #include <tessera/sdk/plugin.h>
 
 #include <algorithm>
@@ -49,6 +50,7 @@ void with_word(int64_t itemsize, F&& f) {
     case 2: f(uint16_t{}); break;
     case 4: f(uint32_t{}); break;
     case 8: f(uint64_t{}); break;
+    case 16: f(std::complex<double>{}); break;  // complex128: moved as a pair
     default: sdk::fail(TS_ERROR_TYPE, "unsupported element size ", itemsize);
   }
 }

@@ -91,6 +91,7 @@ int32_t scalar_dtype(const ScalarArg& s) {
 }
 
 bool can_cast(int32_t from, int32_t to) {
+  if (sdk::is_complex(from) && !sdk::is_complex(to)) return false;
   if (sdk::is_floating(from) && sdk::is_integral(to, false)) return false;
   if (from != TS_BOOL && to == TS_BOOL) return false;
   return true;
@@ -109,9 +110,8 @@ int32_t ResultType::get(int32_t fallback) const {
   // A lower rank takes part only when it is of a higher category than the higher rank.
   auto combine = [](int32_t higher, int32_t lower) {
     if (higher < 0) return lower;
-    if (lower < 0 || sdk::is_floating(higher)) return higher;
-    if (higher == TS_BOOL || sdk::is_floating(lower)) return sdk::promote_types(higher, lower);
-    return higher;
+    if (lower < 0 || sdk::category(lower) <= sdk::category(higher)) return higher;
+    return sdk::promote_types(higher, lower);
   };
   const int32_t r = combine(by_rank_[0], combine(by_rank_[1], by_rank_[2]));
   return r < 0 ? fallback : r;
@@ -266,9 +266,16 @@ template <class T> constexpr bool is_half_v = std::is_same_v<T, sdk::Half> || st
 
 // One element converted as PyTorch does: bool is "nonzero", 16-bit floats go through float,
 // floating -> integral truncates through int64 (so narrow targets wrap rather than saturate).
+// Complex -> real keeps the real part (PyTorch warns; the imaginary part is discarded).
 template <class D, class S> inline D convert_value(S v) {
   if constexpr (std::is_same_v<D, S>) {
     return v;
+  } else if constexpr (sdk::is_complex_v<S>) {
+    if constexpr (std::is_same_v<D, bool>) return v != S(0);
+    else if constexpr (sdk::is_complex_v<D>) return D(v);
+    else return convert_value<D>(v.real());
+  } else if constexpr (sdk::is_complex_v<D>) {
+    return D(typename D::value_type(convert_value<typename D::value_type>(v)));
   } else if constexpr (is_half_v<S>) {
     return convert_value<D>(float(v));
   } else if constexpr (std::is_same_v<D, bool>) {
@@ -298,11 +305,11 @@ using RowFn = void (*)(char**, const int64_t*, int64_t);
 
 template <class S>
 RowFn cast_row_from(int32_t dst) {
-  TS_DISPATCH_ALL(dst, return nullptr, return &cast_row<S, scalar_t>);
+  TS_DISPATCH_ALL_AND_COMPLEX(dst, return nullptr, return &cast_row<S, scalar_t>);
   return nullptr;
 }
 RowFn cast_row_for(int32_t src, int32_t dst) {
-  TS_DISPATCH_ALL(src, return nullptr, return cast_row_from<scalar_t>(dst));
+  TS_DISPATCH_ALL_AND_COMPLEX(src, return nullptr, return cast_row_from<scalar_t>(dst));
   return nullptr;
 }
 
@@ -321,7 +328,8 @@ RowFn move_row_for(int64_t itemsize) {
     case 1: return &move_row<uint8_t>;
     case 2: return &move_row<uint16_t>;
     case 4: return &move_row<uint32_t>;
-    default: return &move_row<uint64_t>;
+    case 8: return &move_row<uint64_t>;
+    default: return &move_row<std::complex<double>>;  // 16 bytes: complex128
   }
 }
 
@@ -400,7 +408,7 @@ TensorRef to_dtype(ts_call call, const TensorRef& t, int32_t dtype, const char* 
 
 TensorRef scalar_tensor(ts_call call, const ScalarArg& s, int32_t dtype) {
   TensorRef t = sdk::empty(call, {}, dtype, kCpuDevice);
-  TS_DISPATCH_ALL(dtype, fail(TS_ERROR_TYPE, "scalar_tensor: unsupported dtype ", dtype),
+  TS_DISPATCH_ALL_AND_COMPLEX(dtype, fail(TS_ERROR_TYPE, "scalar_tensor: unsupported dtype ", dtype),
                   *t.data<scalar_t>() = scalar_to<scalar_t>(s));
   return t;
 }
@@ -464,7 +472,7 @@ TensorIterator IterConfig::build() const {
     }
     it.common_ = rt.get();
   }
-  if (int_to_float_ && !sdk::is_floating(it.common_)) it.common_ = sdk::default_float_dtype();
+  if (int_to_float_ && !sdk::is_inexact(it.common_)) it.common_ = sdk::default_float_dtype();
   it.out_dtype_ = forced_output_.value_or(it.common_);
 
   // Shape: inputs broadcast together; an in-place output must already have that shape.

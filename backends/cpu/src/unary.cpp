@@ -18,11 +18,13 @@ using sdk::opmath_t;
 
 // ---- floating ops: each maps M (float or double) to M.
 struct Exp {
+  static constexpr bool complex_ok = true;
   static constexpr simd::Unary vec = simd::Unary::Exp;
   static constexpr const char* name = "exp";
   template <class M> static M f(M x) { return std::exp(x); }
 };
 struct Log {
+  static constexpr bool complex_ok = true;
   static constexpr simd::Unary vec = simd::Unary::Log;
   static constexpr const char* name = "log";
   template <class M> static M f(M x) { return std::log(x); }
@@ -33,31 +35,37 @@ struct Log1p {
   template <class M> static M f(M x) { return std::log1p(x); }
 };
 struct Sqrt {
+  static constexpr bool complex_ok = true;
   static constexpr simd::Unary vec = simd::Unary::Sqrt;
   static constexpr const char* name = "sqrt";
   template <class M> static M f(M x) { return std::sqrt(x); }
 };
 struct Rsqrt {
+  static constexpr bool complex_ok = true;
   static constexpr simd::Unary vec = simd::Unary::Rsqrt;
   static constexpr const char* name = "rsqrt";
   template <class M> static M f(M x) { return M(1) / std::sqrt(x); }
 };
 struct Sin {
+  static constexpr bool complex_ok = true;
   static constexpr simd::Unary vec = simd::Unary::Sin;
   static constexpr const char* name = "sin";
   template <class M> static M f(M x) { return std::sin(x); }
 };
 struct Cos {
+  static constexpr bool complex_ok = true;
   static constexpr simd::Unary vec = simd::Unary::Cos;
   static constexpr const char* name = "cos";
   template <class M> static M f(M x) { return std::cos(x); }
 };
 struct Tanh {
+  static constexpr bool complex_ok = true;
   static constexpr simd::Unary vec = simd::Unary::Tanh;
   static constexpr const char* name = "tanh";
   template <class M> static M f(M x) { return std::tanh(x); }
 };
 struct Sigmoid {
+  static constexpr bool complex_ok = true;
   static constexpr simd::Unary vec = simd::Unary::Sigmoid;
   static constexpr const char* name = "sigmoid";
   template <class M> static M f(M x) { return M(1) / (M(1) + std::exp(-x)); }
@@ -70,30 +78,31 @@ struct Erf {
 
 
 // ---- more floating ops (no vector kernels: the compiler's libm loop)
-#define TS_FLOAT_UNARY(Name, str, expr)                              \
+#define TS_FLOAT_UNARY(Name, str, expr, cplx)                        \
   struct Name {                                                      \
+    static constexpr bool complex_ok = cplx;                         \
     static constexpr simd::Unary vec = simd::Unary::Count;           \
     static constexpr const char* name = str;                         \
     template <class M> static M f(M x) { return expr; }              \
   };
-TS_FLOAT_UNARY(Exp2, "exp2", std::exp2(x))
-TS_FLOAT_UNARY(Expm1, "expm1", std::expm1(x))
-TS_FLOAT_UNARY(Log2, "log2", std::log2(x))
-TS_FLOAT_UNARY(Log10, "log10", std::log10(x))
-TS_FLOAT_UNARY(Tan, "tan", std::tan(x))
-TS_FLOAT_UNARY(Asin, "asin", std::asin(x))
-TS_FLOAT_UNARY(Acos, "acos", std::acos(x))
-TS_FLOAT_UNARY(Atan, "atan", std::atan(x))
-TS_FLOAT_UNARY(Sinh, "sinh", std::sinh(x))
-TS_FLOAT_UNARY(Cosh, "cosh", std::cosh(x))
-TS_FLOAT_UNARY(Asinh, "asinh", std::asinh(x))
-TS_FLOAT_UNARY(Acosh, "acosh", std::acosh(x))
-TS_FLOAT_UNARY(Atanh, "atanh", std::atanh(x))
-TS_FLOAT_UNARY(Erfc, "erfc", std::erfc(x))
-TS_FLOAT_UNARY(Erfinv, "erfinv", special::erfinv(x))
-TS_FLOAT_UNARY(Lgamma, "lgamma", special::lgamma(x))
-TS_FLOAT_UNARY(Digamma, "digamma", special::digamma(x))
-TS_FLOAT_UNARY(Reciprocal, "reciprocal", M(1) / x)
+TS_FLOAT_UNARY(Exp2, "exp2", std::exp2(x), false)
+TS_FLOAT_UNARY(Expm1, "expm1", std::expm1(x), false)
+TS_FLOAT_UNARY(Log2, "log2", std::log2(x), false)
+TS_FLOAT_UNARY(Log10, "log10", std::log10(x), true)
+TS_FLOAT_UNARY(Tan, "tan", std::tan(x), true)
+TS_FLOAT_UNARY(Asin, "asin", std::asin(x), true)
+TS_FLOAT_UNARY(Acos, "acos", std::acos(x), true)
+TS_FLOAT_UNARY(Atan, "atan", std::atan(x), true)
+TS_FLOAT_UNARY(Sinh, "sinh", std::sinh(x), true)
+TS_FLOAT_UNARY(Cosh, "cosh", std::cosh(x), true)
+TS_FLOAT_UNARY(Asinh, "asinh", std::asinh(x), true)
+TS_FLOAT_UNARY(Acosh, "acosh", std::acosh(x), true)
+TS_FLOAT_UNARY(Atanh, "atanh", std::atanh(x), true)
+TS_FLOAT_UNARY(Erfc, "erfc", std::erfc(x), false)
+TS_FLOAT_UNARY(Erfinv, "erfinv", special::erfinv(x), false)
+TS_FLOAT_UNARY(Lgamma, "lgamma", special::lgamma(x), false)
+TS_FLOAT_UNARY(Digamma, "digamma", special::digamma(x), false)
+TS_FLOAT_UNARY(Reciprocal, "reciprocal", M(1) / x, true)
 #undef TS_FLOAT_UNARY
 
 // ---- rounding: floating values rounded, integers returned unchanged (as PyTorch)
@@ -137,6 +146,7 @@ template <class T> T wrapping_neg(T x) {
 
 // ---- dtype-keeping ops: each maps the compute type M to M; `allow_bool` as PyTorch.
 struct Neg {
+  static constexpr bool complex_ok = true;
   static constexpr simd::Unary vec = simd::Unary::Neg;
   static constexpr const char* name = "neg";
   static constexpr bool allow_bool = false;
@@ -168,6 +178,16 @@ struct Relu {
   template <class M> static M f(M x) { return x < M(0) ? M(0) : x; }  // NaN stays NaN
 };
 
+// Whether Op has a complex form (ops declare complex_ok; the others refuse complex tensors).
+template <class Op> constexpr bool complex_capable() {
+  if constexpr (requires { Op::complex_ok; }) return Op::complex_ok;
+  else return false;
+}
+template <class Op> void refuse_complex_unless_capable(const std::string& name, int32_t dtype) {
+  if (sdk::is_complex(dtype) && !complex_capable<Op>())
+    fail(TS_ERROR_TYPE, name, ": not supported for complex tensors, got ", sdk::dtype_name(dtype));
+}
+
 // Runs Op over an iterator of compute type T: contiguous float32 rows through the vector table,
 // everything else through the plain row loop.
 template <class Op, class T>
@@ -195,7 +215,30 @@ void float_kernel(sdk::Args& a) {
   TensorRef out = V == Variant::Out ? a.tensor(1) : TensorRef();
   TensorIterator it =
       IterConfig(a.call(), name.c_str()).output(V, self, out).input(self).promote_integers_to_float().build();
+  refuse_complex_unless_capable<Op>(name, it.common_dtype());
+  if constexpr (complex_capable<Op>())
+    if (sdk::is_complex(it.common_dtype())) {
+      TS_DISPATCH_COMPLEX(it.common_dtype(), , run_unary<Op, scalar_t>(it));
+      return a.return_argument(it.result());
+    }
   TS_DISPATCH_FLOAT(it.common_dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"), run_unary<Op, scalar_t>(it));
+  a.return_argument(it.result());
+}
+
+// abs of a complex tensor is its (real) modulus: float32 for complex64, float64 for complex128.
+void complex_abs(sdk::Args& a, Variant v) {
+  const std::string name = variant_name("abs", v);
+  if (v == Variant::Inplace) fail(TS_ERROR_TYPE, name, ": in-place abs is not supported for complex tensors");
+  TensorRef self = a.tensor(0);
+  TensorIterator it = IterConfig(a.call(), name.c_str())
+                          .output(v, self, v == Variant::Out ? a.tensor(1) : TensorRef())
+                          .input(self)
+                          .output_dtype(sdk::real_dtype(self.dtype()))
+                          .build();
+  TS_DISPATCH_COMPLEX(it.common_dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"), {
+    using R = typename scalar_t::value_type;
+    it.run([](char** d, const int64_t* s, int64_t n) { map_row<R, scalar_t>(d, s, n, [](scalar_t z) { return std::abs(z); }); });
+  });
   a.return_argument(it.result());
 }
 
@@ -211,7 +254,18 @@ void keep_dtype_kernel(sdk::Args& a) {
   if (self.dtype() == TS_BOOL && !Op::allow_bool)
     fail(TS_ERROR_TYPE, name, ": expected a numeric tensor, got bool",
          std::string_view(Op::name) == "neg" ? " (to invert a mask, use logical_not)" : "");
+  if constexpr (std::is_same_v<Op, Abs>)
+    if (sdk::is_complex(self.dtype())) return complex_abs(a, V);
+  if constexpr (std::is_same_v<Op, Sign>)
+    if (sdk::is_complex(self.dtype()))
+      fail(TS_ERROR_TYPE, name, ": Unlike NumPy, sign is not intended to support complex numbers; use sgn instead");
+  refuse_complex_unless_capable<Op>(name, self.dtype());
   TensorIterator it = IterConfig(a.call(), name.c_str()).output(V, self, out).input(self).build();
+  if constexpr (complex_capable<Op>())
+    if (sdk::is_complex(it.common_dtype())) {
+      TS_DISPATCH_COMPLEX(it.common_dtype(), , run_unary<Op, scalar_t>(it));
+      return a.return_argument(it.result());
+    }
   TS_DISPATCH_ALL(it.common_dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"), run_unary<Op, scalar_t>(it));
   a.return_argument(it.result());
 }

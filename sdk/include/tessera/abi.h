@@ -40,6 +40,11 @@
  *   1.4  Composite kernels: register_kernel's keys TS_KEY_COMPOSITE_IMPLICIT and
  *        TS_KEY_COMPOSITE_EXPLICIT register an operator's decomposition into other operators,
  *        used on every device that has no kernel of its own for it.
+ *   1.5  Complex dtypes TS_COMPLEX64 and TS_COMPLEX128 (interleaved real, imaginary pairs, as
+ *        C99 _Complex and std::complex); ts_host_api.tensor_alias_dtype for views that
+ *        reinterpret a storage as another dtype (view_as_real, view_as_complex). A plugin
+ *        built against an older minor never sees complex tensors it did not ask for: its dtype
+ *        switch refuses them with a TypeError.
  */
 #ifndef TESSERA_ABI_H
 #define TESSERA_ABI_H
@@ -52,7 +57,7 @@ extern "C" {
 #endif
 
 #define TESSERA_ABI_MAJOR 1
-#define TESSERA_ABI_MINOR 4
+#define TESSERA_ABI_MINOR 5
 
 /* True when a struct filled by the other side, of size `s->struct_size`, contains `field`. */
 #define TS_STRUCT_HAS(s, type, field) \
@@ -92,9 +97,10 @@ typedef struct ts_event_s* ts_event;        /* a marker recorded on a stream */
 /* Codes are part of the ABI: never renumber, only append. */
 typedef enum {
   TS_BOOL = 0, TS_UINT8 = 1, TS_INT8 = 2, TS_INT16 = 3, TS_INT32 = 4, TS_INT64 = 5,
-  TS_FLOAT16 = 6, TS_BFLOAT16 = 7, TS_FLOAT32 = 8, TS_FLOAT64 = 9
+  TS_FLOAT16 = 6, TS_BFLOAT16 = 7, TS_FLOAT32 = 8, TS_FLOAT64 = 9,
+  TS_COMPLEX64 = 10, TS_COMPLEX128 = 11 /* 1.5 */
 } ts_dtype;
-#define TS_NUM_DTYPES 10
+#define TS_NUM_DTYPES 12
 
 /* A device: the host-assigned type id of its device type (0 is "cpu") and an index. */
 typedef struct {
@@ -350,6 +356,13 @@ typedef struct ts_host_api {
    * in the caller's stream order. */
   ts_stream (*current_stream)(ts_device device);
   ts_status (*set_current_stream)(ts_call call, ts_device device, ts_stream stream);
+
+  /* --- 1.5: a view of `base`'s storage as another dtype (offset in elements of `dtype`; the
+   * view's bytes must lie inside the storage and the offset's byte position must be a multiple
+   * of the dtype's size). Used by view_as_real / view_as_complex. */
+  ts_status (*tensor_alias_dtype)(ts_call call, ts_tensor base, int32_t ndim, const int64_t* shape,
+                                  const int64_t* strides, int64_t storage_offset, int32_t dtype,
+                                  ts_tensor* out /* out */);
 } ts_host_api;
 
 /* Extension slots (ts_host_api.tensor_get_slot), one per transform. */
@@ -387,7 +400,7 @@ TS_STATIC_ASSERT(sizeof(ts_stack) == 24, "ts_stack layout changed");
 TS_STATIC_ASSERT(sizeof(ts_tensor_view) == 64, "ts_tensor_view layout changed");
 TS_STATIC_ASSERT(sizeof(ts_plugin_info) == 40, "ts_plugin_info layout changed");
 TS_STATIC_ASSERT(sizeof(ts_device_desc) == 224, "ts_device_desc layout changed (1.3): append only");
-TS_STATIC_ASSERT(sizeof(ts_host_api) == 304, "ts_host_api layout changed (1.3): append only");
+TS_STATIC_ASSERT(sizeof(ts_host_api) == 312, "ts_host_api layout changed (1.5): append only");
 #endif
 
 #ifdef __cplusplus

@@ -6,6 +6,7 @@
 
 #include <bit>
 #include <cmath>
+#include <complex>
 #include <cstdint>
 #include <cstring>
 #include <string_view>
@@ -60,18 +61,38 @@ struct BFloat16 {
 };
 
 inline constexpr std::string_view dtype_name(int32_t dtype) {
-  constexpr std::string_view names[TS_NUM_DTYPES] = {"bool", "uint8", "int8", "int16", "int32",
-                                                     "int64", "float16", "bfloat16", "float32", "float64"};
+  constexpr std::string_view names[TS_NUM_DTYPES] = {"bool",    "uint8",    "int8",    "int16",
+                                                     "int32",   "int64",    "float16", "bfloat16",
+                                                     "float32", "float64",  "complex64", "complex128"};
   return dtype >= 0 && dtype < TS_NUM_DTYPES ? names[dtype] : std::string_view("<invalid dtype>");
 }
 inline constexpr bool dtype_valid(int32_t dtype) { return dtype >= 0 && dtype < TS_NUM_DTYPES; }
 inline constexpr int64_t dtype_itemsize(int32_t dtype) {
-  constexpr int64_t sizes[TS_NUM_DTYPES] = {1, 1, 1, 2, 4, 8, 2, 2, 4, 8};
+  constexpr int64_t sizes[TS_NUM_DTYPES] = {1, 1, 1, 2, 4, 8, 2, 2, 4, 8, 8, 16};
   return dtype_valid(dtype) ? sizes[dtype] : 0;
 }
 inline constexpr bool is_floating(int32_t d) { return d >= TS_FLOAT16 && d <= TS_FLOAT64; }
 inline constexpr bool is_integral(int32_t d, bool include_bool) {
   return (d >= TS_UINT8 && d <= TS_INT64) || (include_bool && d == TS_BOOL);
+}
+inline constexpr bool is_complex(int32_t d) { return d == TS_COMPLEX64 || d == TS_COMPLEX128; }
+// Floating or complex: the dtypes whose math functions are defined (exp, sqrt, ...).
+inline constexpr bool is_inexact(int32_t d) { return is_floating(d) || is_complex(d); }
+// The real dtype of a complex one's parts (complex64 -> float32); other dtypes map to themselves.
+inline constexpr int32_t real_dtype(int32_t d) {
+  return d == TS_COMPLEX64 ? TS_FLOAT32 : d == TS_COMPLEX128 ? TS_FLOAT64 : d;
+}
+// The complex dtype with parts of a floating dtype (float64 -> complex128, the rest complex64).
+inline constexpr int32_t complex_dtype(int32_t d) {
+  return is_complex(d) ? d : d == TS_FLOAT64 ? TS_COMPLEX128 : TS_COMPLEX64;
+}
+// PyTorch's dtype categories, in the order result_type ranks them.
+enum class DtypeCategory { Bool, Integral, Floating, Complex };
+inline constexpr DtypeCategory category(int32_t d) {
+  return d == TS_BOOL ? DtypeCategory::Bool
+         : is_complex(d) ? DtypeCategory::Complex
+         : is_floating(d) ? DtypeCategory::Floating
+                          : DtypeCategory::Integral;
 }
 
 // PyTorch's promotion lattice for two tensor dtypes.
@@ -79,6 +100,10 @@ inline constexpr int32_t promote_types(int32_t a, int32_t b) {
   if (a == b) return a;
   if (a == TS_BOOL) return b;
   if (b == TS_BOOL) return a;
+  if (is_complex(a) || is_complex(b)) {  // complex wins; its parts are as wide as the wider side
+    const bool wide = real_dtype(a) == TS_FLOAT64 || real_dtype(b) == TS_FLOAT64;
+    return wide ? TS_COMPLEX128 : TS_COMPLEX64;
+  }
   bool fa = is_floating(a), fb = is_floating(b);
   if (fa != fb) return fa ? a : b;
   if (fa) {  // both floating
@@ -104,6 +129,11 @@ template <> struct CType<TS_FLOAT16> { using type = Half; };
 template <> struct CType<TS_BFLOAT16> { using type = BFloat16; };
 template <> struct CType<TS_FLOAT32> { using type = float; };
 template <> struct CType<TS_FLOAT64> { using type = double; };
+template <> struct CType<TS_COMPLEX64> { using type = std::complex<float>; };
+template <> struct CType<TS_COMPLEX128> { using type = std::complex<double>; };
+
+template <class T> inline constexpr bool is_complex_v = false;
+template <class T> inline constexpr bool is_complex_v<std::complex<T>> = true;
 
 // The type arithmetic on T is done in: float for the 16-bit floats, T otherwise.
 template <class T> struct OpMath { using type = T; };
@@ -133,6 +163,30 @@ template <class T> using opmath_t = typename OpMath<T>::type;
     TS_DTYPE_CASE(TS_INT64, __VA_ARGS__) TS_DTYPE_CASE(TS_FLOAT16, __VA_ARGS__)                 \
     TS_DTYPE_CASE(TS_BFLOAT16, __VA_ARGS__) TS_DTYPE_CASE(TS_FLOAT32, __VA_ARGS__)              \
     TS_DTYPE_CASE(TS_FLOAT64, __VA_ARGS__)                                                      \
+    default: ON_ERROR;                                                                          \
+  }
+// Complex dtypes only; the _AND_COMPLEX forms add them to _ALL / _FLOAT (kept apart so that a
+// kernel opts in to complex and every other one refuses it with a clear error).
+#define TS_DISPATCH_COMPLEX(DTYPE, ON_ERROR, ...)                                               \
+  switch (DTYPE) {                                                                              \
+    TS_DTYPE_CASE(TS_COMPLEX64, __VA_ARGS__) TS_DTYPE_CASE(TS_COMPLEX128, __VA_ARGS__)          \
+    default: ON_ERROR;                                                                          \
+  }
+#define TS_DISPATCH_ALL_AND_COMPLEX(DTYPE, ON_ERROR, ...)                                       \
+  switch (DTYPE) {                                                                              \
+    TS_DTYPE_CASE(TS_BOOL, __VA_ARGS__) TS_DTYPE_CASE(TS_UINT8, __VA_ARGS__)                    \
+    TS_DTYPE_CASE(TS_INT8, __VA_ARGS__) TS_DTYPE_CASE(TS_INT16, __VA_ARGS__)                    \
+    TS_DTYPE_CASE(TS_INT32, __VA_ARGS__) TS_DTYPE_CASE(TS_INT64, __VA_ARGS__)                   \
+    TS_DTYPE_CASE(TS_FLOAT16, __VA_ARGS__) TS_DTYPE_CASE(TS_BFLOAT16, __VA_ARGS__)              \
+    TS_DTYPE_CASE(TS_FLOAT32, __VA_ARGS__) TS_DTYPE_CASE(TS_FLOAT64, __VA_ARGS__)               \
+    TS_DTYPE_CASE(TS_COMPLEX64, __VA_ARGS__) TS_DTYPE_CASE(TS_COMPLEX128, __VA_ARGS__)          \
+    default: ON_ERROR;                                                                          \
+  }
+#define TS_DISPATCH_FLOAT_AND_COMPLEX(DTYPE, ON_ERROR, ...)                                     \
+  switch (DTYPE) {                                                                              \
+    TS_DTYPE_CASE(TS_FLOAT16, __VA_ARGS__) TS_DTYPE_CASE(TS_BFLOAT16, __VA_ARGS__)              \
+    TS_DTYPE_CASE(TS_FLOAT32, __VA_ARGS__) TS_DTYPE_CASE(TS_FLOAT64, __VA_ARGS__)               \
+    TS_DTYPE_CASE(TS_COMPLEX64, __VA_ARGS__) TS_DTYPE_CASE(TS_COMPLEX128, __VA_ARGS__)          \
     default: ON_ERROR;                                                                          \
   }
 #define TS_DISPATCH_FLOAT(DTYPE, ON_ERROR, ...)                                                 \

@@ -207,6 +207,16 @@ inline TensorRef alias(ts_call call, const TensorRef& base, std::span<const int6
                                  storage_offset, &out));
   return TensorRef::adopt(out);
 }
+// A view reinterpreting base's storage as `dtype` (1.5): offset in elements of `dtype`.
+inline TensorRef alias_as(ts_call call, const TensorRef& base, std::span<const int64_t> shape,
+                          std::span<const int64_t> strides, int64_t storage_offset, int32_t dtype) {
+  if (!TS_STRUCT_HAS(&host(), ts_host_api, tensor_alias_dtype))
+    fail(TS_ERROR_NOT_IMPLEMENTED, "alias_as: the host predates ABI 1.5 (no dtype-changing views)");
+  ts_tensor out = nullptr;
+  check_host(host().tensor_alias_dtype(call, base.handle(), int32_t(shape.size()), shape.data(), strides.data(),
+                                       storage_offset, dtype, &out));
+  return TensorRef::adopt(out);
+}
 inline void resize(ts_call call, TensorRef& t, std::span<const int64_t> shape) {
   check_host(host().tensor_resize(call, t.handle(), int32_t(shape.size()), shape.data()));
   t.refresh();

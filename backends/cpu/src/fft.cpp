@@ -1,0 +1,212 @@
+// torch.fft's three primitives (PyTorch's Core ATen set): _fft_c2c, _fft_r2c and _fft_c2r, over
+// any set of dims, through KISS FFT's mixed-radix C++ template (float and double). A transform
+// over several dims is a 1-D transform per dim, each applied to every line along that dim;
+// lines are split across threads, each with its own plan (a plan's scratch buffer is not
+// shareable). Results are contiguous.
+#include "kernels.h"
+#include "tensor_iterator.h"
+
+#include <kissfft.hh>
+
+#include <algorithm>
+#include <cmath>
+#include <complex>
+#include <vector>
+
+namespace tessera::cpu {
+namespace {
+
+using sdk::fail;
+
+// PyTorch's fft_norm_mode: what the transform is scaled by.
+enum Normalization : int64_t { kNoScale = 0, kByRootN = 1, kByN = 2 };
+
+// The lines of a contiguous tensor along `dim`: `count` lines of `length` elements, element k of
+// line l at (l / inner) * length * inner + l % inner + k * inner.
+struct Lines {
+  int64_t count, length, inner;
+  int64_t start(int64_t l) const { return (l / inner) * length * inner + l % inner; }
+};
+Lines lines_of(const TensorRef& t, int64_t dim) {
+  const int64_t length = t.size(dim);
+  int64_t inner = 1;
+  for (int64_t d = dim + 1; d < t.dim(); ++d) inner *= t.size(d);
+  return {length == 0 ? 0 : t.numel() / length, length, inner};
+}
+
+// Runs line_fn(plan, in_buffer, out_buffer, line) over every line, in parallel; the buffers hold
+// `n` complex values and the plan transforms `n` points.
+template <class R, class F>
+void for_each_line(int64_t lines, int64_t n, bool inverse, F line_fn) {
+  using C = std::complex<R>;
+  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(n, 1));
+  parallel_for(lines, grain, [&](int64_t begin, int64_t end) {
+    kissfft<R> plan(size_t(n), inverse);
+    std::vector<C> in(static_cast<size_t>(n)), out(static_cast<size_t>(n));
+    for (int64_t l = begin; l < end; ++l) line_fn(plan, in.data(), out.data(), l);
+  });
+}
+
+// Transforms every line of the contiguous complex tensor `t` along `dim`, in place.
+template <class R>
+void transform_in_place(const TensorRef& t, int64_t dim, bool forward) {
+  using C = std::complex<R>;
+  const Lines g = lines_of(t, dim);
+  C* base = t.data<C>();
+  for_each_line<R>(g.count, g.length, !forward, [&](const kissfft<R>& plan, C* in, C* out, int64_t l) {
+    C* p = base + g.start(l);
+    for (int64_t k = 0; k < g.length; ++k) in[k] = p[k * g.inner];
+    plan.transform(in, out);
+    for (int64_t k = 0; k < g.length; ++k) p[k * g.inner] = out[k];
+  });
+}
+
+// Multiplies every element of the contiguous tensor `t` (value type V) by the normalisation of
+// a transform over `points` points.
+template <class V, class R>
+void normalize(const TensorRef& t, int64_t normalization, int64_t points) {
+  if (normalization == kNoScale || points == 0) return;
+  const R scale = normalization == kByN ? R(1) / R(points) : R(1) / std::sqrt(R(points));
+  V* p = t.data<V>();
+  parallel_for(t.numel(), kGrainSize, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) p[i] *= scale;
+  });
+}
+
+// The dims of a transform, wrapped and checked: distinct, each of nonzero length.
+std::vector<int64_t> transform_dims(const char* op, const TensorRef& t, std::span<const int64_t> dims,
+                                    std::span<const int64_t> lengths) {
+  std::vector<int64_t> out;
+  for (int64_t d : dims) {
+    const int64_t w = wrap_dim(op, d, t.dim());
+    if (std::find(out.begin(), out.end(), w) != out.end())
+      fail(TS_ERROR_VALUE, op, ": dims must be unique, got dim ", d, " twice");
+    out.push_back(w);
+  }
+  for (size_t k = 0; k < out.size(); ++k)
+    if (lengths[size_t(out[k])] < 1)
+      fail(TS_ERROR_VALUE, op, ": invalid number of data points (", lengths[size_t(out[k])], ") specified for dim ",
+           out[k]);
+  return out;
+}
+
+int64_t points_over(const std::vector<int64_t>& dims, std::span<const int64_t> sizes) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= sizes[size_t(d)];
+  return n;
+}
+
+void check_normalization(const char* op, int64_t normalization) {
+  if (normalization < kNoScale || normalization > kByN)
+    fail(TS_ERROR_VALUE, op, ": normalization must be 0 (none), 1 (1/sqrt(n)) or 2 (1/n), got ", normalization);
+}
+
+// _fft_c2c(Tensor self, int[] dim, int normalization, bool forward) -> Tensor
+void fft_c2c(sdk::Args& a) {
+  const TensorRef self = a.tensor(0);
+  const int64_t normalization = a.to_int(2);
+  const bool forward = a.to_bool(3);
+  const TensorRef* ts[] = {&self};
+  check_cpu("_fft_c2c", ts);
+  if (!sdk::is_complex(self.dtype()))
+    fail(TS_ERROR_TYPE, "_fft_c2c: expected a complex input tensor, got ", sdk::dtype_name(self.dtype()));
+  check_normalization("_fft_c2c", normalization);
+  const std::vector<int64_t> dims = transform_dims("_fft_c2c", self, a.int_list(1), self.sizes());
+  TensorRef out = convert(a.call(), self, self.dtype(), "_fft_c2c");
+  TS_DISPATCH_COMPLEX(self.dtype(), , {
+    using R = typename scalar_t::value_type;
+    for (int64_t d : dims) transform_in_place<R>(out, d, forward);
+    normalize<scalar_t, R>(out, normalization, points_over(dims, self.sizes()));
+  });
+  a.return_tensor(std::move(out));
+}
+
+// The contiguous complex tensor holding the first `keep` entries of `t` along `dim`.
+TensorRef leading_entries(ts_call call, const TensorRef& t, int64_t dim, int64_t keep) {
+  std::vector<int64_t> shape = t.shape_vector();
+  shape[size_t(dim)] = keep;
+  std::vector<int64_t> strides(t.strides().begin(), t.strides().end());
+  TensorRef view = sdk::alias(call, t, shape, strides, sdk::host().tensor_storage_offset(t.handle()));
+  return convert(call, view, t.dtype(), "_fft_r2c");
+}
+
+// _fft_r2c(Tensor self, int[] dim, int normalization, bool onesided) -> Tensor
+// The last dim of `dim` is transformed first, then (onesided) cut to n/2 + 1 entries, so the
+// other dims transform only the half that is kept.
+void fft_r2c(sdk::Args& a) {
+  const TensorRef self = a.tensor(0);
+  const int64_t normalization = a.to_int(2);
+  const bool onesided = a.to_bool(3);
+  const TensorRef* ts[] = {&self};
+  check_cpu("_fft_r2c", ts);
+  if (self.dtype() != TS_FLOAT32 && self.dtype() != TS_FLOAT64)
+    fail(TS_ERROR_TYPE, "_fft_r2c: expected a float32 or float64 input tensor, got ", sdk::dtype_name(self.dtype()));
+  check_normalization("_fft_r2c", normalization);
+  const std::vector<int64_t> dims = transform_dims("_fft_r2c", self, a.int_list(1), self.sizes());
+  if (dims.empty()) fail(TS_ERROR_VALUE, "_fft_r2c: expected at least one dim to transform");
+  TensorRef out = convert(a.call(), self, sdk::complex_dtype(self.dtype()), "_fft_r2c");
+  const int64_t last = dims.back();
+  TS_DISPATCH_COMPLEX(out.dtype(), , {
+    using R = typename scalar_t::value_type;
+    transform_in_place<R>(out, last, true);
+    if (onesided) out = leading_entries(a.call(), out, last, self.size(last) / 2 + 1);
+    for (size_t k = 0; k + 1 < dims.size(); ++k) transform_in_place<R>(out, dims[k], true);
+    normalize<scalar_t, R>(out, normalization, points_over(dims, self.sizes()));
+  });
+  a.return_tensor(std::move(out));
+}
+
+// _fft_c2r(Tensor self, int[] dim, int normalization, int last_dim_size) -> Tensor
+// The input holds the first last_dim_size/2 + 1 entries of a Hermitian spectrum along the last
+// dim; the other half is their conjugate mirror. The imaginary parts of the zero (and, for an
+// even length, the Nyquist) entry are ignored, as every real inverse transform does.
+void fft_c2r(sdk::Args& a) {
+  const TensorRef self = a.tensor(0);
+  const int64_t normalization = a.to_int(2);
+  const int64_t length = a.to_int(3);
+  const TensorRef* ts[] = {&self};
+  check_cpu("_fft_c2r", ts);
+  if (!sdk::is_complex(self.dtype()))
+    fail(TS_ERROR_TYPE, "_fft_c2r: expected a complex input tensor, got ", sdk::dtype_name(self.dtype()));
+  check_normalization("_fft_c2r", normalization);
+  if (length < 1) fail(TS_ERROR_VALUE, "_fft_c2r: invalid number of data points (", length, ") specified");
+  std::vector<int64_t> out_shape = self.shape_vector();
+  const std::vector<int64_t> dims = transform_dims("_fft_c2r", self, a.int_list(1), self.sizes());
+  if (dims.empty()) fail(TS_ERROR_VALUE, "_fft_c2r: expected at least one dim to transform");
+  const int64_t last = dims.back();
+  const int64_t half = length / 2 + 1;
+  if (self.size(last) < half)
+    fail(TS_ERROR_VALUE, "_fft_c2r: expected at least ", half, " entries along dim ", last, " for ", length,
+         " output points, got ", self.size(last));
+  out_shape[size_t(last)] = length;
+  TensorRef spectrum = convert(a.call(), self, self.dtype(), "_fft_c2r");
+  TensorRef out = sdk::empty(a.call(), out_shape, sdk::real_dtype(self.dtype()), kCpuDevice);
+  TS_DISPATCH_COMPLEX(self.dtype(), , {
+    using R = typename scalar_t::value_type;
+    using C = scalar_t;
+    for (size_t k = 0; k + 1 < dims.size(); ++k) transform_in_place<R>(spectrum, dims[k], false);
+    const Lines in_lines = lines_of(spectrum, last), out_lines = lines_of(out, last);
+    const C* src = spectrum.data<C>();
+    R* dst = out.data<R>();
+    for_each_line<R>(out_lines.count, length, true, [&](const kissfft<R>& plan, C* in, C* res, int64_t l) {
+      const C* p = src + in_lines.start(l);
+      for (int64_t k = 0; k < half; ++k) in[k] = p[k * in_lines.inner];
+      for (int64_t k = half; k < length; ++k) in[k] = std::conj(in[length - k]);
+      plan.transform(in, res);
+      R* q = dst + out_lines.start(l);
+      for (int64_t k = 0; k < length; ++k) q[k * out_lines.inner] = res[k].real();
+    });
+    normalize<R, R>(out, normalization, points_over(dims, out_shape));
+  });
+  a.return_tensor(std::move(out));
+}
+
+}  // namespace
+
+void register_fft_kernels(sdk::Registrar& reg, ts_dispatch_key key) {
+  reg.kernel("_fft_c2c", key, fft_c2c);
+  reg.kernel("_fft_r2c", key, fft_r2c);
+  reg.kernel("_fft_c2r", key, fft_c2r);
+}
+
+}  // namespace tessera::cpu
