@@ -32,6 +32,44 @@ int64_t numel_of(const IntList& sizes) {
 
 }  // namespace
 
+TensorRef conj(const TensorRef& t) { return sdk::is_complex(t.dtype()) ? ops::conj_physical(t) : t; }
+
+namespace {
+int64_t wrapped(int64_t d, int64_t ndim) { return d < 0 ? d + ndim : d; }
+}  // namespace
+
+// r2c keeps the first n/2 + 1 outputs (onesided): its adjoint zero-fills the rest, transforms
+// back, and keeps the real part (the input was real).
+TensorRef fft_r2c_backward(const TensorRef& grad, const IntList& self_sizes, const IntList& dim, int64_t normalization,
+                           bool onesided) {
+  TensorRef full = grad;
+  if (onesided) {
+    const int64_t last = wrapped(dim.back(), int64_t(self_sizes.size()));
+    IntList shape(grad.sizes().begin(), grad.sizes().end());
+    const int64_t kept = shape[size_t(last)];
+    shape[size_t(last)] = self_sizes[size_t(last)];
+    full = ops::zeros(shape, grad.dtype(), grad.device());
+    ops::copy_(ops::narrow(full, last, 0, kept), grad);
+  }
+  return ops::real(ops::_fft_c2c(full, dim, normalization, false));
+}
+
+// c2r reads each entry k in 1 .. n - (n/2 + 1) twice (itself and its mirrored conjugate), so
+// those entries' gradients double; the rest is the forward real-to-complex transform.
+TensorRef fft_c2r_backward(const TensorRef& grad, const IntList& dim, int64_t normalization) {
+  TensorRef g = ops::_fft_r2c(grad, dim, normalization, true);
+  const int64_t last = wrapped(dim.back(), grad.dim());
+  const int64_t kept = g.size(last), doubled = grad.size(last) - kept;
+  if (doubled <= 0) return g;
+  TensorRef k = ops::arange(Scalar(kept), TS_INT64, grad.device());
+  TensorRef twice = ops::logical_and(ops::ge(k, Scalar(1)), ops::lt(k, Scalar(1 + doubled)));
+  TensorRef scale = ops::where(twice, ops::full({}, Scalar(2.0), sdk::real_dtype(g.dtype()), grad.device()),
+                               ops::full({}, Scalar(1.0), sdk::real_dtype(g.dtype()), grad.device()));
+  IntList shape(size_t(g.dim() - last), 1);
+  shape[0] = kept;
+  return ops::mul(g, ops::reshape(scale, shape));
+}
+
 TensorRef sum_to(const TensorRef& grad, const IntList& sizes) {
   auto g = grad.sizes();
   if (std::equal(g.begin(), g.end(), sizes.begin(), sizes.end())) return grad;
@@ -160,20 +198,20 @@ TensorRef pow_backward_self(const TensorRef& grad, const TensorRef& self, const 
   // exponent * self^(exponent-1), 0 where exponent == 0 (0^-1 would be inf).
   TensorRef d = ops::mul(exponent, ops::pow(self, ops::sub(exponent, Scalar(1.0))));
   d = ops::where(ops::eq(exponent, Scalar(0.0)), scalar_like(d, 0.0), d);
-  return ops::mul(grad, d);
+  return ops::mul(grad, conj(d));
 }
 
 TensorRef pow_backward_self(const TensorRef& grad, const TensorRef& self, const Scalar& exponent) {
   double e = exponent.to_double();
   if (e == 0.0) return ops::mul(grad, Scalar(0.0));
-  return ops::mul(grad, ops::mul(ops::pow(self, Scalar(e - 1.0)), Scalar(e)));
+  return ops::mul(grad, conj(ops::mul(ops::pow(self, Scalar(e - 1.0)), Scalar(e))));
 }
 
 TensorRef pow_backward_exponent(const TensorRef& grad, const TensorRef& self, const TensorRef& result) {
   // result * log(self), 0 where self == 0 and result == 0 (as PyTorch: the limit).
   TensorRef d = ops::mul(result, ops::log(self));
   d = ops::where(ops::logical_and(ops::eq(self, Scalar(0.0)), ops::eq(result, Scalar(0.0))), scalar_like(d, 0.0), d);
-  return ops::mul(grad, d);
+  return ops::mul(grad, conj(d));
 }
 
 TensorRef clamp_backward(const TensorRef& grad, const TensorRef& self, const std::optional<Scalar>& min,

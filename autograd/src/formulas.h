@@ -19,6 +19,13 @@ TensorRef sum_to(const TensorRef& grad, const IntList& sizes);
 TensorRef maybe_multiply(const TensorRef& grad, const Scalar& s);
 TensorRef zeros_like(const TensorRef& t);
 TensorRef scalar_like(const TensorRef& t, double value);
+// The complex conjugate of a complex tensor; a real tensor unchanged. Complex gradients follow
+// PyTorch's convention (conjugate Wirtinger derivatives): d(a * b)/da flows as grad * conj(b).
+TensorRef conj(const TensorRef& t);
+// torch.fft: the adjoints of the real-input and real-output transforms.
+TensorRef fft_r2c_backward(const TensorRef& grad, const IntList& self_sizes, const IntList& dim, int64_t normalization,
+                           bool onesided);
+TensorRef fft_c2r_backward(const TensorRef& grad, const IntList& dim, int64_t normalization);
 
 // Gradient of a reduction over `dim` (all dims when empty/None) expanded back to `sizes`.
 TensorRef unsqueeze_reduced(const TensorRef& grad, const IntList& sizes, const std::optional<IntList>& dim,

@@ -76,7 +76,7 @@ void fill(const char* op, TensorRef& t, const ScalarArg& value) {
       sdk::fail(TS_ERROR_VALUE, op, ": value ", (value.kind == ScalarArg::Double ? v : double(value.i)),
                 " cannot be converted to dtype ", sdk::dtype_name(dtype), " without overflow");
   }
-  TS_DISPATCH_ALL(dtype, sdk::fail(TS_ERROR_TYPE, op, ": unsupported dtype ", dtype),
+  TS_DISPATCH_ALL_AND_COMPLEX(dtype, sdk::fail(TS_ERROR_TYPE, op, ": unsupported dtype ", dtype),
                   fill_with(t.data<scalar_t>(), t.numel(), from_scalar<scalar_t>(value)));
 }
 
@@ -187,7 +187,7 @@ void eye_kernel(Args& a) {
   const int64_t shape[2] = {n, m};
   TensorRef t = make("eye", a, shape, 2, sdk::default_float_dtype());
   zero(t);
-  TS_DISPATCH_ALL(t.dtype(), sdk::fail(TS_ERROR_TYPE, "eye: unsupported dtype ", t.dtype()), {
+  TS_DISPATCH_ALL_AND_COMPLEX(t.dtype(), sdk::fail(TS_ERROR_TYPE, "eye: unsupported dtype ", t.dtype()), {
     scalar_t* p = t.data<scalar_t>();
     for (int64_t i = 0; i < std::min(n, m); ++i) p[i * m + i] = from_double<scalar_t>(1.0);
   });
