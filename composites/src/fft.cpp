@@ -21,6 +21,8 @@ int64_t norm_mode(const char* op, std::optional<std::string_view> norm, bool for
   fail(TS_ERROR_VALUE, op, ": invalid normalization mode: \"", n, "\" (expected \"forward\", \"backward\" or \"ortho\")");
 }
 
+std::optional<std::string_view> norm_arg(Args& a, int i) { return a.optional_str(i); }
+
 // x promoted to a floating dtype (integers and bool to the default float).
 TensorRef to_floating(const TensorRef& x) {
   return sdk::is_inexact(x.dtype()) ? x : ops::to(x, sdk::default_float_dtype());
@@ -69,7 +71,6 @@ TensorRef c2c_1d(const char* op, Args& a, bool forward) {
 void fft(Args& a) { a.return_tensor(c2c_1d("fft_fft", a, true)); }
 void ifft(Args& a) { a.return_tensor(c2c_1d("fft_ifft", a, false)); }
 
-std::optional<std::string_view> norm_arg(Args& a, int i) { return a.optional_str(i); }
 
 void rfft(Args& a) {
   require_real("fft_rfft", a.tensor(0));
@@ -79,6 +80,7 @@ void rfft(Args& a) {
 
 // irfft / hfft: n output points (default 2 * (m - 1)) from the first n/2 + 1 entries.
 TensorRef c2r_1d(const char* op, Args& a, bool hermitian_forward) {
+  const int64_t mode = norm_mode(op, norm_arg(a, 3), hermitian_forward);  // arguments first, then work
   const TensorRef self = to_complex(a.tensor(0));
   if (self.dim() == 0) fail(TS_ERROR_VALUE, op, ": expected a tensor with at least one dimension, got a 0-d tensor");
   const int64_t d = wrap_dim(op, a.to_int(2), self.dim());
@@ -86,7 +88,7 @@ TensorRef c2r_1d(const char* op, Args& a, bool hermitian_forward) {
   if (n < 1) fail(TS_ERROR_VALUE, op, ": invalid number of data points (", n, ") specified");
   TensorRef x = resize_dim(op, self, d, n / 2 + 1);
   if (hermitian_forward) x = ops::conj(x);
-  return ops::_fft_c2r(x, {d}, norm_mode(op, norm_arg(a, 3), hermitian_forward), n);
+  return ops::_fft_c2r(x, {d}, mode, n);
 }
 void irfft(Args& a) { a.return_tensor(c2r_1d("fft_irfft", a, false)); }
 void hfft(Args& a) { a.return_tensor(c2r_1d("fft_hfft", a, true)); }

@@ -89,7 +89,7 @@ NUMERIC_DTYPES = INT_DTYPES + FLOAT_DTYPES
 
 NP = {"bool": np.bool_, "uint8": np.uint8, "int8": np.int8, "int16": np.int16, "int32": np.int32,
       "int64": np.int64, "float16": np.float16, "bfloat16": np.float32, "float32": np.float32,
-      "float64": np.float64}
+      "float64": np.float64, "complex64": np.complex64, "complex128": np.complex128}
 
 
 def np_dtype(dtype):
@@ -123,7 +123,7 @@ def round_bf16(a):
 
 def tol(dtype):
     return {"float16": (1e-3, 1e-3), "bfloat16": (1e-2, 1e-2), "float32": (1e-5, 1e-6),
-            "float64": (1e-12, 1e-12)}.get(dtype.name, (0, 0))
+            "float64": (1e-12, 1e-12), "complex64": (1e-5, 1e-6), "complex128": (1e-12, 1e-12)}.get(dtype.name, (0, 0))
 
 
 def assert_close(t, expected, dtype=None, rtol=None, atol=None, check_dtype=True):
@@ -134,7 +134,12 @@ def assert_close(t, expected, dtype=None, rtol=None, atol=None, check_dtype=True
     if dtype is not None and check_dtype:
         assert t.dtype == dtype, (t.dtype, dtype)
     got = to_np(t)
-    if t.dtype.is_floating_point:
+    if t.dtype.is_complex:
+        r, a = tol(t.dtype)
+        np.testing.assert_allclose(got.astype(np.complex128), expected.astype(np.complex128),
+                                   rtol=r if rtol is None else rtol, atol=a if atol is None else atol,
+                                   equal_nan=True)
+    elif t.dtype.is_floating_point:
         r, a = tol(t.dtype)
         np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64),
                                    rtol=r if rtol is None else rtol, atol=a if atol is None else atol,

@@ -1042,6 +1042,42 @@ samples("randperm", check=_check_permutation)(lambda: [Sample(7), Sample(0)])
 samples("cummax", "cummin")(lambda: [Sample(t(3, 4), 1), Sample(transposed(3, 4), 0), Sample(t(2, 3, dtype=I64), -1),
                                      Sample(ts.tensor([1.0, float("nan"), 3.0, 0.0]), 0), Sample(t(0, 2), 1)])
 samples("diagonal")(lambda: [Sample(t(3, 4)), Sample(t(3, 4), 1), Sample(t(2, 3, 4), -1, 1, 2), Sample(t(3)).raises(ValueError)])
+# ---- complex numbers and torch.fft
+C64, C128 = ts.complex64, ts.complex128
+
+
+def cx(*shape, dtype=F32, seed=0):
+    """A complex tensor (parts on the 1/8 grid, as t()) with float `dtype` parts."""
+    return ts.complex(t(*shape, dtype=dtype, seed=seed), t(*shape, dtype=dtype, seed=seed + 7))
+
+
+samples("view_as_real")(lambda: [Sample(cx(3, 4)), Sample(cx(2, 3, dtype=F64)), Sample(t(3)).raises(TypeError)])
+samples("view_as_complex")(lambda: [Sample(t(3, 2)), Sample(t(2, 3, 2, dtype=F64)), Sample(t(3, 3)).raises(ValueError),
+                                    Sample(t(3, 2, dtype=I64)).raises(TypeError)])
+samples("real", "conj", "resolve_conj", "resolve_neg", "conj_physical", "angle")(
+    lambda: [Sample(cx(3, 4)), Sample(cx(2, 3, dtype=F64)), Sample(t(3, 4)), Sample(cx(0, 2))])
+samples("imag")(lambda: [Sample(cx(3, 4)), Sample(cx(2, 3, dtype=F64)), Sample(t(3)).raises(TypeError)])
+samples("complex", "polar")(lambda: [Sample(t(3, 4), t(3, 4, seed=1)), Sample(t(2, 1, dtype=F64), t(3, dtype=F64, seed=1)),
+                                     Sample(t(3), t(3, dtype=F64)).raises(TypeError)])
+FFT_TOL = {"float32": (1e-4, 1e-4), "float64": (1e-9, 1e-9), "complex64": (1e-4, 1e-4), "complex128": (1e-9, 1e-9)}
+samples("_fft_c2c", tol=FFT_TOL)(lambda: [Sample(cx(4, 6), [1], 0, True), Sample(cx(3, 5, dtype=F64), [0, 1], 2, False),
+                                          Sample(cx(4, 7), [-1], 1, True), Sample(t(4), [0], 0, True).raises(TypeError)])
+samples("_fft_r2c", tol=FFT_TOL)(lambda: [Sample(t(4, 6), [1], 0, True), Sample(t(3, 5, dtype=F64), [0, 1], 2, False),
+                                          Sample(t(5, 7), [0, 1], 1, True)])
+samples("_fft_c2r", tol=FFT_TOL)(lambda: [Sample(cx(4, 4), [1], 0, 6), Sample(cx(3, 4, dtype=F64), [0, 1], 2, 7),
+                                          Sample(cx(4, 2), [1], 0, 8).raises(ValueError)])
+samples("fft_fft", "fft_ifft", "fft_hfft", tol=FFT_TOL)(lambda: [
+    Sample(cx(3, 8)), Sample(t(3, 8), 5, 0, "ortho"), Sample(cx(4, 6, dtype=F64), 9, -1, "forward"),
+    Sample(t(5, dtype=I64)), Sample(cx(4), norm="bad").raises(ValueError)])
+samples("fft_rfft", "fft_ihfft", tol=FFT_TOL)(lambda: [Sample(t(3, 8)), Sample(t(4, 7, dtype=F64), 10, 0, "ortho"),
+                                                       Sample(cx(4)).raises(TypeError)])
+samples("fft_irfft", tol=FFT_TOL)(lambda: [Sample(cx(3, 5)), Sample(cx(4, 6, dtype=F64), 7, 0, "forward")])
+samples("fft_fft2", "fft_ifft2", "fft_fftn", "fft_ifftn", tol=FFT_TOL)(lambda: [
+    Sample(cx(3, 4, 5)), Sample(t(4, 6), [3, 8]), Sample(cx(2, 3, 4, dtype=F64), None, [0, 2], "ortho")])
+samples("fft_rfft2", "fft_rfftn", tol=FFT_TOL)(lambda: [Sample(t(3, 4, 6)), Sample(t(4, 6, dtype=F64), [3, 8], [0, 1], "ortho")])
+samples("fft_irfft2", "fft_irfftn", tol=FFT_TOL)(lambda: [Sample(cx(3, 4, 4)), Sample(cx(4, 5, dtype=F64), [3, 8])])
+samples("fft_fftshift", "fft_ifftshift")(lambda: [Sample(t(4, 5)), Sample(cx(3, 6), [1]), Sample(t(0, 3))])
+samples("fft_fftfreq", "fft_rfftfreq")(lambda: [Sample(8), Sample(7, 0.5, dtype=F64), Sample(0).raises(ValueError)])
 samples("kthvalue")(lambda: [Sample(distinct(3, 5), 2), Sample(distinct(4, 3), 1, 0, True), Sample(t(3), 4).raises(IndexError)])
 samples("median", "nanmedian")(lambda: [Sample(distinct(3, 5)), Sample(ts.tensor([1.0, float("nan"), 3.0]))])
 samples("median.dim", "nanmedian.dim")(lambda: [Sample(distinct(3, 5), 1), Sample(distinct(4, 3), 0, True),
