@@ -52,5 +52,6 @@ void register_linalg_solvers(sdk::Registrar& reg);
 void register_core_aten(sdk::Registrar& reg);
 void register_special(sdk::Registrar& reg);
 void register_everyday(sdk::Registrar& reg);
+void register_pooling_sampling(sdk::Registrar& reg);
 
 }  // namespace tessera::composites

@@ -17,6 +17,7 @@ void register_composites(sdk::Registrar& reg) {
   register_core_aten(reg);
   register_special(reg);
   register_everyday(reg);
+  register_pooling_sampling(reg);
 }
 
 }  // namespace
