@@ -56,5 +56,6 @@ void register_special(sdk::Registrar& reg);
 void register_everyday(sdk::Registrar& reg);
 void register_complex(sdk::Registrar& reg);
 void register_fft(sdk::Registrar& reg);
+void register_pooling_sampling(sdk::Registrar& reg);
 
 }  // namespace tessera::composites

@@ -19,6 +19,7 @@ void register_composites(sdk::Registrar& reg) {
   register_everyday(reg);
   register_complex(reg);
   register_fft(reg);
+  register_pooling_sampling(reg);
 }
 
 }  // namespace

@@ -1220,6 +1220,33 @@ samples("sym_size.int", "sym_stride.int")(lambda: [Sample(t(3, 4), 1), Sample(t(
 samples("sym_storage_offset")(lambda: [Sample(t(3, 4))])
 samples("upsample_nearest2d.vec")(lambda: [Sample(t(1, 2, 3, 4), [6, 8], None), Sample(t(1, 1, 4, 4), None, [0.5, 1.5])])
 samples("upsample_bilinear2d.vec")(lambda: [Sample(t(1, 2, 3, 4), [6, 8], False, None), Sample(t(1, 1, 4, 4), [7, 5], True, None)])
+samples("max_pool3d_with_indices")(lambda: [
+    Sample(distinct(1, 2, 4, 5, 6), [2, 2, 2]), Sample(distinct(2, 5, 4, 6), [3, 2, 3], [2, 1, 2], [1, 0, 1], [1, 1, 1], True),
+    Sample(distinct(1, 1, 6, 5, 5), [2, 2, 2], [1, 2, 1], [0, 1, 0], [2, 1, 2]), Sample(distinct(0, 1, 4, 4, 4), [2, 2, 2]),
+    Sample(t(4, 4, 4), [2, 2, 2]).raises(ValueError)])
+samples("avg_pool3d")(lambda: [
+    Sample(t(1, 2, 4, 5, 6), [2, 2, 2]), Sample(t(2, 5, 4, 6), [3, 2, 3], [2, 1, 2], [1, 0, 1], True, False),
+    Sample(transposed(1, 2, 4, 5, 6), [2, 3, 2], [1, 2, 2], [1, 1, 0], False, True, 3),
+    Sample(t(1, 1, 4, 4, 4), [2, 2, 2], [], [2, 0, 0]).raises(ValueError)])
+samples("_adaptive_avg_pool3d")(lambda: [Sample(t(1, 2, 6, 5, 4), [3, 2, 3]), Sample(transposed(2, 4, 5, 3), [2, 5, 1]),
+                                         Sample(t(1, 2, 0, 4, 4), [2, 2, 2]).raises(ValueError)])
+samples("im2col")(lambda: [Sample(t(2, 3, 5, 6), [2, 3], [1, 1], [0, 1], [1, 2]), Sample(transposed(2, 4, 5), [2, 2], [2, 1], [1, 0], [1, 1]),
+                           Sample(t(1, 1, 2, 2), [3, 3], [1, 1], [0, 0], [1, 1]).raises(ValueError)])
+samples("col2im")(lambda: [Sample(t(2, 12, 12), [5, 6], [2, 2], [1, 1], [0, 0], [1, 2]),
+                           Sample(transposed(8, 9), [4, 4], [2, 2], [1, 1], [1, 1], [2, 2]),
+                           Sample(t(1, 5, 9), [4, 4], [2, 2], [1, 1], [0, 0], [1, 1]).raises(ValueError)])
+samples("grid_sampler_2d", tol={"float32": (1e-5, 1e-5)})(lambda: [
+    Sample(t(2, 3, 4, 5), t(2, 3, 6, 2, low=-1.25, high=1.25, seed=1), 0, 0, False),
+    Sample(t(1, 2, 5, 4), t(1, 4, 3, 2, low=-1.25, high=1.25, seed=1), 0, 2, True),
+    Sample(t(1, 2, 5, 4), t(1, 4, 3, 2, low=-1.25, high=1.25, seed=1), 1, 1, False),
+    Sample(transposed(1, 2, 4, 6), t(1, 3, 3, 2, low=-1.25, high=1.25, seed=1), 2, 2, False),
+    Sample(t(1, 2, 4, 4), t(1, 3, 3, 2, seed=1), 3, 0, False).raises(ValueError)])
+samples("_embedding_bag")(lambda: [
+    Sample(t(10, 3), idx(1, 2, 4, 5, 4, 3, 2, 9), idx(0, 4, 4, 6)),
+    Sample(distinct(10, 3), idx(1, 2, 4, 5, 4, 3, 2, 9), idx(0, 3, 8), False, 2, False, None, True),
+    Sample(t(10, 3, dtype=F64), idx(1, 2, 4, 5, 4, 3, 2, 9), idx(0, 4, 4, 6), False, 1, False, None, False, 2),
+    Sample(t(10, 3), idx(1, 2, 4, 5), idx(0, 2), False, 0, False, t(4, seed=1)),
+    Sample(t(10, 3), idx(1, 2), idx(0, 1), False, 3).raises(ValueError)])
 
 
 # torch.special

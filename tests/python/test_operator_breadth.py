@@ -407,12 +407,9 @@ def test_describe_says_primitive_or_composite():
     assert "primitive" in ts.plugins.describe("cumsum")
 
 
-# PyTorch's Core ATen IR, name by name (tests/python/core_aten_ops.txt). Not built yet, and why:
-CORE_ATEN_NOT_YET = {
-    "_adaptive_avg_pool3d": "3-D pooling kernels", "avg_pool3d": "3-D pooling kernels",
-    "max_pool3d_with_indices": "3-D pooling kernels", "_embedding_bag": "embedding_bag kernel",
-    "col2im": "im2col/col2im kernels", "grid_sampler_2d": "grid sampling kernel",
-}
+# PyTorch's Core ATen IR, name by name (tests/python/core_aten_ops.txt). Not built yet, and why
+# (empty: every Core ATen operator is built).
+CORE_ATEN_NOT_YET = {}
 
 
 def _core_aten_names():
@@ -834,3 +831,265 @@ def test_mode_is_the_smallest_most_frequent_value_at_its_last_index():
     assert ts.tensor([[1.0, 2.0, 2.0, 1.0]]).mode(1, keepdim=True).values.tolist() == [[1.0]]
     with pytest.raises(IndexError, match="mode"):
         ts.mode(ts.ones(2, 0), 1)
+
+
+# ---- the last Core ATen composites: 3-D pooling, fold / unfold, grid sampling, embedding bags.
+# Each runs on the same float64 values in Tessera and PyTorch; the results, then the gradients of
+# sum(result * random weights) with respect to every floating input, must agree.
+def _compare_with_torch(ours, theirs, *arrays, view=None, grads=True, rtol=1e-9, atol=1e-11):
+    import torch
+    def leaves(make):
+        return [make(a, requires_grad=grads and a.dtype.kind == "f") if isinstance(a, np.ndarray) else a for a in arrays]
+    xs = leaves(lambda a, requires_grad: ts.tensor(a, requires_grad=requires_grad))
+    txs = leaves(lambda a, requires_grad: torch.tensor(a, requires_grad=requires_grad))
+    args = [view(x) if view and i == 0 else x for i, x in enumerate(xs)]
+    targs = [view(x) if view and i == 0 else x for i, x in enumerate(txs)]
+    got, want = ours(*args), theirs(*targs)
+    got, want = (got if isinstance(got, tuple) else (got,)), (want if isinstance(want, tuple) else (want,))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert tuple(g.shape) == tuple(w.shape)
+        np.testing.assert_allclose(to_np(g), w.detach().numpy(), rtol=rtol, atol=atol)
+    if not grads or got[0].numel() == 0:
+        return got
+    weights = RNG.uniform(-1, 1, size=tuple(want[0].shape))
+    (got[0] * ts.tensor(weights)).sum().backward()
+    (want[0] * torch.tensor(weights)).sum().backward()
+    for x, tx in zip(xs, txs):
+        if isinstance(x, ts.Tensor) and x.requires_grad:  # no gradient: the result does not depend on x
+            grad = np.zeros(x.shape) if x.grad is None else to_np(x.grad)
+            np.testing.assert_allclose(grad, tx.grad.numpy(), rtol=rtol, atol=atol)
+    return got
+
+
+POOL3D = [  # (input shape, kernel_size, stride, padding, dilation, ceil_mode)
+    ((2, 3, 5, 6, 7), 2, None, 0, 1, False), ((1, 2, 7, 5, 6), (3, 2, 3), (2, 1, 2), (1, 1, 0), 1, False),
+    ((1, 2, 6, 7, 5), 3, 2, 1, 1, True), ((2, 4, 5, 6), (2, 3, 2), 1, (1, 0, 1), 1, False),
+    ((1, 1, 8, 7, 9), 2, 2, 1, (2, 1, 2), True), ((0, 2, 4, 4, 4), 2, None, 0, 1, False),
+]
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("case", POOL3D, ids=[str(i) for i in range(len(POOL3D))])
+def test_pool3d_matches_torch(case):
+    import torch
+    F = torch.nn.functional
+    shape, k, s, p, d, ceil = case
+    n = int(np.prod(shape))
+    a = RNG.permutation(n).reshape(shape) / n  # distinct values: one maximum per window
+    _compare_with_torch(lambda x: ts.nn.functional.max_pool3d(x, k, s, p, d, ceil, return_indices=True),
+                        lambda x: F.max_pool3d(x, k, s, p, d, ceil, return_indices=True), a)
+    for include_pad in (True, False):
+        for divisor in (None, 5):
+            _compare_with_torch(lambda x: ts.nn.functional.avg_pool3d(x, k, s, p, ceil, include_pad, divisor),
+                                lambda x: F.avg_pool3d(x, k, s, p, ceil, include_pad, divisor), a)
+    # non-contiguous input: the last two dims swapped in memory
+    b = np.ascontiguousarray(np.swapaxes(a, -1, -2))
+    _compare_with_torch(lambda x: ts.nn.functional.max_pool3d(x, k, s, p, d, ceil, return_indices=True),
+                        lambda x: F.max_pool3d(x, k, s, p, d, ceil, return_indices=True), b, view=lambda x: x.mT)
+    _compare_with_torch(lambda x: ts.nn.functional.avg_pool3d(x, k, s, p, ceil), lambda x: F.avg_pool3d(x, k, s, p, ceil),
+                        b, view=lambda x: x.mT)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("shape,size", [((2, 3, 6, 7, 5), (3, 2, 4)), ((2, 5, 4, 3), (5, 1, 2)), ((1, 2, 3, 3, 3), (1, 1, 1)),
+                                        ((1, 1, 4, 5, 6), (None, 7, 2)), ((0, 2, 4, 4, 4), 2)])
+def test_adaptive_avg_pool3d_matches_torch(shape, size):
+    import torch
+    a = RNG.uniform(-1, 1, size=shape)
+    _compare_with_torch(lambda x: ts.nn.functional.adaptive_avg_pool3d(x, size),
+                        lambda x: torch.nn.functional.adaptive_avg_pool3d(x, size), a)
+    b = np.ascontiguousarray(np.swapaxes(a, -1, -2))
+    _compare_with_torch(lambda x: ts.nn.functional.adaptive_avg_pool3d(x, size),
+                        lambda x: torch.nn.functional.adaptive_avg_pool3d(x, size), b, view=lambda x: x.mT)
+
+
+def test_pool3d_modules_and_errors():
+    x = ts.randn(1, 2, 4, 4, 4)
+    assert ts.nn.MaxPool3d(2)(x).shape == (1, 2, 2, 2, 2)
+    out, idx = ts.nn.MaxPool3d(2, return_indices=True)(x)
+    assert idx.dtype == ts.int64 and out.shape == idx.shape
+    assert ts.nn.AvgPool3d(2, stride=1)(x).shape == (1, 2, 3, 3, 3)
+    assert ts.nn.AdaptiveAvgPool3d((1, 2, None))(x).shape == (1, 2, 1, 2, 4)
+    aten = ts.ops.aten
+    with pytest.raises(ValueError, match="max_pool3d_with_indices.*4-D"):
+        aten.max_pool3d_with_indices(ts.randn(4, 4, 4), [2, 2, 2])
+    with pytest.raises(ValueError, match="avg_pool3d.*half of kernel_size"):
+        aten.avg_pool3d(x, [2, 2, 2], [], [2, 0, 0])
+    with pytest.raises(ValueError, match="avg_pool3d.*non-zero divisor"):
+        aten.avg_pool3d(x, [2, 2, 2], [], [0], False, True, 0)
+    with pytest.raises(ValueError, match="max_pool3d_with_indices.*empty"):
+        aten.max_pool3d_with_indices(x, [5, 2, 2])
+    with pytest.raises(ValueError, match="_adaptive_avg_pool3d.*non-zero sizes"):
+        aten._adaptive_avg_pool3d(ts.randn(1, 2, 0, 4, 4), [2, 2, 2])
+    with pytest.raises(TypeError, match="avg_pool3d.*floating"):
+        aten.avg_pool3d(ts.ones(1, 1, 2, 2, 2, dtype=ts.int64), [2, 2, 2])
+    with pytest.raises(ValueError, match="max_pool3d"):
+        ts.nn.functional.max_pool3d(ts.randn(2, 2), 2)
+
+
+FOLD = [  # (image shape, kernel_size, dilation, padding, stride)
+    ((2, 3, 6, 7), 2, 1, 0, 1), ((1, 2, 7, 6), (3, 2), (1, 2), (1, 0), (2, 1)), ((3, 5, 5), 3, 1, 1, 2),
+    ((0, 2, 4, 4), 2, 1, 0, 2), ((1, 1, 5, 8), (2, 3), 2, (0, 2), (1, 3)),
+]
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("case", FOLD, ids=[str(i) for i in range(len(FOLD))])
+def test_fold_and_unfold_match_torch(case):
+    import torch
+    F = torch.nn.functional
+    shape, k, d, p, s = case
+    a = RNG.uniform(-1, 1, size=shape)
+    cols = _compare_with_torch(lambda x: ts.nn.functional.unfold(x, k, d, p, s), lambda x: F.unfold(x, k, d, p, s), a)[0]
+    c = RNG.uniform(-1, 1, size=tuple(cols.shape))
+    _compare_with_torch(lambda x: ts.nn.functional.fold(x, shape[-2:], k, d, p, s),
+                        lambda x: F.fold(x, shape[-2:], k, d, p, s), c)
+    if c.ndim == 3 and c.shape[0] > 0:  # columns (N, L, C * kh * kw) in memory
+        t = np.ascontiguousarray(np.swapaxes(c, -1, -2))
+        _compare_with_torch(lambda x: ts.nn.Fold(shape[-2:], k, d, p, s)(x), lambda x: torch.nn.Fold(shape[-2:], k, d, p, s)(x),
+                            t, view=lambda x: x.mT)
+        _compare_with_torch(lambda x: ts.nn.Unfold(k, d, p, s)(x), lambda x: torch.nn.Unfold(k, d, p, s)(x),
+                            np.ascontiguousarray(np.swapaxes(a, -1, -2)), view=lambda x: x.mT)
+
+
+def test_fold_errors_name_the_operator():
+    aten = ts.ops.aten
+    with pytest.raises(ValueError, match="col2im.*divisible"):
+        aten.col2im(ts.randn(1, 5, 9), [4, 4], [2, 2], [1, 1], [0, 0], [1, 1])
+    with pytest.raises(ValueError, match="col2im.*sliding blocks"):
+        aten.col2im(ts.randn(1, 4, 8), [4, 4], [2, 2], [1, 1], [0, 0], [1, 1])
+    with pytest.raises(ValueError, match="col2im.*2-D"):
+        aten.col2im(ts.randn(4), [4, 4], [2, 2], [1, 1], [0, 0], [1, 1])
+    with pytest.raises(ValueError, match="im2col.*stride > 0"):
+        aten.im2col(ts.randn(1, 1, 4, 4), [2, 2], [1, 1], [0, 0], [0, 1])
+    with pytest.raises(ValueError, match="im2col.*no sliding blocks"):
+        aten.im2col(ts.randn(1, 1, 2, 2), [3, 3], [1, 1], [0, 0], [1, 1])
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sample_matches_torch(mode, padding_mode, align_corners):
+    import torch
+    a = RNG.uniform(-1, 1, size=(2, 3, 5, 6))
+    g = RNG.uniform(-1.4, 1.4, size=(2, 4, 7, 2))  # some samples outside the image
+    if mode == "nearest":  # keep away from the ties half-way between pixels
+        g = np.round(g * 8) / 8 + 0.01
+    def ours(x, grid):
+        return ts.nn.functional.grid_sample(x, grid, mode, padding_mode, align_corners)
+    def theirs(x, grid):
+        return torch.nn.functional.grid_sample(x, grid, mode, padding_mode, align_corners)
+    _compare_with_torch(ours, theirs, a, g, rtol=1e-8, atol=1e-10)
+    _compare_with_torch(ours, theirs, np.ascontiguousarray(np.swapaxes(a, -1, -2)), g, view=lambda x: x.mT,
+                        rtol=1e-8, atol=1e-10)
+    _compare_with_torch(ours, theirs, np.zeros((0, 3, 5, 6)), np.zeros((0, 4, 7, 2)))
+
+
+@pytest.mark.torch
+@pytest.mark.filterwarnings("ignore:Since version 1.3.0, affine_grid")  # torch's note on unit-size grids
+@pytest.mark.parametrize("size", [(2, 3, 5, 4), (1, 1, 1, 3), (2, 2, 3, 4, 5)])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_affine_grid_matches_torch(size, align_corners):
+    import torch
+    k = len(size) - 2
+    theta = RNG.uniform(-1, 1, size=(size[0], k, k + 1))
+    _compare_with_torch(lambda t: ts.nn.functional.affine_grid(t, size, align_corners),
+                        lambda t: torch.nn.functional.affine_grid(t, size, align_corners), theta)
+
+
+def test_grid_sample_errors_name_the_operator():
+    aten = ts.ops.aten
+    x, grid = ts.randn(1, 2, 4, 4), ts.zeros(1, 3, 3, 2)
+    with pytest.raises(ValueError, match="grid_sampler_2d.*interpolation_mode"):
+        aten.grid_sampler_2d(x, grid, 3, 0, False)
+    with pytest.raises(ValueError, match="grid_sampler_2d.*padding_mode"):
+        aten.grid_sampler_2d(x, grid, 0, 5, False)
+    with pytest.raises(ValueError, match="grid_sampler_2d.*4-D"):
+        aten.grid_sampler_2d(ts.randn(2, 4, 4), grid, 0, 0, False)
+    with pytest.raises(ValueError, match="grid_sampler_2d.*size 2"):
+        aten.grid_sampler_2d(x, ts.zeros(1, 3, 3, 3), 0, 0, False)
+    with pytest.raises(ValueError, match="grid_sampler_2d.*batch size"):
+        aten.grid_sampler_2d(x, ts.zeros(2, 3, 3, 2), 0, 0, False)
+    with pytest.raises(ValueError, match="grid_sample.*'cubic'"):
+        ts.nn.functional.grid_sample(x, grid, mode="cubic")
+
+
+BAGS = [  # (indices, offsets, include_last_offset)
+    ([1, 2, 4, 5, 4, 3, 2, 9], [0, 4, 4, 6], False), ([1, 2, 4, 5, 4, 3, 2, 9], [0, 3, 8], True),
+    ([7, 7, 0], [0], False), ([], [0, 0], False),
+]
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("case", BAGS, ids=[str(i) for i in range(len(BAGS))])
+@pytest.mark.parametrize("mode", [0, 1, 2])
+@pytest.mark.parametrize("padding_idx", [-1, 2])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_embedding_bag_matches_torch(case, mode, padding_idx, dtype):
+    import torch
+    indices, offsets, last = np.array(case[0], dtype=np.int64), np.array(case[1], dtype=np.int64), case[2]
+    weight = RNG.permutation(30).reshape(10, 3).astype(dtype) / 8  # distinct: one maximum per column
+    tol = dict(rtol=1e-6, atol=1e-6) if dtype == np.float32 else {}
+    _compare_with_torch(lambda w, i, o: ts.ops.aten._embedding_bag(w, i, o, False, mode, False, None, last, padding_idx),
+                        lambda w, i, o: torch.ops.aten._embedding_bag(w, i, o, False, mode, False, None, last, padding_idx),
+                        weight, indices, offsets, **tol)
+    if mode == 0:  # per_sample_weights, with their gradient
+        psw = RNG.uniform(-1, 1, size=len(indices)).astype(dtype)
+        _compare_with_torch(lambda w, i, o, p: ts.ops.aten._embedding_bag(w, i, o, False, 0, False, p, last, padding_idx),
+                            lambda w, i, o, p: torch.ops.aten._embedding_bag(w, i, o, False, 0, False, p, last, padding_idx),
+                            weight, indices, offsets, psw, **tol)
+
+
+@pytest.mark.torch
+def test_embedding_bag_functional_and_module_match_torch():
+    import torch
+    weight = RNG.uniform(-1, 1, size=(10, 4))
+    batch = np.array([[1, 2, 4], [4, 3, 9]])
+    for mode in ("sum", "mean", "max"):
+        _compare_with_torch(lambda w, i: ts.nn.functional.embedding_bag(i, w, mode=mode, padding_idx=-6),
+                            lambda w, i: torch.nn.functional.embedding_bag(i, w, mode=mode, padding_idx=-6), weight, batch)
+    psw = RNG.uniform(-1, 1, size=batch.shape)
+    _compare_with_torch(lambda w, i, p: ts.nn.functional.embedding_bag(i, w, mode="sum", per_sample_weights=p),
+                        lambda w, i, p: torch.nn.functional.embedding_bag(i, w, mode="sum", per_sample_weights=p),
+                        weight, batch, psw)
+    # scale_grad_by_freq scales each row's gradient by 1 / its count in the batch
+    _compare_with_torch(lambda w, i: ts.nn.functional.embedding_bag(i, w, scale_grad_by_freq=True),
+                        lambda w, i: torch.nn.functional.embedding_bag(i, w, scale_grad_by_freq=True), weight, batch)
+    # a non-contiguous weight
+    _compare_with_torch(lambda w, i, o: ts.nn.functional.embedding_bag(i, w, o, mode="max"),
+                        lambda w, i, o: torch.nn.functional.embedding_bag(i, w, o, mode="max"),
+                        np.ascontiguousarray(weight.T), np.array([0, 5, 5, 9]), np.array([0, 1]), view=lambda w: w.t())
+    bag = ts.nn.EmbeddingBag(10, 3, mode="sum", padding_idx=0)
+    assert bag.weight[0].tolist() == [0.0, 0.0, 0.0]
+    out = bag(ts.tensor([0, 1, 2, 3]), ts.tensor([0, 2]))
+    assert out.shape == (2, 3)
+    np.testing.assert_allclose(to_np(out[0]), to_np(bag.weight[1]), rtol=1e-6)
+    out.sum().backward()
+    assert bag.weight.grad[0].tolist() == [0.0, 0.0, 0.0] and bag.weight.grad[3].tolist() == [1.0, 1.0, 1.0]
+    pre = ts.nn.EmbeddingBag.from_pretrained(ts.eye(3), mode="max")
+    assert pre(ts.tensor([[0, 2]])).tolist() == [[1.0, 0.0, 1.0]] and not pre.weight.requires_grad
+
+
+def test_embedding_bag_errors_name_the_operator():
+    aten, F = ts.ops.aten, ts.nn.functional
+    w, i, o = ts.randn(5, 2), ts.tensor([0, 1, 2]), ts.tensor([0, 2])
+    with pytest.raises(ValueError, match="_embedding_bag.*mode"):
+        aten._embedding_bag(w, i, o, False, 3)
+    with pytest.raises(ValueError, match="_embedding_bag.*2-D weight"):
+        aten._embedding_bag(ts.randn(5), i, o)
+    with pytest.raises(ValueError, match="_embedding_bag.*1-D indices"):
+        aten._embedding_bag(w, i.reshape(1, 3), o)
+    with pytest.raises(ValueError, match="_embedding_bag.*offsets\\[0\\]"):
+        aten._embedding_bag(w, i, ts.tensor([1, 2]))
+    with pytest.raises(TypeError, match="_embedding_bag.*int64 or int32"):
+        aten._embedding_bag(w, ts.tensor([0.0, 1.0]), o)
+    with pytest.raises(NotImplementedError, match="_embedding_bag.*per_sample_weights"):
+        aten._embedding_bag(w, i, o, False, 1, False, ts.ones(3))
+    with pytest.raises(ValueError, match="_embedding_bag.*per_sample_weights"):
+        aten._embedding_bag(w, i, o, False, 0, False, ts.ones(2))
+    with pytest.raises(ValueError, match="offsets has to be None"):
+        F.embedding_bag(ts.tensor([[0, 1]]), w, o)
+    with pytest.raises(ValueError, match="mode"):
+        F.embedding_bag(i, w, o, mode="median")

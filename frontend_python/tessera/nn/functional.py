@@ -193,6 +193,129 @@ def adaptive_avg_pool2d(input, output_size):
     return _op("adaptive_avg_pool2d", input, sizes)
 
 
+def _check_pool3d_input(input, fname):
+    _check_tensor(input, "input", fname)
+    if input.ndim not in (4, 5):
+        raise ValueError(f"{fname}: expected a 4-D (C, D, H, W) or 5-D (N, C, D, H, W) input, got {input.ndim}-D "
+                         f"input of shape {tuple(input.shape)}")
+
+
+def _pool_stride(stride, n, fname):
+    if stride is None or (not isinstance(stride, builtins.int) and len(stride) == 0):
+        return []
+    return _ntuple(stride, n, "stride", fname)
+
+
+def max_pool3d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                            return_indices=True):
+    _check_pool3d_input(input, "max_pool3d")
+    return _op("max_pool3d_with_indices", input, _ntuple(kernel_size, 3, "kernel_size", "max_pool3d"),
+               _pool_stride(stride, 3, "max_pool3d"), _ntuple(padding, 3, "padding", "max_pool3d"),
+               _ntuple(dilation, 3, "dilation", "max_pool3d"), ceil_mode)
+
+
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """Max over kD x kH x kW windows (stride defaults to kernel_size); with return_indices, also
+    the int64 argmax of each window, flat over D * H * W."""
+    out, indices = max_pool3d_with_indices(input, kernel_size, stride, padding, dilation, ceil_mode)
+    return (out, indices) if return_indices else out
+
+
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    _check_pool3d_input(input, "avg_pool3d")
+    return _op("avg_pool3d", input, _ntuple(kernel_size, 3, "kernel_size", "avg_pool3d"),
+               _pool_stride(stride, 3, "avg_pool3d"), _ntuple(padding, 3, "padding", "avg_pool3d"), ceil_mode,
+               count_include_pad, divisor_override)
+
+
+def adaptive_avg_pool3d(input, output_size):
+    """Averages over windows chosen so the output is output_size (an int, a triple; None keeps
+    that input size)."""
+    _check_pool3d_input(input, "adaptive_avg_pool3d")
+    if isinstance(output_size, builtins.int) or output_size is None:
+        output_size = (output_size,) * 3
+    if len(output_size) != 3:
+        raise ValueError(f"adaptive_avg_pool3d: output_size must be an int or a triple, got {output_size!r}")
+    sizes = [input.shape[-3 + i] if s is None else builtins.int(s) for i, s in enumerate(output_size)]
+    return _op("_adaptive_avg_pool3d", input, sizes)
+
+
+# ---------------------------------------------------------------------------- fold, unfold, sampling
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    """The sliding blocks of an (N, C, H, W) or (C, H, W) input as columns: (N, C * kh * kw, L)."""
+    _check_tensor(input, "input", "unfold")
+    return _op("im2col", input, _ntuple(kernel_size, 2, "kernel_size", "unfold"),
+               _ntuple(dilation, 2, "dilation", "unfold"), _ntuple(padding, 2, "padding", "unfold"),
+               _ntuple(stride, 2, "stride", "unfold"))
+
+
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """The inverse of unfold: (N, C * kh * kw, L) columns summed back into (N, C, *output_size)."""
+    _check_tensor(input, "input", "fold")
+    return _op("col2im", input, _ntuple(output_size, 2, "output_size", "fold"),
+               _ntuple(kernel_size, 2, "kernel_size", "fold"), _ntuple(dilation, 2, "dilation", "fold"),
+               _ntuple(padding, 2, "padding", "fold"), _ntuple(stride, 2, "stride", "fold"))
+
+
+_GRID_MODES = {"bilinear": 0, "nearest": 1, "bicubic": 2}
+_GRID_PADDING = {"zeros": 0, "border": 1, "reflection": 2}
+
+
+def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
+    """input (N, C, H, W) sampled at grid (N, H_out, W_out, 2) of (x, y) in [-1, 1]."""
+    _check_tensor(input, "input", "grid_sample")
+    _check_tensor(grid, "grid", "grid_sample")
+    if mode not in _GRID_MODES:
+        raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear', 'nearest' or 'bicubic', "
+                         f"but got: '{mode}'")
+    if padding_mode not in _GRID_PADDING:
+        raise ValueError(f"nn.functional.grid_sample(): expected padding_mode to be 'zeros', 'border', or "
+                         f"'reflection', but got: '{padding_mode}'")
+    if input.ndim != 4:
+        raise NotImplementedError(f"grid_sample: only 4-D inputs (N, C, H, W) are supported, got {input.ndim}-D")
+    return _op("grid_sampler_2d", input, grid, _GRID_MODES[mode], _GRID_PADDING[padding_mode],
+               builtins.bool(align_corners))
+
+
+def _affine_base(n, align_corners, like):
+    """linspace(-1, 1, n), scaled to the pixel centres unless align_corners (a single pixel: 0)."""
+    if n <= 1:
+        return _op("zeros", [n], dtype=like.dtype, device=like.device)
+    base = _op("linspace", -1.0, 1.0, n, dtype=like.dtype, device=like.device)
+    return base if align_corners else _op("mul", base, (n - 1) / n)
+
+
+def affine_grid(theta, size, align_corners=None):
+    """The sampling grid of the affine maps theta (N, 2, 3) for an output of size (N, C, H, W),
+    or theta (N, 3, 4) for (N, C, D, H, W): each output pixel's (x, y[, z]) in [-1, 1] mapped by
+    theta."""
+    _check_tensor(theta, "theta", "affine_grid")
+    size = [builtins.int(s) for s in size]
+    align_corners = builtins.bool(align_corners)
+    if len(size) not in (4, 5):
+        raise NotImplementedError("affine_grid only supports 4D and 5D sizes, for 2D and 3D affine transforms, "
+                                  f"respectively. Got size {size}.")
+    k = len(size) - 2  # spatial dims
+    if not theta.is_floating_point():
+        raise ValueError(f"Expected theta to have floating point type, but got {theta.dtype}")
+    if theta.ndim != 3 or list(theta.shape[1:]) != [k, k + 1] or theta.shape[0] != size[0]:
+        raise ValueError(f"Expected a batch of {k}D affine matrices of shape Nx{k}x{k + 1} for size {size}. "
+                         f"Got {list(theta.shape)}.")
+    if builtins.min(size) <= 0:
+        raise ValueError(f"Expected non-zero, positive output size. Got {size}")
+    spatial = size[2:][::-1]  # (W, H[, D]): the coordinates' order
+    coords = []
+    for i, n in enumerate(spatial):
+        shape = [1] * k
+        shape[k - 1 - i] = n
+        coords.append(_op("expand", _op("reshape", _affine_base(n, align_corners, theta), shape), size[2:]))
+    coords.append(_op("ones", size[2:], dtype=theta.dtype, device=theta.device))
+    base = _op("reshape", _op("stack", coords, -1), [1, -1, k + 1])  # (1, prod(spatial), k + 1)
+    grid = _op("matmul", base, _op("transpose", theta, 1, 2))  # (N, prod(spatial), k)
+    return _op("reshape", grid, [size[0]] + size[2:] + [k])
+
+
 # ---------------------------------------------------------------------------- normalization
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-05):
     """Normalizes over every dim but the channel (dim 1) of an (N, C) or (N, C, *) input: with the
@@ -273,6 +396,54 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     if sparse:
         raise NotImplementedError("embedding(sparse=True): sparse gradients are not supported; use sparse=False")
     return _op("embedding", weight, input, padding_idx, scale_grad_by_freq, False)
+
+
+_BAG_MODES = {"sum": 0, "mean": 1, "max": 2}
+
+
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False, mode="mean",
+                  sparse=False, per_sample_weights=None, include_last_offset=False, padding_idx=None):
+    """Sums, means or maxima of bags of embedding rows: a 2-D input is one bag per row; a 1-D
+    input is cut into bags at offsets."""
+    _check_tensor(input, "input", "embedding_bag")
+    _check_tensor(weight, "weight", "embedding_bag")
+    if weight.ndim != 2:
+        raise ValueError(f"embedding_bag: weight has to be a 2D Tensor, but got Tensor of dimension {weight.ndim}")
+    if mode not in _BAG_MODES:
+        raise ValueError(f"embedding_bag: mode has to be one of sum, mean or max, got {mode!r}")
+    if per_sample_weights is not None and list(per_sample_weights.shape) != list(input.shape):
+        raise ValueError(f"embedding_bag: If per_sample_weights ({tuple(per_sample_weights.shape)}) is not None, "
+                         f"then it must have the same shape as the input ({tuple(input.shape)})")
+    if input.ndim == 2:
+        if offsets is not None:
+            raise ValueError("if input is 2D, then offsets has to be None, as input is treated is a mini-batch of "
+                             "fixed length sequences.")
+        bags, length = input.shape
+        offsets = _op("arange", 0, bags * length, length, dtype=input.dtype, device=input.device)
+        input = _op("reshape", input, [-1])
+        if per_sample_weights is not None:
+            per_sample_weights = _op("reshape", per_sample_weights, [-1])
+    elif input.ndim == 1:
+        if offsets is None:
+            raise ValueError("offsets has to be a 1D Tensor but got None")
+        if offsets.ndim != 1:
+            raise ValueError("offsets has to be a 1D Tensor")
+    else:
+        raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension {input.ndim}")
+    n = weight.shape[0]
+    if padding_idx is None:
+        padding_idx = -1
+    elif padding_idx >= n or padding_idx < -n:
+        raise ValueError(f"embedding_bag: padding_idx must be within num_embeddings ({n}), got {padding_idx}")
+    elif padding_idx < 0:
+        padding_idx = n + padding_idx
+    if max_norm is not None:
+        raise NotImplementedError("embedding_bag(max_norm=...): renormalizing rows is not supported yet")
+    if per_sample_weights is not None and mode != "sum":
+        raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
+                                  f"supported for mode='sum' (got mode='{mode}')")
+    return _op("_embedding_bag", weight, input, offsets, scale_grad_by_freq, _BAG_MODES[mode], sparse,
+               per_sample_weights, include_last_offset, padding_idx)[0]
 
 
 # ---------------------------------------------------------------------------- activations
