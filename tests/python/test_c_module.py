@@ -41,7 +41,7 @@ DTYPE_FACTS = [  # name, itemsize, floating, signed
     ("bool", 1, False, False), ("uint8", 1, False, False), ("int8", 1, False, True),
     ("int16", 2, False, True), ("int32", 4, False, True), ("int64", 8, False, True),
     ("float16", 2, True, True), ("bfloat16", 2, True, True), ("float32", 4, True, True),
-    ("float64", 8, True, True),
+    ("float64", 8, True, True), ("complex64", 8, False, True), ("complex128", 16, False, True),
 ]
 
 
@@ -280,8 +280,8 @@ def test_tensor_ragged_and_bad_elements():
         t([1, "a"])
     with pytest.raises(TypeError):
         t([1, None])
-    with pytest.raises(TypeError):
-        t([1j])
+    with pytest.raises(TypeError, match="complex"):
+        t([1j], dtype=C.dtypes["float32"])  # complex numbers into a real dtype
     with pytest.raises(OverflowError):
         t([2 ** 70])
 

@@ -298,7 +298,7 @@ def test_from_numpy_shares_memory_and_keeps_alive():
     assert t2.tolist() == [1.0] * 4
     assert ts.from_numpy(a[:, ::2]).tolist() == [[0, 2], [3, -1]]
     with pytest.raises(TypeError, match="complex|unsupported"):
-        ts.from_numpy(np.zeros(2, dtype=np.complex64))
+        ts.from_numpy(np.zeros(2, dtype=np.clongdouble))
     with pytest.raises(ValueError, match="negative|stride"):
         ts.from_numpy(np.arange(4)[::-1])
 
