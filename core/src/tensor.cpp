@@ -21,6 +21,19 @@ void* Tensor::host_data() const {
   return checked()->data();
 }
 
+namespace {
+// One element's values: a complex element gives its real and imaginary parts, in that order.
+template <class T>
+void append_values(std::vector<double>& out, T v) {
+  if constexpr (sdk::is_complex_v<T>) {
+    out.push_back(double(v.real()));
+    out.push_back(double(v.imag()));
+  } else {
+    out.push_back(double(static_cast<sdk::opmath_t<T>>(v)));
+  }
+}
+}  // namespace
+
 std::vector<double> Tensor::to_double_vector() const {
   auto* t = checked();
   std::vector<double> out;
@@ -48,8 +61,8 @@ std::vector<double> Tensor::to_double_vector() const {
     int64_t offset = 0;
     for (int64_t d = 0; d < t->dim(); ++d) offset += index[size_t(d)] * t->strides()[d];
     const char* p = base + offset * isz;
-    TS_DISPATCH_ALL(int32_t(t->dtype()), raise<TypeError>("invalid dtype"),
-                    out.push_back(double(static_cast<sdk::opmath_t<scalar_t>>(*reinterpret_cast<const scalar_t*>(p)))));
+    TS_DISPATCH_ALL_AND_COMPLEX(int32_t(t->dtype()), raise<TypeError>("to_double_vector: invalid dtype code {}", int32_t(t->dtype())),
+                                append_values(out, *reinterpret_cast<const scalar_t*>(p)));
     for (int64_t d = t->dim(); d-- > 0;) {
       if (++index[size_t(d)] < t->sizes()[d]) break;
       index[size_t(d)] = 0;

@@ -46,7 +46,8 @@ class Tensor {
   // The value of a one-element tensor, copied to the host.
   double item_double() const;
   int64_t item_int() const;
-  // Every element converted to double, in row-major order (copies from the device).
+  // Every element converted to double, in row-major order (copies from the device); a complex
+  // element gives two values, its real then its imaginary part.
   std::vector<double> to_double_vector() const;
   std::string str() const;  // short PyTorch-like rendering
 
