@@ -21,8 +21,6 @@ int64_t norm_mode(const char* op, std::optional<std::string_view> norm, bool for
   fail(TS_ERROR_VALUE, op, ": invalid normalization mode: \"", n, "\" (expected \"forward\", \"backward\" or \"ortho\")");
 }
 
-std::optional<std::string_view> norm_arg(Args& a, int i) { return a.optional_str(i); }
-
 // x promoted to a floating dtype (integers and bool to the default float).
 TensorRef to_floating(const TensorRef& x) {
   return sdk::is_inexact(x.dtype()) ? x : ops::to(x, sdk::default_float_dtype());
@@ -75,12 +73,12 @@ void ifft(Args& a) { a.return_tensor(c2c_1d("fft_ifft", a, false)); }
 void rfft(Args& a) {
   require_real("fft_rfft", a.tensor(0));
   OneDim in = one_dim("fft_rfft", to_floating(a.tensor(0)), a.optional_int(1), a.to_int(2));
-  a.return_tensor(ops::_fft_r2c(in.x, {in.dim}, norm_mode("fft_rfft", norm_arg(a, 3), true), true));
+  a.return_tensor(ops::_fft_r2c(in.x, {in.dim}, norm_mode("fft_rfft", a.optional_str(3), true), true));
 }
 
 // irfft / hfft: n output points (default 2 * (m - 1)) from the first n/2 + 1 entries.
 TensorRef c2r_1d(const char* op, Args& a, bool hermitian_forward) {
-  const int64_t mode = norm_mode(op, norm_arg(a, 3), hermitian_forward);  // arguments first, then work
+  const int64_t mode = norm_mode(op, a.optional_str(3), hermitian_forward);  // arguments first, then work
   const TensorRef self = to_complex(a.tensor(0));
   if (self.dim() == 0) fail(TS_ERROR_VALUE, op, ": expected a tensor with at least one dimension, got a 0-d tensor");
   const int64_t d = wrap_dim(op, a.to_int(2), self.dim());
@@ -96,7 +94,7 @@ void hfft(Args& a) { a.return_tensor(c2r_1d("fft_hfft", a, true)); }
 void ihfft(Args& a) {
   require_real("fft_ihfft", a.tensor(0));
   OneDim in = one_dim("fft_ihfft", to_floating(a.tensor(0)), a.optional_int(1), a.to_int(2));
-  a.return_tensor(ops::conj(ops::_fft_r2c(in.x, {in.dim}, norm_mode("fft_ihfft", norm_arg(a, 3), false), true)));
+  a.return_tensor(ops::conj(ops::_fft_r2c(in.x, {in.dim}, norm_mode("fft_ihfft", a.optional_str(3), false), true)));
 }
 
 // ---- several dims: (s, dim) as PyTorch reads them. dim None: the last len(s) dims, or all;
@@ -144,7 +142,7 @@ TensorRef fftn_like(const char* op, Args& a, bool forward) {
   Dims d = canonical_dims(op, x, a.optional_int_list(1), a.optional_int_list(2));
   x = resize_dims(op, x, d, d.dims.size());
   if (d.dims.empty()) return x;
-  return ops::_fft_c2c(x, d.dims, norm_mode(op, norm_arg(a, 3), forward), forward);
+  return ops::_fft_c2c(x, d.dims, norm_mode(op, a.optional_str(3), forward), forward);
 }
 void fftn(Args& a) { a.return_tensor(fftn_like("fft_fftn", a, true)); }
 void ifftn(Args& a) { a.return_tensor(fftn_like("fft_ifftn", a, false)); }
@@ -157,7 +155,7 @@ TensorRef rfftn_like(const char* op, Args& a) {
   Dims d = canonical_dims(op, x, a.optional_int_list(1), a.optional_int_list(2));
   if (d.dims.empty()) fail(TS_ERROR_VALUE, op, ": must transform at least one axis");
   x = resize_dims(op, x, d, d.dims.size());
-  return ops::_fft_r2c(x, d.dims, norm_mode(op, norm_arg(a, 3), true), true);
+  return ops::_fft_r2c(x, d.dims, norm_mode(op, a.optional_str(3), true), true);
 }
 void rfftn(Args& a) { a.return_tensor(rfftn_like("fft_rfftn", a)); }
 void rfft2(Args& a) { a.return_tensor(rfftn_like("fft_rfft2", a)); }
@@ -172,7 +170,7 @@ TensorRef irfftn_like(const char* op, Args& a) {
   if (length < 1) fail(TS_ERROR_VALUE, op, ": invalid number of data points (", length, ") specified");
   x = resize_dims(op, x, d, d.dims.size() - 1);
   x = resize_dim(op, x, last, length / 2 + 1);
-  return ops::_fft_c2r(x, d.dims, norm_mode(op, norm_arg(a, 3), false), length);
+  return ops::_fft_c2r(x, d.dims, norm_mode(op, a.optional_str(3), false), length);
 }
 void irfftn(Args& a) { a.return_tensor(irfftn_like("fft_irfftn", a)); }
 void irfft2(Args& a) { a.return_tensor(irfftn_like("fft_irfft2", a)); }

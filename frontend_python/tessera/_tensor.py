@@ -566,9 +566,9 @@ def _install():
     for f in (is_floating_point, is_signed, is_complex, nelement, ndimension):  # C++ versions win
         put(f.__name__, f, override=False)
     put("type", type_)
-    for name in ("float", "double", "half", "bfloat16", "long", "int", "short", "char", "byte", "bool"):
-        dt = {"float": "float32", "double": "float64", "half": "float16", "bfloat16": "bfloat16", "long": "int64",
-              "int": "int32", "short": "int16", "char": "int8", "byte": "uint8", "bool": "bool"}[name]
+    for name, dt in {"float": "float32", "double": "float64", "half": "float16", "bfloat16": "bfloat16",
+                     "long": "int64", "int": "int32", "short": "int16", "char": "int8", "byte": "uint8", "bool": "bool",
+                     "cfloat": "complex64", "cdouble": "complex128"}.items():
         put(name, _to_dtype(dt))
     T.T = property(_T)
     T.mT = property(_mT)
@@ -577,8 +577,6 @@ def _install():
                       lambda self, value: _call("real", (self,), _E).copy_(value))
     T.imag = property(lambda self: _call("imag", (self,), _E),
                       lambda self, value: _call("imag", (self,), _E).copy_(value))
-    for name in ("cfloat", "cdouble"):
-        put(name, _to_dtype({"cfloat": "complex64", "cdouble": "complex128"}[name]))
     put("t", _functions.t)
     put("where", _functions._where_method)
     for name in ("max", "min", "var", "std", "all", "any", "isclose", "allclose",

@@ -73,45 +73,48 @@ void normalize(const TensorRef& t, int64_t normalization, int64_t points) {
   });
 }
 
-// The dims of a transform, wrapped and checked: distinct, each of nonzero length.
-std::vector<int64_t> transform_dims(const char* op, const TensorRef& t, std::span<const int64_t> dims,
-                                    std::span<const int64_t> lengths) {
-  std::vector<int64_t> out;
-  for (int64_t d : dims) {
-    const int64_t w = wrap_dim(op, d, t.dim());
-    if (std::find(out.begin(), out.end(), w) != out.end())
-      fail(TS_ERROR_VALUE, op, ": dims must be unique, got dim ", d, " twice");
-    out.push_back(w);
-  }
-  for (size_t k = 0; k < out.size(); ++k)
-    if (lengths[size_t(out[k])] < 1)
-      fail(TS_ERROR_VALUE, op, ": invalid number of data points (", lengths[size_t(out[k])], ") specified for dim ",
-           out[k]);
-  return out;
-}
-
 int64_t points_over(const std::vector<int64_t>& dims, std::span<const int64_t> sizes) {
   int64_t n = 1;
   for (int64_t d : dims) n *= sizes[size_t(d)];
   return n;
 }
 
-void check_normalization(const char* op, int64_t normalization) {
-  if (normalization < kNoScale || normalization > kByN)
-    fail(TS_ERROR_VALUE, op, ": normalization must be 0 (none), 1 (1/sqrt(n)) or 2 (1/n), got ", normalization);
+// A transform's input (argument 0), dims (1) and normalization (2), checked: on the CPU, of the
+// dtype the transform reads (complex, or float32/float64), dims distinct and each of nonzero
+// length, at least one when the transform needs a last dim.
+struct Transform {
+  TensorRef self;
+  std::vector<int64_t> dims;
+  int64_t normalization;
+};
+enum class Reads { Complex, Real };
+Transform transform_args(const char* op, sdk::Args& a, Reads reads, bool needs_a_dim) {
+  Transform t{a.tensor(0), {}, a.to_int(2)};
+  const TensorRef* ts[] = {&t.self};
+  check_cpu(op, ts);
+  const int32_t dtype = t.self.dtype();
+  if (reads == Reads::Complex && !sdk::is_complex(dtype))
+    fail(TS_ERROR_TYPE, op, ": expected a complex input tensor, got ", sdk::dtype_name(dtype));
+  if (reads == Reads::Real && dtype != TS_FLOAT32 && dtype != TS_FLOAT64)
+    fail(TS_ERROR_TYPE, op, ": expected a float32 or float64 input tensor, got ", sdk::dtype_name(dtype));
+  if (t.normalization < kNoScale || t.normalization > kByN)
+    fail(TS_ERROR_VALUE, op, ": normalization must be 0 (none), 1 (1/sqrt(n)) or 2 (1/n), got ", t.normalization);
+  for (int64_t d : a.int_list(1)) {
+    const int64_t w = wrap_dim(op, d, t.self.dim());
+    if (std::find(t.dims.begin(), t.dims.end(), w) != t.dims.end())
+      fail(TS_ERROR_VALUE, op, ": dims must be unique, got dim ", d, " twice");
+    if (t.self.size(w) < 1)
+      fail(TS_ERROR_VALUE, op, ": invalid number of data points (", t.self.size(w), ") specified for dim ", w);
+    t.dims.push_back(w);
+  }
+  if (needs_a_dim && t.dims.empty()) fail(TS_ERROR_VALUE, op, ": expected at least one dim to transform");
+  return t;
 }
 
 // _fft_c2c(Tensor self, int[] dim, int normalization, bool forward) -> Tensor
 void fft_c2c(sdk::Args& a) {
-  const TensorRef self = a.tensor(0);
-  const int64_t normalization = a.to_int(2);
+  const auto [self, dims, normalization] = transform_args("_fft_c2c", a, Reads::Complex, false);
   const bool forward = a.to_bool(3);
-  const TensorRef* ts[] = {&self};
-  check_cpu("_fft_c2c", ts);
-  if (!sdk::is_complex(self.dtype()))
-    fail(TS_ERROR_TYPE, "_fft_c2c: expected a complex input tensor, got ", sdk::dtype_name(self.dtype()));
-  check_normalization("_fft_c2c", normalization);
-  const std::vector<int64_t> dims = transform_dims("_fft_c2c", self, a.int_list(1), self.sizes());
   TensorRef out = convert(a.call(), self, self.dtype(), "_fft_c2c");
   TS_DISPATCH_COMPLEX(self.dtype(), , {
     using R = typename scalar_t::value_type;
@@ -134,16 +137,8 @@ TensorRef leading_entries(ts_call call, const TensorRef& t, int64_t dim, int64_t
 // The last dim of `dim` is transformed first, then (onesided) cut to n/2 + 1 entries, so the
 // other dims transform only the half that is kept.
 void fft_r2c(sdk::Args& a) {
-  const TensorRef self = a.tensor(0);
-  const int64_t normalization = a.to_int(2);
+  const auto [self, dims, normalization] = transform_args("_fft_r2c", a, Reads::Real, true);
   const bool onesided = a.to_bool(3);
-  const TensorRef* ts[] = {&self};
-  check_cpu("_fft_r2c", ts);
-  if (self.dtype() != TS_FLOAT32 && self.dtype() != TS_FLOAT64)
-    fail(TS_ERROR_TYPE, "_fft_r2c: expected a float32 or float64 input tensor, got ", sdk::dtype_name(self.dtype()));
-  check_normalization("_fft_r2c", normalization);
-  const std::vector<int64_t> dims = transform_dims("_fft_r2c", self, a.int_list(1), self.sizes());
-  if (dims.empty()) fail(TS_ERROR_VALUE, "_fft_r2c: expected at least one dim to transform");
   TensorRef out = convert(a.call(), self, sdk::complex_dtype(self.dtype()), "_fft_r2c");
   const int64_t last = dims.back();
   TS_DISPATCH_COMPLEX(out.dtype(), , {
@@ -161,18 +156,10 @@ void fft_r2c(sdk::Args& a) {
 // dim; the other half is their conjugate mirror. The imaginary parts of the zero (and, for an
 // even length, the Nyquist) entry are ignored, as every real inverse transform does.
 void fft_c2r(sdk::Args& a) {
-  const TensorRef self = a.tensor(0);
-  const int64_t normalization = a.to_int(2);
+  const auto [self, dims, normalization] = transform_args("_fft_c2r", a, Reads::Complex, true);
   const int64_t length = a.to_int(3);
-  const TensorRef* ts[] = {&self};
-  check_cpu("_fft_c2r", ts);
-  if (!sdk::is_complex(self.dtype()))
-    fail(TS_ERROR_TYPE, "_fft_c2r: expected a complex input tensor, got ", sdk::dtype_name(self.dtype()));
-  check_normalization("_fft_c2r", normalization);
   if (length < 1) fail(TS_ERROR_VALUE, "_fft_c2r: invalid number of data points (", length, ") specified");
   std::vector<int64_t> out_shape = self.shape_vector();
-  const std::vector<int64_t> dims = transform_dims("_fft_c2r", self, a.int_list(1), self.sizes());
-  if (dims.empty()) fail(TS_ERROR_VALUE, "_fft_c2r: expected at least one dim to transform");
   const int64_t last = dims.back();
   const int64_t half = length / 2 + 1;
   if (self.size(last) < half)

@@ -183,11 +183,6 @@ template <class Op> constexpr bool complex_capable() {
   if constexpr (requires { Op::complex_ok; }) return Op::complex_ok;
   else return false;
 }
-template <class Op> void refuse_complex_unless_capable(const std::string& name, int32_t dtype) {
-  if (sdk::is_complex(dtype) && !complex_capable<Op>())
-    fail(TS_ERROR_TYPE, name, ": not supported for complex tensors, got ", sdk::dtype_name(dtype));
-}
-
 // Runs Op over an iterator of compute type T: contiguous float32 rows through the vector table,
 // everything else through the plain row loop.
 template <class Op, class T>
@@ -208,6 +203,19 @@ void run_unary(TensorIterator& it) {
   }
 }
 
+// Runs Op over a complex iterator (refusing ops without a complex form) and returns true; false
+// when the iterator is real.
+template <class Op>
+bool ran_as_complex(const std::string& name, TensorIterator& it) {
+  if (!sdk::is_complex(it.common_dtype())) return false;
+  if constexpr (complex_capable<Op>()) {
+    TS_DISPATCH_COMPLEX(it.common_dtype(), , run_unary<Op, scalar_t>(it));
+  } else {
+    fail(TS_ERROR_TYPE, name, ": not supported for complex tensors, got ", sdk::dtype_name(it.common_dtype()));
+  }
+  return true;
+}
+
 template <class Op, Variant V>
 void float_kernel(sdk::Args& a) {
   const std::string name = variant_name(Op::name, V);
@@ -215,12 +223,7 @@ void float_kernel(sdk::Args& a) {
   TensorRef out = V == Variant::Out ? a.tensor(1) : TensorRef();
   TensorIterator it =
       IterConfig(a.call(), name.c_str()).output(V, self, out).input(self).promote_integers_to_float().build();
-  refuse_complex_unless_capable<Op>(name, it.common_dtype());
-  if constexpr (complex_capable<Op>())
-    if (sdk::is_complex(it.common_dtype())) {
-      TS_DISPATCH_COMPLEX(it.common_dtype(), , run_unary<Op, scalar_t>(it));
-      return a.return_argument(it.result());
-    }
+  if (ran_as_complex<Op>(name, it)) return a.return_argument(it.result());
   TS_DISPATCH_FLOAT(it.common_dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"), run_unary<Op, scalar_t>(it));
   a.return_argument(it.result());
 }
@@ -259,13 +262,8 @@ void keep_dtype_kernel(sdk::Args& a) {
   if constexpr (std::is_same_v<Op, Sign>)
     if (sdk::is_complex(self.dtype()))
       fail(TS_ERROR_TYPE, name, ": Unlike NumPy, sign is not intended to support complex numbers; use sgn instead");
-  refuse_complex_unless_capable<Op>(name, self.dtype());
   TensorIterator it = IterConfig(a.call(), name.c_str()).output(V, self, out).input(self).build();
-  if constexpr (complex_capable<Op>())
-    if (sdk::is_complex(it.common_dtype())) {
-      TS_DISPATCH_COMPLEX(it.common_dtype(), , run_unary<Op, scalar_t>(it));
-      return a.return_argument(it.result());
-    }
+  if (ran_as_complex<Op>(name, it)) return a.return_argument(it.result());
   TS_DISPATCH_ALL(it.common_dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"), run_unary<Op, scalar_t>(it));
   a.return_argument(it.result());
 }

@@ -21,6 +21,32 @@ class Dropout(Module):
         return f"p={self.p}, inplace={self.inplace}"
 
 
+def _wrapped_padding_idx(padding_idx, num_embeddings, name):
+    """padding_idx checked against the table and wrapped to a row index (None stays None)."""
+    if padding_idx is None:
+        return None
+    if not -num_embeddings <= padding_idx < num_embeddings:
+        raise ValueError(f"{name} must be within num_embeddings")
+    return padding_idx + num_embeddings if padding_idx < 0 else padding_idx
+
+
+def _table(num_embeddings, embedding_dim, weight, requires_grad, device, dtype):
+    """The embedding table: `weight` checked against the sizes, else a new (uninitialised) one."""
+    if weight is None:
+        weight = tessera.empty((num_embeddings, embedding_dim), dtype=dtype, device=device)
+    elif list(weight.shape) != [num_embeddings, embedding_dim]:
+        raise ValueError("Shape of weight does not match num_embeddings and embedding_dim")
+    return Parameter(weight, requires_grad=requires_grad)
+
+
+def _reset_table(module):
+    """N(0, 1), with the padding_idx row zeroed."""
+    init.normal_(module.weight)
+    if module.padding_idx is not None:
+        with _autograd.no_grad():
+            module.weight[module.padding_idx].fill_(0)
+
+
 class Embedding(Module):
     """A lookup table of num_embeddings rows of embedding_dim, initialised N(0, 1) (the
     padding_idx row zeroed)."""
@@ -30,33 +56,17 @@ class Embedding(Module):
         super().__init__()
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
-        if padding_idx is not None:
-            if padding_idx > 0:
-                if padding_idx >= num_embeddings:
-                    raise ValueError("Padding_idx must be within num_embeddings")
-            elif padding_idx < 0:
-                if padding_idx < -num_embeddings:
-                    raise ValueError("Padding_idx must be within num_embeddings")
-                padding_idx = num_embeddings + padding_idx
-        self.padding_idx = padding_idx
+        self.padding_idx = _wrapped_padding_idx(padding_idx, num_embeddings, "Padding_idx")
         self.max_norm = max_norm
         self.norm_type = norm_type
         self.scale_grad_by_freq = scale_grad_by_freq
         self.sparse = sparse
+        self.weight = _table(num_embeddings, embedding_dim, _weight, not _freeze, device, dtype)
         if _weight is None:
-            self.weight = Parameter(tessera.empty((num_embeddings, embedding_dim), dtype=dtype, device=device),
-                                    requires_grad=not _freeze)
             self.reset_parameters()
-        else:
-            if list(_weight.shape) != [num_embeddings, embedding_dim]:
-                raise ValueError("Shape of weight does not match num_embeddings and embedding_dim")
-            self.weight = Parameter(_weight, requires_grad=not _freeze)
 
     def reset_parameters(self):
-        init.normal_(self.weight)
-        if self.padding_idx is not None:
-            with _autograd.no_grad():
-                self.weight[self.padding_idx].fill_(0)
+        _reset_table(self)
 
     def forward(self, input):
         return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
@@ -88,34 +98,19 @@ class EmbeddingBag(Module):
         super().__init__()
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
-        if padding_idx is not None:
-            if padding_idx > 0:
-                if padding_idx >= num_embeddings:
-                    raise ValueError("padding_idx must be within num_embeddings")
-            elif padding_idx < 0:
-                if padding_idx < -num_embeddings:
-                    raise ValueError("padding_idx must be within num_embeddings")
-                padding_idx = num_embeddings + padding_idx
-        self.padding_idx = padding_idx
+        self.padding_idx = _wrapped_padding_idx(padding_idx, num_embeddings, "padding_idx")
         self.max_norm = max_norm
         self.norm_type = norm_type
         self.scale_grad_by_freq = scale_grad_by_freq
         self.mode = mode
         self.sparse = sparse
         self.include_last_offset = include_last_offset
+        self.weight = _table(num_embeddings, embedding_dim, _weight, True, device, dtype)
         if _weight is None:
-            self.weight = Parameter(tessera.empty((num_embeddings, embedding_dim), dtype=dtype, device=device))
             self.reset_parameters()
-        else:
-            if list(_weight.shape) != [num_embeddings, embedding_dim]:
-                raise ValueError("Shape of weight does not match num_embeddings and embedding_dim")
-            self.weight = Parameter(_weight)
 
     def reset_parameters(self):
-        init.normal_(self.weight)
-        if self.padding_idx is not None:
-            with _autograd.no_grad():
-                self.weight[self.padding_idx].fill_(0)
+        _reset_table(self)
 
     def forward(self, input, offsets=None, per_sample_weights=None):
         return F.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type, self.scale_grad_by_freq,

@@ -144,54 +144,48 @@ template <class T> using opmath_t = typename OpMath<T>::type;
 }  // namespace tessera::sdk
 
 // Runs `...` (a lambda-body or call using scalar_t) with scalar_t bound to the C type of
-// `DTYPE`. The _ALL form covers every dtype; _FLOAT only floating ones; others fall to ON_ERROR.
+// `DTYPE`. The _ALL form covers every real dtype, _NUMERIC all but bool, _FLOAT the floating ones;
+// others fall to ON_ERROR. Complex dtypes are in the _COMPLEX and _AND_COMPLEX forms only, so a
+// kernel opts in to complex and every other one refuses it with a clear error.
 #define TS_DTYPE_CASE(D, ...) \
   case D: { using scalar_t = typename ::tessera::sdk::CType<D>::type; __VA_ARGS__; break; }
+#define TS_INTEGRAL_CASES(...)                                                                  \
+  TS_DTYPE_CASE(TS_UINT8, __VA_ARGS__) TS_DTYPE_CASE(TS_INT8, __VA_ARGS__)                      \
+  TS_DTYPE_CASE(TS_INT16, __VA_ARGS__) TS_DTYPE_CASE(TS_INT32, __VA_ARGS__)                     \
+  TS_DTYPE_CASE(TS_INT64, __VA_ARGS__)
+#define TS_FLOAT_CASES(...)                                                                     \
+  TS_DTYPE_CASE(TS_FLOAT16, __VA_ARGS__) TS_DTYPE_CASE(TS_BFLOAT16, __VA_ARGS__)                \
+  TS_DTYPE_CASE(TS_FLOAT32, __VA_ARGS__) TS_DTYPE_CASE(TS_FLOAT64, __VA_ARGS__)
+#define TS_COMPLEX_CASES(...) \
+  TS_DTYPE_CASE(TS_COMPLEX64, __VA_ARGS__) TS_DTYPE_CASE(TS_COMPLEX128, __VA_ARGS__)
 #define TS_DISPATCH_ALL(DTYPE, ON_ERROR, ...)                                                   \
   switch (DTYPE) {                                                                              \
-    TS_DTYPE_CASE(TS_BOOL, __VA_ARGS__) TS_DTYPE_CASE(TS_UINT8, __VA_ARGS__)                    \
-    TS_DTYPE_CASE(TS_INT8, __VA_ARGS__) TS_DTYPE_CASE(TS_INT16, __VA_ARGS__)                    \
-    TS_DTYPE_CASE(TS_INT32, __VA_ARGS__) TS_DTYPE_CASE(TS_INT64, __VA_ARGS__)                   \
-    TS_DTYPE_CASE(TS_FLOAT16, __VA_ARGS__) TS_DTYPE_CASE(TS_BFLOAT16, __VA_ARGS__)              \
-    TS_DTYPE_CASE(TS_FLOAT32, __VA_ARGS__) TS_DTYPE_CASE(TS_FLOAT64, __VA_ARGS__)               \
+    TS_DTYPE_CASE(TS_BOOL, __VA_ARGS__) TS_INTEGRAL_CASES(__VA_ARGS__) TS_FLOAT_CASES(__VA_ARGS__) \
     default: ON_ERROR;                                                                          \
   }
 #define TS_DISPATCH_NUMERIC(DTYPE, ON_ERROR, ...)                                               \
   switch (DTYPE) {                                                                              \
-    TS_DTYPE_CASE(TS_UINT8, __VA_ARGS__) TS_DTYPE_CASE(TS_INT8, __VA_ARGS__)                    \
-    TS_DTYPE_CASE(TS_INT16, __VA_ARGS__) TS_DTYPE_CASE(TS_INT32, __VA_ARGS__)                   \
-    TS_DTYPE_CASE(TS_INT64, __VA_ARGS__) TS_DTYPE_CASE(TS_FLOAT16, __VA_ARGS__)                 \
-    TS_DTYPE_CASE(TS_BFLOAT16, __VA_ARGS__) TS_DTYPE_CASE(TS_FLOAT32, __VA_ARGS__)              \
-    TS_DTYPE_CASE(TS_FLOAT64, __VA_ARGS__)                                                      \
-    default: ON_ERROR;                                                                          \
-  }
-// Complex dtypes only; the _AND_COMPLEX forms add them to _ALL / _FLOAT (kept apart so that a
-// kernel opts in to complex and every other one refuses it with a clear error).
-#define TS_DISPATCH_COMPLEX(DTYPE, ON_ERROR, ...)                                               \
-  switch (DTYPE) {                                                                              \
-    TS_DTYPE_CASE(TS_COMPLEX64, __VA_ARGS__) TS_DTYPE_CASE(TS_COMPLEX128, __VA_ARGS__)          \
-    default: ON_ERROR;                                                                          \
-  }
-#define TS_DISPATCH_ALL_AND_COMPLEX(DTYPE, ON_ERROR, ...)                                       \
-  switch (DTYPE) {                                                                              \
-    TS_DTYPE_CASE(TS_BOOL, __VA_ARGS__) TS_DTYPE_CASE(TS_UINT8, __VA_ARGS__)                    \
-    TS_DTYPE_CASE(TS_INT8, __VA_ARGS__) TS_DTYPE_CASE(TS_INT16, __VA_ARGS__)                    \
-    TS_DTYPE_CASE(TS_INT32, __VA_ARGS__) TS_DTYPE_CASE(TS_INT64, __VA_ARGS__)                   \
-    TS_DTYPE_CASE(TS_FLOAT16, __VA_ARGS__) TS_DTYPE_CASE(TS_BFLOAT16, __VA_ARGS__)              \
-    TS_DTYPE_CASE(TS_FLOAT32, __VA_ARGS__) TS_DTYPE_CASE(TS_FLOAT64, __VA_ARGS__)               \
-    TS_DTYPE_CASE(TS_COMPLEX64, __VA_ARGS__) TS_DTYPE_CASE(TS_COMPLEX128, __VA_ARGS__)          \
-    default: ON_ERROR;                                                                          \
-  }
-#define TS_DISPATCH_FLOAT_AND_COMPLEX(DTYPE, ON_ERROR, ...)                                     \
-  switch (DTYPE) {                                                                              \
-    TS_DTYPE_CASE(TS_FLOAT16, __VA_ARGS__) TS_DTYPE_CASE(TS_BFLOAT16, __VA_ARGS__)              \
-    TS_DTYPE_CASE(TS_FLOAT32, __VA_ARGS__) TS_DTYPE_CASE(TS_FLOAT64, __VA_ARGS__)               \
-    TS_DTYPE_CASE(TS_COMPLEX64, __VA_ARGS__) TS_DTYPE_CASE(TS_COMPLEX128, __VA_ARGS__)          \
+    TS_INTEGRAL_CASES(__VA_ARGS__) TS_FLOAT_CASES(__VA_ARGS__)                                  \
     default: ON_ERROR;                                                                          \
   }
 #define TS_DISPATCH_FLOAT(DTYPE, ON_ERROR, ...)                                                 \
   switch (DTYPE) {                                                                              \
-    TS_DTYPE_CASE(TS_FLOAT16, __VA_ARGS__) TS_DTYPE_CASE(TS_BFLOAT16, __VA_ARGS__)              \
-    TS_DTYPE_CASE(TS_FLOAT32, __VA_ARGS__) TS_DTYPE_CASE(TS_FLOAT64, __VA_ARGS__)               \
+    TS_FLOAT_CASES(__VA_ARGS__)                                                                 \
+    default: ON_ERROR;                                                                          \
+  }
+#define TS_DISPATCH_COMPLEX(DTYPE, ON_ERROR, ...)                                               \
+  switch (DTYPE) {                                                                              \
+    TS_COMPLEX_CASES(__VA_ARGS__)                                                               \
+    default: ON_ERROR;                                                                          \
+  }
+#define TS_DISPATCH_ALL_AND_COMPLEX(DTYPE, ON_ERROR, ...)                                       \
+  switch (DTYPE) {                                                                              \
+    TS_DTYPE_CASE(TS_BOOL, __VA_ARGS__) TS_INTEGRAL_CASES(__VA_ARGS__) TS_FLOAT_CASES(__VA_ARGS__) \
+    TS_COMPLEX_CASES(__VA_ARGS__)                                                               \
+    default: ON_ERROR;                                                                          \
+  }
+#define TS_DISPATCH_FLOAT_AND_COMPLEX(DTYPE, ON_ERROR, ...)                                     \
+  switch (DTYPE) {                                                                              \
+    TS_FLOAT_CASES(__VA_ARGS__) TS_COMPLEX_CASES(__VA_ARGS__)                                   \
     default: ON_ERROR;                                                                          \
   }
