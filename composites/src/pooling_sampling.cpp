@@ -70,15 +70,21 @@ TensorRef windows_last(const TensorRef& w, size_t n) {
 }
 
 // ---------------------------------------------------------------------------- 3-D pooling
-// A (C, D, H, W) or (N, C, D, H, W) floating input with non-zero sizes but for the batch.
-void check_volume(const char* op, const TensorRef& x) {
-  if (x.dim() != 4 && x.dim() != 5)
-    fail(TS_ERROR_VALUE, op, ": expected a 4-D (C, D, H, W) or 5-D (N, C, D, H, W) input, got ", x.dim(),
-         "-D input of shape ", sdk::shape_text(x.sizes()));
-  for (int64_t d = x.dim() - 4; d < x.dim(); ++d)
+// An unbatched (`layout`, `rank` dims) or batched (N, `layout`) input with non-zero sizes in all
+// but the batch dim.
+void check_maybe_batched(const char* op, const TensorRef& x, int64_t rank, const char* layout) {
+  if (x.dim() != rank && x.dim() != rank + 1)
+    fail(TS_ERROR_VALUE, op, ": expected a ", rank, "-D (", layout, ") or ", rank + 1, "-D (N, ", layout,
+         ") input, got ", x.dim(), "-D input of shape ", sdk::shape_text(x.sizes()));
+  for (int64_t d = x.dim() - rank; d < x.dim(); ++d)
     if (x.size(d) == 0)
       fail(TS_ERROR_VALUE, op, ": expected an input with non-zero sizes in all but the batch dim, got shape ",
            sdk::shape_text(x.sizes()));
+}
+
+// A (C, D, H, W) or (N, C, D, H, W) floating input with non-zero sizes but for the batch.
+void check_volume(const char* op, const TensorRef& x) {
+  check_maybe_batched(op, x, 4, "C, D, H, W");
   if (!sdk::is_floating(x.dtype()))
     fail(TS_ERROR_TYPE, op, ": expected a floating point input, got ", sdk::dtype_name(x.dtype()));
 }
@@ -293,13 +299,7 @@ void col2im(Args& a) {
   const char* op = "col2im";
   TensorRef x = a.tensor(0);
   IntList size = n_ints(op, "output_size", a.int_list(1), 2);
-  if (x.dim() != 2 && x.dim() != 3)
-    fail(TS_ERROR_VALUE, op, ": expected a 2-D (C * kh * kw, L) or 3-D (N, C * kh * kw, L) input, got ", x.dim(),
-         "-D input of shape ", sdk::shape_text(x.sizes()));
-  for (int64_t d = x.dim() - 2; d < x.dim(); ++d)
-    if (x.size(d) == 0)
-      fail(TS_ERROR_VALUE, op, ": expected an input with non-zero sizes in all but the batch dim, got shape ",
-           sdk::shape_text(x.sizes()));
+  check_maybe_batched(op, x, 2, "C * kh * kw, L");
   if (size[0] <= 0 || size[1] <= 0) fail(TS_ERROR_VALUE, op, ": expected output_size > 0, got ", sdk::shape_text(size));
   const bool batched = x.dim() == 3;
   TensorRef cols = batched ? x : ops::unsqueeze(x, 0);
