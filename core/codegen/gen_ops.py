@@ -235,13 +235,15 @@ def main():
     args = ap.parse_args()
     with open(args.yaml) as f:
         entries = yaml.safe_load(f)
-    schemas, kinds = [], []
+    schemas, kinds, functional_of = [], [], []
     for entry in entries:
         kind = KINDS.get(entry.get("composite", "primitive"))
         if kind is None:
             sys.exit(f"gen_ops.py: {entry['schema']}: composite must be implicit or explicit, "
                      f"got {entry.get('composite')!r}")
+        functional = len(schemas)  # derive_variants lists the entry's own schema first
         for text, override in derive_variants(entry):
+            functional_of.append(-1 if len(schemas) == functional else functional)
             schemas.append((Schema(text), override))
             kinds.append(kind)
 
@@ -266,6 +268,10 @@ def main():
     schemas_src += ["};", "// OperatorKind of each schema above: 0 primitive, 1 implicit composite, 2 explicit composite.",
                     "extern const unsigned char kBuiltinKinds[] = {"]
     schemas_src += ["    " + ", ".join(str(k) for k in kinds[i:i + 32]) + "," for i in range(0, len(kinds), 32)]
+    schemas_src += ["};", "// For an in-place or out= variant, the index of the functional schema it derives from; else -1.",
+                    "extern const int kBuiltinFunctionalOf[] = {"]
+    schemas_src += ["    " + ", ".join(str(k) for k in functional_of[i:i + 32]) + ","
+                    for i in range(0, len(functional_of), 32)]
     schemas_src += ["};", f"extern const size_t kNumBuiltinSchemas = {len(schemas)};",
                     "}  // namespace tessera::detail", ""]
     write_if_changed(os.path.join(args.out, "include", "tessera", "ops.h"), "\n".join(header))

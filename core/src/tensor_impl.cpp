@@ -56,6 +56,18 @@ int64_t TensorImpl::stride(int64_t d) const {
   return strides_[size_t(d < 0 ? d + n : d)];
 }
 
+void TensorImpl::resize(IntArrayRef sizes, std::string_view what) {
+  const int64_t numel = checked_numel(sizes, what), isz = itemsize(dtype_);
+  int64_t nbytes;
+  if (__builtin_mul_overflow(numel, isz, &nbytes)) raise<ValueError>("{}: byte size overflows int64", what);
+  if (storage_offset_ * isz + nbytes > int64_t(storage_->nbytes())) {
+    storage_ = Storage::adopt(new StorageImpl(device(), size_t(nbytes)));
+    set_geometry(sizes, {}, 0);
+  } else {
+    set_geometry(sizes, {}, storage_offset_);
+  }
+}
+
 void TensorImpl::set_geometry(IntArrayRef sizes, IntArrayRef strides, int64_t storage_offset) {
   if (!strides.empty() && strides.size() != sizes.size())
     raise<ValueError>("tensor geometry: expected {} strides for {} sizes, got {}", sizes.size(), sizes.size(),

@@ -98,16 +98,8 @@ Tensor to_backend(const Tensor& cpu, Device device) {
 void write_back(const FunctionSchema& schema, const Tensor& target, const Tensor& cpu_value, int32_t key) {
   Tensor src = cpu_value.is_contiguous() ? cpu_value : contiguous(cpu_value);
   TensorImpl* impl = target.impl();
-  if (!std::ranges::equal(target.sizes(), src.sizes())) {  // the kernel resized its out= tensor
-    int64_t isz = itemsize(impl->dtype());
-    int64_t nbytes = src.numel() * isz;
-    if (impl->storage_offset() * isz + nbytes > int64_t(impl->storage()->nbytes())) {
-      impl->set_storage(Storage::adopt(new StorageImpl(impl->device(), size_t(nbytes))));
-      impl->set_geometry(src.sizes(), {}, 0);
-    } else {
-      impl->set_geometry(src.sizes(), {}, impl->storage_offset());
-    }
-  }
+  if (!std::ranges::equal(target.sizes(), src.sizes()))  // the kernel resized its out= tensor
+    impl->resize(src.sizes(), "CPU fallback");
   if (src.dtype() != target.dtype())
     raise<RuntimeError>("{} (CPU fallback): the CPU kernel changed argument dtype from {} to {}", schema.qualified_name(),
                         name(target.dtype()), name(src.dtype()));

@@ -1,4 +1,5 @@
 #include <tessera/cpu_fallback.h>
+#include <tessera/derived_variant.h>
 #include <tessera/device_registry.h>
 #include <tessera/dispatcher.h>
 #include <tessera/tensor_impl.h>
@@ -270,6 +271,8 @@ void Dispatcher::call_with_keys(OperatorHandle op, DispatchKeySet key_set, ts_st
         retried = true;
         if (loaded || op->kernel(key) || op->catch_all() || fallback(key)) continue;
       }
+      // A device with the functional kernel but not this in-place/out= variant: derive it there.
+      if (detail::can_derive_variant(op, key)) return detail::run_derived_variant(op, key, stack);
       // A device without this kernel: run it on CPU with copies (or raise, if that is off).
       if (detail::run_cpu_fallback(op, key, stack)) return;
       raise_missing(op, key);
@@ -321,6 +324,8 @@ std::vector<KernelInfo> Dispatcher::describe(std::string_view name) const {
   for (int32_t k = kNumDispatchKeys - 1; k >= 0; --k) {
     if (auto* e = op->kernel(k))
       out.push_back({dispatch_key_name(k), e->plugin, e->fallthrough ? "fallthrough" : "kernel"});
+    else if (detail::can_derive_variant(op, k))
+      out.push_back({dispatch_key_name(k), op->functional()->kernel(k)->plugin, "derived"});
     else if (auto* f = fallback(k))
       out.push_back({dispatch_key_name(k), f->plugin, f->fallthrough ? "fallthrough" : "fallback"});
   }

@@ -217,17 +217,7 @@ int64_t api_tensor_storage_offset(ts_tensor t) { return t ? from_handle(t)->stor
 ts_status api_tensor_resize(ts_call call, ts_tensor t, int32_t ndim, const int64_t* shape) {
   return guarded(call, [&] {
     if (!t || ndim < 0 || (ndim > 0 && !shape)) raise<ValueError>("resize: invalid arguments");
-    auto* impl = from_handle(t);
-    IntArrayRef sizes(shape, size_t(ndim));
-    int64_t numel = checked_numel(sizes, "resize");
-    int64_t isz = itemsize(impl->dtype()), nbytes;
-    if (__builtin_mul_overflow(numel, isz, &nbytes)) raise<ValueError>("resize: byte size overflows int64");
-    if ((impl->storage_offset() * isz + nbytes) > int64_t(impl->storage()->nbytes())) {
-      impl->set_storage(Storage::adopt(new StorageImpl(impl->device(), size_t(nbytes))));
-      impl->set_geometry(sizes, {}, 0);
-    } else {
-      impl->set_geometry(sizes, {}, impl->storage_offset());
-    }
+    from_handle(t)->resize(IntArrayRef(shape, size_t(ndim)), "resize");
   });
 }
 

@@ -17,6 +17,7 @@ namespace detail {
 extern const char* const kBuiltinSchemas[];
 extern const size_t kNumBuiltinSchemas;
 extern const unsigned char kBuiltinKinds[];
+extern const int kBuiltinFunctionalOf[];
 
 OperatorHandle builtin_operator(std::string_view name) {
   init();
@@ -35,9 +36,13 @@ void init() {
   static std::once_flag once;
   std::call_once(once, [] {
     auto& dispatcher = Dispatcher::instance();
+    std::vector<OperatorEntry*> builtins(detail::kNumBuiltinSchemas);
+    for (size_t i = 0; i < detail::kNumBuiltinSchemas; ++i) {
+      builtins[i] = const_cast<OperatorEntry*>(dispatcher.def(detail::kBuiltinSchemas[i], "core"));
+      builtins[i]->set_kind(OperatorKind(detail::kBuiltinKinds[i]));
+    }
     for (size_t i = 0; i < detail::kNumBuiltinSchemas; ++i)
-      const_cast<OperatorEntry*>(dispatcher.def(detail::kBuiltinSchemas[i], "core"))
-          ->set_kind(OperatorKind(detail::kBuiltinKinds[i]));
+      if (int f = detail::kBuiltinFunctionalOf[i]; f >= 0) builtins[i]->set_functional(builtins[size_t(f)]);
     DeviceRegistry::instance().set_lazy_loader([](const std::string& name) { return load_plugin_for_device(name); },
                                                plugin_search_path_text);
     // A backend key without kernels: load the plugin of that device (type id == backend key).

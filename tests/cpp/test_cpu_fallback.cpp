@@ -95,10 +95,6 @@ TEST_F(CpuFallback, InPlaceAndOutVariantsWriteIntoTheDeviceTensor) {
   EXPECT_EQ(values(a), (std::vector<double>{2, 6, 12}));
   EXPECT_GT(a.version(), version);
 
-  Tensor b = on_dev(seq({3}));
-  add_(b, b);  // add_.Tensor falls back although add.Tensor has a device kernel
-  EXPECT_EQ(values(b), (std::vector<double>{0, 2, 4}));
-
   // out= of the right shape: written in place.
   Tensor out = on_dev(seq({3}));
   Tensor ret = mul_out(out, on_dev(seq({3}, kFloat32, 1)), on_dev(seq({3}, kFloat32, 1)));
@@ -111,6 +107,40 @@ TEST_F(CpuFallback, InPlaceAndOutVariantsWriteIntoTheDeviceTensor) {
   EXPECT_EQ(grow.device(), fbdev());
   EXPECT_EQ(grow.shape(), (std::vector<int64_t>{2, 2}));
   EXPECT_EQ(values(grow), (std::vector<double>{0, 2, 4, 6}));
+}
+
+// add.Tensor has a device kernel, add_.Tensor and add.out do not: they run on the device as
+// add.Tensor plus the device's copy_, so they work with the CPU fallback switched off.
+TEST_F(CpuFallback, VariantsOfADeviceKernelAreDerivedOnTheDevice) {
+  Tensor b = on_dev(seq({3}));
+  set_cpu_fallback(false);
+  uint64_t version = b.version();
+  Tensor r = add_(b, b, Scalar(2.0));
+  EXPECT_EQ(r.impl(), b.impl());
+  EXPECT_GT(b.version(), version);
+  EXPECT_EQ(values(b), (std::vector<double>{0, 3, 6}));
+
+  Tensor grow = empty({0}, kFloat32, fbdev());
+  Tensor ret = add_out(grow, on_dev(seq({2, 2})), on_dev(seq({2, 2})));
+  EXPECT_EQ(ret.impl(), grow.impl());
+  EXPECT_EQ(grow.shape(), (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(values(grow), (std::vector<double>{0, 2, 4, 6}));
+
+  // The out tensor may alias an input: the result is computed before it is written.
+  Tensor x = on_dev(seq({3}));
+  add_out(x, x, on_dev(seq({3}, kFloat32, 1)));
+  EXPECT_EQ(values(x), (std::vector<double>{1, 3, 5}));
+
+  // PyTorch's rules for the target: no broadcast of self, no cast to a lower category.
+  expect_error<RuntimeError>([&] { add_(on_dev(seq({1})), on_dev(seq({3}))); },
+                             {"add_.Tensor", "output with shape [1] doesn't match the broadcast shape [3]"});
+  Tensor ints = on_dev(seq({2}, kInt64));
+  expect_error<TypeError>([&] { add_out(ints, on_dev(seq({2})), on_dev(seq({2}))); },
+                          {"add.out", "result type float32 can't be cast to the desired output type int64"});
+  // describe() says where the variant comes from.
+  std::string text = Dispatcher::instance().describe_text("add_.Tensor");
+  EXPECT_NE(text.find("fallbackdev"), std::string::npos) << text;
+  EXPECT_NE(text.find("derived"), std::string::npos) << text;
 }
 
 TEST_F(CpuFallback, FactoriesRunOnCpuAndMoveToTheDevice) {

@@ -40,8 +40,11 @@ def _mixed_dtypes(args, kwargs):  # `when` of REFUSED: the device's arguments
 # What a device's own kernels refuse by design, per device type: overload -> (when, the error, its
 # message). The device must raise that (not crash, not return garbage); the CPU is not compared.
 REFUSED = {
-    # tests/fixtures/fallback_device.cpp: its add.Tensor and copy_ take equal dtypes only.
+    # tests/fixtures/fallback_device.cpp: its add.Tensor and copy_ take equal dtypes only; add_.Tensor
+    # and add.out run its add.Tensor (the host derives the variants of a device's functional kernel).
     FIXTURE_DEVICE: {"add.Tensor": (_mixed_dtypes, TypeError, "fallbackdev adds only equal dtypes"),
+                     "add_.Tensor": (_mixed_dtypes, TypeError, "fallbackdev adds only equal dtypes"),
+                     "add.out": (_mixed_dtypes, TypeError, "fallbackdev adds only equal dtypes"),
                      "copy_": (_mixed_dtypes, TypeError, "fallbackdev copies only between equal dtypes")},
 }
 

@@ -50,6 +50,9 @@ class TensorImpl : public RefCounted {
   // Changes the geometry in place (out= resizing, set_ views). Raises on overflow.
   void set_geometry(IntArrayRef sizes, IntArrayRef strides, int64_t storage_offset);
   void set_storage(Storage s) { storage_ = std::move(s); }
+  // out= resizing: contiguous `sizes`, in the present storage when it is large enough, else in
+  // new storage on the same device (the old contents are not kept, as PyTorch's resize_).
+  void resize(IntArrayRef sizes, std::string_view what);
 
   ExtensionSlot& extension(int i) { return extensions_.at(size_t(i)); }
 

@@ -53,6 +53,10 @@ class OperatorEntry {
   // The kernel that serves `key` when the operator has none of its own at that key: the
   // composite, for backend keys (explicit, then implicit) and Autograd keys (implicit only).
   const KernelEntry* composite_for(int32_t key) const;
+  // For an in-place or out= variant that ops.yaml derives from a functional operator: that
+  // operator (a device without the variant's kernel runs it and writes the result), else nullptr.
+  const OperatorEntry* functional() const { return functional_.load(std::memory_order_relaxed); }
+  void set_functional(const OperatorEntry* f) { functional_.store(f, std::memory_order_relaxed); }
 
  private:
   friend class Dispatcher;
@@ -63,6 +67,7 @@ class OperatorEntry {
   std::atomic<const KernelEntry*> composite_implicit_{nullptr};
   std::atomic<const KernelEntry*> composite_explicit_{nullptr};
   std::atomic<OperatorKind> kind_{OperatorKind::Primitive};
+  std::atomic<const OperatorEntry*> functional_{nullptr};
   // Positions of Tensor / Tensor? / Tensor[] arguments: the ones whose keys are read.
   std::vector<int> tensor_arguments_;
   std::vector<int> tensor_list_arguments_;
