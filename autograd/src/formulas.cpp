@@ -151,7 +151,31 @@ TensorRef prod_backward(const TensorRef& grad, const TensorRef& self, const Tens
   TensorRef zero_count = ops::sum(ops::to(ops::eq(self, Scalar(0.0)), self.dtype()), dim, true);
   TensorRef at_zero = ops::where(ops::eq(zero_count, Scalar(1.0)), prod_without, scalar_like(self, 0.0));
   TensorRef d = ops::where(ops::eq(self, Scalar(0.0)), ops::expand(at_zero, sizes), others);
-  return ops::mul(ops::expand(g, sizes), d);
+  return ops::mul(ops::expand(g, sizes), conj(d));
+}
+
+namespace {
+TensorRef reverse_cumsum(const TensorRef& t, int64_t dim) {
+  return ops::flip(ops::cumsum(ops::flip(t, {dim}), dim), {dim});
+}
+}  // namespace
+
+TensorRef cumprod_backward(const TensorRef& grad, const TensorRef& self, int64_t dim, const TensorRef& result) {
+  // d out_k / d x_i = out_k / x_i for k >= i, so grad_i = sum_{k>=i} g_k conj(out_k / x_i): a
+  // reverse cumsum divided by x_i. That holds wherever x_i != 0; past a line's first zero every
+  // out_k is 0, and so is the gradient. At the first zero itself, the product of the others is
+  // the cumprod with that zero replaced by 1.
+  if (self.dim() == 0) return grad;
+  const TensorRef g = ops::to(grad, result.dtype());
+  const TensorRef is_zero = ops::eq(self, Scalar(0.0));
+  const TensorRef first_zero = ops::logical_and(is_zero, ops::eq(ops::cumsum(is_zero, dim), Scalar(int64_t(1))));
+  const TensorRef one = scalar_like(self, 1.0);
+  const TensorRef nonzero_part =
+      ops::div(reverse_cumsum(ops::mul(g, conj(result)), dim), conj(ops::where(is_zero, one, self)));
+  const TensorRef without_first_zero = ops::cumprod(ops::where(first_zero, one, self), dim);
+  const TensorRef first_zero_part = reverse_cumsum(ops::mul(g, conj(ops::to(without_first_zero, result.dtype()))), dim);
+  const TensorRef zero = scalar_like(nonzero_part, 0.0);
+  return ops::where(first_zero, first_zero_part, ops::where(is_zero, zero, nonzero_part));
 }
 
 TensorRef extreme_backward(const TensorRef& grad, const TensorRef& self, const TensorRef& result, const IntList& dim,
@@ -291,7 +315,7 @@ TensorRef matmul_backward(const TensorRef& grad, const TensorRef& self, const Te
   TensorRef g = grad;
   if (self.dim() == 1) g = ops::unsqueeze(g, g.dim() == 0 ? 0 : g.dim() - 1);  // restore the row dim
   if (other.dim() == 1) g = ops::unsqueeze(g, g.dim());                        // restore the column dim
-  TensorRef out = for_self ? ops::matmul(g, ops::transpose(b, -1, -2)) : ops::matmul(ops::transpose(a, -1, -2), g);
+  TensorRef out = for_self ? ops::matmul(g, conj(ops::transpose(b, -1, -2))) : ops::matmul(conj(ops::transpose(a, -1, -2)), g);
   IntList target = for_self ? a.shape_vector() : b.shape_vector();
   out = sum_to(out, target);
   return ops::reshape(out, for_self ? self.shape_vector() : other.shape_vector());

@@ -34,6 +34,8 @@ TensorRef sum_backward(const TensorRef& grad, const IntList& sizes, const std::o
 TensorRef mean_backward(const TensorRef& grad, const IntList& sizes, const std::optional<IntList>& dim, bool keepdim);
 TensorRef prod_backward(const TensorRef& grad, const TensorRef& self, const TensorRef& result,
                         const std::optional<IntList>& dim, bool keepdim);
+// cumprod along `dim`, zeros in the input included.
+TensorRef cumprod_backward(const TensorRef& grad, const TensorRef& self, int64_t dim, const TensorRef& result);
 TensorRef extreme_backward(const TensorRef& grad, const TensorRef& self, const TensorRef& result, const IntList& dim,
                            bool keepdim);
 TensorRef var_backward(const TensorRef& grad, const TensorRef& self, const std::optional<IntList>& dim,

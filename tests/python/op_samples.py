@@ -546,6 +546,7 @@ def _scatter_add():
     return [Sample(t(3, 4), 0, idx(2, 0, 2, 2, 1, 0, 2, 2).reshape(2, 4), t(2, 4, seed=1)),  # repeats accumulate
             Sample(transposed(3, 4), 1, idx(3, 3, 0).reshape(1, 3), t(2, 3, seed=1)),
             Sample(t(3, dtype=I64), 0, idx(0, 0, 2), t(3, dtype=I64, seed=1)),
+            Sample(cx(3, dtype=F64), 0, idx(0, 0, 2), cx(3, dtype=F64, seed=1)),
             Sample(t(3, 4), 0, idx(3).reshape(1, 1), t(1, 1, seed=1)).raises(IndexError)]
 
 
@@ -571,6 +572,7 @@ def _index_put():
             Sample(t(3, 4), [t(3, 4, dtype=BOOL, seed=1)], t(seed=1)),
             Sample(transposed(3, 4), [None, idx(3, 1)], t(3, 1, seed=1)),
             Sample(t(3, dtype=I64), [idx(0, 0)], idx(1, 2), True),
+            Sample(cx(3, 2), [idx(2, 2, 0)], cx(2, seed=1), True),
             Sample(t(3, 4), [idx(3)], t(4, seed=1)).raises(IndexError)]
 
 
@@ -588,7 +590,7 @@ def _masked_select():
 
 # ---------------------------------------------------------------------------- linear algebra
 # Accumulation order differs between a CPU loop and a device's blocked kernels: a little slack.
-GEMM_TOL = {"float32": (1e-4, 1e-4), "float16": (1e-2, 1e-2), "bfloat16": (2e-2, 5e-2)}
+GEMM_TOL = {"float32": (1e-4, 1e-4), "float16": (1e-2, 1e-2), "bfloat16": (2e-2, 5e-2), "complex64": (1e-4, 1e-4)}
 
 
 @samples("mm", tol=GEMM_TOL)
@@ -597,7 +599,9 @@ def _mm():
             Sample(t(2, 0), t(0, 3, seed=1)), Sample(t(3, 4, dtype=F16), t(4, 2, dtype=F16, seed=1)),
             Sample(t(3, 4, dtype=BF16), t(4, 2, dtype=BF16, seed=1)),
             Sample(t(3, 4, dtype=I64), t(4, 2, dtype=I64, seed=1)),
-            Sample(t(33, 65), t(65, 17, seed=1)), Sample(t(2, 3), t(2, 3, seed=1)).raises(ValueError),
+            Sample(t(33, 65), t(65, 17, seed=1)), Sample(cx(3, 4), cx(4, 2, seed=1)),
+            Sample(View(cx(3, 4, dtype=F64), lambda b: b.mT, ".mT"), cx(3, 2, dtype=F64, seed=1)),
+            Sample(t(2, 3), t(2, 3, seed=1)).raises(ValueError),
             Sample(t(2, 3), t(3, 2, dtype=I64, seed=1)).raises(TypeError)]
 
 
@@ -605,7 +609,7 @@ def _mm():
 def _bmm():
     return [Sample(t(2, 3, 4), t(2, 4, 5, seed=1)), Sample(transposed(2, 3, 4), t(2, 4, 1, seed=1)),
             Sample(t(0, 3, 4), t(0, 4, 2, seed=1)), Sample(t(2, 3, 4, dtype=F16), t(2, 4, 2, dtype=F16, seed=1)),
-            Sample(t(2, 3, 4), t(3, 4, 2, seed=1)).raises(ValueError)]
+            Sample(cx(2, 3, 4), cx(2, 4, 2, seed=1)), Sample(t(2, 3, 4), t(3, 4, 2, seed=1)).raises(ValueError)]
 
 
 @samples("matmul", tol=GEMM_TOL)
@@ -960,6 +964,7 @@ samples("nansum", "nanmean")(lambda: [Sample(ts.tensor([[1.0, float("nan")], [2.
 samples("logcumsumexp")(lambda: [Sample(t(3, 4), 1), Sample(t(3, 4), 0), Sample(t(0, 2), 1)])
 samples("cumsum", "cumprod")(lambda: [Sample(t(3, 4), 1), Sample(transposed(3, 4), 0), Sample(t(2, 3, 4), -2),
                                       Sample(t(3, dtype=I64), 0), Sample(t(3, 4), 0, dtype=F64), Sample(t(0, 3), 1),
+                                      Sample(cx(3, 4), 1), Sample(View(cx(2, 3, dtype=F64), lambda b: b.mT, ".mT"), 0),
                                       Sample(t(3), 1).raises(IndexError)])
 samples("sort.stable")(lambda: [Sample(distinct(3, 5), stable=True), Sample(t(4, 6), stable=True, dim=0),
                                 Sample(t(3, 4), stable=True, descending=True), Sample(transposed(3, 4), stable=True),

@@ -92,6 +92,66 @@ def test_complex_bad_input():
         ts.erf(ts.tensor([1j]))
 
 
+# ---------------------------------------------------------------------------- products, scans, indexing
+@pytest.mark.parametrize("np_dtype", [np.complex64, np.complex128])
+def test_matrix_products_match_numpy(np_dtype):
+    tol = 1e-5 if np_dtype == np.complex64 else 1e-12
+    a, b, c = crandn(2, 5, 7, dtype=np_dtype), crandn(7, 3, dtype=np_dtype), crandn(5, 3, dtype=np_dtype)
+    x, y = ts.tensor(a), ts.tensor(b)
+    np.testing.assert_allclose(ts.matmul(x, y).numpy(), a @ b, rtol=tol, atol=tol)       # batch broadcast
+    np.testing.assert_allclose(ts.bmm(x, ts.tensor(crandn(2, 7, 4, dtype=np_dtype))).shape, (2, 5, 4))
+    at = ts.tensor(np.ascontiguousarray(a[0].T)).mT                                       # a transposed layout
+    np.testing.assert_allclose(ts.mm(at, y).numpy(), a[0] @ b, rtol=tol, atol=tol)
+    np.testing.assert_allclose(ts.addmm(ts.tensor(c), x[0], y, beta=2, alpha=0.5).numpy(), 2 * c + 0.5 * (a[0] @ b),
+                               rtol=tol, atol=tol)
+    np.testing.assert_allclose((x[0] @ ts.tensor(b[:, 0])).numpy(), a[0] @ b[:, 0], rtol=tol, atol=tol)  # mv
+    np.testing.assert_allclose(ts.mm(ts.tensor(a[0][:, :0]), ts.tensor(b[:0])).numpy(), np.zeros((5, 3)))
+    with pytest.raises(TypeError, match="same dtype"):
+        ts.mm(x[0], ts.tensor(b.real.astype(np.float32)))
+
+
+@pytest.mark.parametrize("np_dtype", [np.complex64, np.complex128])
+def test_scans_and_indexed_writes_match_numpy(np_dtype):
+    tol = 1e-5 if np_dtype == np.complex64 else 1e-12
+    a = crandn(4, 6, dtype=np_dtype)
+    x = ts.tensor(a)
+    for d in (0, 1):
+        np.testing.assert_allclose(ts.cumsum(x, d).numpy(), np.cumsum(a, d), rtol=tol, atol=tol)
+        np.testing.assert_allclose(ts.cumprod(x, d).numpy(), np.cumprod(a, d), rtol=tol, atol=tol)
+    assert ts.cumsum(x, 0).dtype == x.dtype
+    idx = np.array([[0, 2, 2, 1, 0, 0]])
+    want = np.zeros((3, 6), np_dtype)
+    np.add.at(want, (idx[0], np.arange(6)), a[0])
+    got = ts.zeros(3, 6, dtype=x.dtype).scatter_add(0, ts.tensor(idx), x[:1])
+    np.testing.assert_allclose(got.numpy(), want, rtol=tol, atol=tol)
+    z = ts.zeros(3, dtype=x.dtype)
+    z.index_put_((ts.tensor([0, 0, 2]),), x[0, :3], accumulate=True)
+    np.testing.assert_allclose(z.numpy(), [a[0, 0] + a[0, 1], 0, a[0, 2]], rtol=tol, atol=tol)
+    z = ts.zeros(3, dtype=x.dtype).index_add(0, ts.tensor([1, 1]), x[0, :2], alpha=2)
+    np.testing.assert_allclose(z.numpy(), [0, 2 * (a[0, 0] + a[0, 1]), 0], rtol=tol, atol=tol)
+    # A scalar scattered into complex128 fills all 16 bytes of each element.
+    filled = ts.zeros(2, 3, dtype=x.dtype).scatter(0, ts.tensor([[1, 0, 1]]), 1.5)
+    np.testing.assert_array_equal(filled.numpy(), [[0, 1.5, 0], [1.5, 0, 1.5]])
+
+
+PRODUCTS = {
+    "matmul": lambda m: lambda t: m.matmul(m.complex(t[:3].mT, -t[:3].mT), t * 1j) ** 2,
+    "mm": lambda m: lambda t: m.mm(m.complex(t, t.flip(0)), m.complex(t.mT, -t.mT)),
+    "addmm": lambda m: lambda t: m.addmm(m.complex(t[:, :3], t[:, 3:6]), m.complex(t, t), m.complex(t.mT, t.mT)[:, :3]),
+    "cumprod": lambda m: lambda t: m.cumprod(m.complex(t, t / 3), 1),
+    "cumprod_zeros": lambda m: lambda t: m.cumprod(t * (t.abs() > 0.5), 1),
+}
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", list(PRODUCTS))
+def test_product_gradients_match_torch(name):
+    import torch
+    x = RNG.standard_normal((3, 8))
+    x[1, 2] = x[2, 0] = x[2, 5] = 0.0  # zeros, for the cumprod formula's special case
+    _compare_with_torch(PRODUCTS[name](ts), PRODUCTS[name](torch), x)
+
+
 # ---------------------------------------------------------------------------- torch.fft vs NumPy
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("n", [1, 7, 16, 30, 97])

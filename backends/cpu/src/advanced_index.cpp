@@ -265,6 +265,13 @@ void index_kernel(Args& a) {
 
 // ---- index_put: target[offsets[b] + ...] = values (broadcast to the indexing result)
 
+// x += v for index_put_(accumulate=True): bool as logical or, 16-bit floats through float.
+template <class T>
+void accumulate_into(T& x, T v) {
+  if constexpr (std::is_same_v<T, bool>) x = x || v;
+  else x = static_cast<T>(static_cast<sdk::opmath_t<T>>(x) + static_cast<sdk::opmath_t<T>>(v));
+}
+
 void put_into(const char* op, const TensorRef& target, const std::vector<TensorRef>& indices, TensorRef values,
               bool accumulate, ts_call call) {
   check_same_device(op, target, values, "values");
@@ -294,14 +301,11 @@ void put_into(const char* op, const TensorRef& target, const std::vector<TensorR
     });
     return;
   }
-  TS_DISPATCH_ALL(target.dtype(), sdk::fail(TS_ERROR_TYPE, op, ": unsupported dtype ", target.dtype()), {
-    using opmath = sdk::opmath_t<scalar_t>;
+  TS_DISPATCH_ALL_AND_COMPLEX(target.dtype(), sdk::fail(TS_ERROR_TYPE, op, ": unsupported dtype ", target.dtype()), {
     const scalar_t* src = values.data<scalar_t>();
     scalar_t* dst = target.data<scalar_t>();
     strided::for_each_offset<3>(p.out_sizes, strides, [&](const std::array<int64_t, 3>& off) {
-      scalar_t& x = dst[off[1] + offsets[off[2]]];
-      if constexpr (std::is_same_v<scalar_t, bool>) x = x || src[off[0]];
-      else x = static_cast<scalar_t>(static_cast<opmath>(x) + static_cast<opmath>(src[off[0]]));
+      accumulate_into(dst[off[1] + offsets[off[2]]], src[off[0]]);
     });
   });
 }

@@ -5,6 +5,7 @@
 #include "kernels.h"
 #include "strided.h"
 
+#include <array>
 #include <cstring>
 
 namespace tessera::cpu {
@@ -235,16 +236,18 @@ void gather_out_kernel(Args& a) {
 
 // ---- scatter: target[index[i][j]][j] = src[i][j] (dim 0), or = value
 
-// The value of a Scalar in `dtype`, as the low bytes of a word.
-uint64_t scalar_bits(const sdk::ScalarArg& value, int32_t dtype) {
-  uint64_t bits = 0;
-  TS_DISPATCH_ALL(dtype, sdk::fail(TS_ERROR_TYPE, "scatter: unsupported dtype ", dtype), {
+// The value of a Scalar in `dtype`, as the low bytes of a buffer as wide as the widest element
+// (complex128).
+using ValueBits = std::array<unsigned char, 16>;
+ValueBits scalar_bits(const sdk::ScalarArg& value, int32_t dtype) {
+  ValueBits bits{};
+  TS_DISPATCH_ALL_AND_COMPLEX(dtype, sdk::fail(TS_ERROR_TYPE, "scatter: unsupported dtype ", dtype), {
     scalar_t v;
     if constexpr (std::is_same_v<scalar_t, bool>) v = value.to_double() != 0;
     else if constexpr (std::is_integral_v<scalar_t>)
       v = value.kind == sdk::ScalarArg::Double ? static_cast<scalar_t>(value.d) : static_cast<scalar_t>(value.i);
     else v = scalar_t(static_cast<sdk::opmath_t<scalar_t>>(value.to_double()));
-    std::memcpy(&bits, &v, sizeof v);
+    std::memcpy(bits.data(), &v, sizeof v);
   });
   return bits;
 }
@@ -252,7 +255,7 @@ uint64_t scalar_bits(const sdk::ScalarArg& value, int32_t dtype) {
 // Writes into `target` (self's shape): src elements, or `value_bits` when src is null.
 template <class I, class W>
 void scatter_loop(const TensorRef& target, int64_t dim, const TensorRef& index, const TensorRef* src,
-                  uint64_t value_bits) {
+                  const ValueBits& value_bits) {
   Geometry dst(target), idx_geom(index);
   const int64_t dst_step = dst.strides[size_t(dim)];
   dst.strides[size_t(dim)] = 0;
@@ -267,7 +270,8 @@ void scatter_loop(const TensorRef& target, int64_t dim, const TensorRef& index, 
                                 });
   } else {
     W value;
-    std::memcpy(&value, &value_bits, sizeof value);  // little-endian: the low bytes
+    static_assert(sizeof(W) <= sizeof(ValueBits));
+    std::memcpy(&value, value_bits.data(), sizeof value);
     strided::for_each_offset<2>(idx_geom.sizes, {dst.strides.data(), idx_geom.strides.data()},
                                 [&](const std::array<int64_t, 2>& off) {
                                   out[off[0] + int64_t(idx[off[1]]) * dst_step] = value;
@@ -282,7 +286,7 @@ void scatter_into(const Args& a, const char* op, const TensorRef& self, const Te
   check_same_device(op, self, index, "index");
   with_index_type(op, index, [](auto) {});
   std::optional<TensorRef> src;
-  uint64_t value_bits = 0;
+  ValueBits value_bits{};
   if (has_src) {
     src = a.tensor(3);
     check_same_device(op, self, *src, "src");

@@ -10,6 +10,7 @@
 
 #include <dnnl.h>
 
+#include <complex>
 #include <exception>
 #include <mutex>
 #include <optional>
@@ -156,10 +157,53 @@ void gemm_widened(const char* op, const Mat& A, const Mat& B, const Mat& C, doub
     }
 }
 
+void gemm(const char* op, int32_t dtype, const Mat& A, const Mat& B, const Mat& C, double alpha, double beta);
+
+// Complex products as four real ones over split real and imaginary parts (neither oneDNN nor
+// the reference BLAS has a fast complex GEMM): (Ar + iAi)(Br + iBi) = ArBr - AiBi + i(ArBi + AiBr).
+// complex64 thus runs on oneDNN's sgemm.
+template <class R>
+void gemm_complex(const char* op, const Mat& A, const Mat& B, const Mat& C, double alpha, double beta) {
+  using Z = std::complex<R>;
+  const int64_t M = C.rows, N = C.cols, K = A.cols;
+  auto split = [](const Mat& m) {
+    std::vector<R> parts(size_t(2 * m.rows * m.cols));
+    R* re = parts.data();
+    R* im = re + m.rows * m.cols;
+    for (int64_t i = 0; i < m.rows; ++i)
+      for (int64_t j = 0; j < m.cols; ++j) {
+        const Z z = at<Z>(m, i, j);
+        re[i * m.cols + j] = z.real();
+        im[i * m.cols + j] = z.imag();
+      }
+    return parts;
+  };
+  std::vector<R> a = split(A), b = split(B), c(size_t(2 * M * N));
+  auto dense = [](R* data, int64_t rows, int64_t cols) {
+    return Mat{reinterpret_cast<char*>(data), rows, cols, cols, 1};
+  };
+  const int32_t real = std::is_same_v<R, float> ? TS_FLOAT32 : TS_FLOAT64;
+  const Mat ar = dense(a.data(), M, K), ai = dense(a.data() + M * K, M, K);
+  const Mat br = dense(b.data(), K, N), bi = dense(b.data() + K * N, K, N);
+  const Mat cr = dense(c.data(), M, N), ci = dense(c.data() + M * N, M, N);
+  gemm(op, real, ar, br, cr, 1, 0);
+  gemm(op, real, ai, bi, cr, -1, 1);
+  gemm(op, real, ar, bi, ci, 1, 0);
+  gemm(op, real, ai, br, ci, 1, 1);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      Z v = R(alpha) * Z(c[size_t(i * N + j)], c[size_t(M * N + i * N + j)]);
+      if (beta != 0) v += R(beta) * at<Z>(C, i, j);
+      at<Z>(C, i, j) = v;
+    }
+}
+
 // C = alpha * A @ B + beta * C for one matrix of `dtype` (checked by the caller).
 void gemm(const char* op, int32_t dtype, const Mat& A, const Mat& B, const Mat& C, double alpha, double beta) {
   const int64_t M = C.rows, N = C.cols, K = A.cols;
   if (M == 0 || N == 0) return;
+  if (dtype == TS_COMPLEX64) return gemm_complex<float>(op, A, B, C, alpha, beta);
+  if (dtype == TS_COMPLEX128) return gemm_complex<double>(op, A, B, C, alpha, beta);
   if (K == 0) {  // an empty sum: C = beta * C
     TS_DISPATCH_NUMERIC(dtype, break, {
       for (int64_t i = 0; i < M; ++i)
@@ -230,7 +274,7 @@ void check_dtypes(const char* op, const TensorRef& x, const char* xname, const T
   if (x.dtype() != y.dtype())
     sdk::fail(TS_ERROR_TYPE, op, ": expected ", xname, " and ", yname, " of the same dtype, got ",
               sdk::dtype_name(x.dtype()), " and ", sdk::dtype_name(y.dtype()));
-  if (!sdk::is_integral(x.dtype(), false) && !sdk::is_floating(x.dtype()))
+  if (!sdk::is_integral(x.dtype(), false) && !sdk::is_inexact(x.dtype()))
     sdk::fail(TS_ERROR_TYPE, op, ": expected a numeric dtype, got ", sdk::dtype_name(x.dtype()));
   if (x.device().type != kCpuDevice.type || y.device().type != kCpuDevice.type)
     sdk::fail(TS_ERROR_VALUE, op, ": expected tensors on cpu, got device types ", x.device().type, " and ",

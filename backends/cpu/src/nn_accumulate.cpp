@@ -150,8 +150,8 @@ void scatter_add_loop(const TensorRef& target, const ScatterAdd& p) {
 void run_scatter_add(const char* op, const TensorRef& target, const ScatterAdd& p) {
   if (p.index.numel() == 0) return;
   with_index_type(op, p.index, [&](auto type) {
-    TS_DISPATCH_ALL(target.dtype(), fail(TS_ERROR_TYPE, op, ": unsupported dtype"),
-                    scatter_add_loop<scalar_t, decltype(type)>(target, p));
+    TS_DISPATCH_ALL_AND_COMPLEX(target.dtype(), fail(TS_ERROR_TYPE, op, ": unsupported dtype"),
+                                scatter_add_loop<scalar_t, decltype(type)>(target, p));
   });
 }
 
@@ -189,7 +189,7 @@ IndexAdd plan_index_add(const char* op, const Args& a, const TensorRef& self) {
   if (p.source.dtype() != self.dtype())
     fail(TS_ERROR_TYPE, op, ": expected source of dtype ", sdk::dtype_name(self.dtype()), " (like self), got ",
          sdk::dtype_name(p.source.dtype()));
-  if (!sdk::is_floating(self.dtype()) && p.alpha.kind == sdk::ScalarArg::Double)
+  if (!sdk::is_inexact(self.dtype()) && p.alpha.kind == sdk::ScalarArg::Double)
     fail(TS_ERROR_TYPE, op, ": expected an integral alpha for a self of dtype ", sdk::dtype_name(self.dtype()),
          ", got ", p.alpha.d);
   // source has self's shape but for `dim`, where it has one entry per index.
@@ -240,8 +240,8 @@ void index_add_loop(const TensorRef& target, const IndexAdd& p) {
 void run_index_add(const char* op, const TensorRef& target, const IndexAdd& p) {
   if (p.index.numel() == 0 || target.numel() == 0) return;
   with_index_type(op, p.index, [&](auto type) {
-    TS_DISPATCH_ALL(target.dtype(), fail(TS_ERROR_TYPE, op, ": unsupported dtype"),
-                    index_add_loop<scalar_t, decltype(type)>(target, p));
+    TS_DISPATCH_ALL_AND_COMPLEX(target.dtype(), fail(TS_ERROR_TYPE, op, ": unsupported dtype"),
+                                index_add_loop<scalar_t, decltype(type)>(target, p));
   });
 }
 

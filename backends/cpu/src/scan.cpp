@@ -60,7 +60,9 @@ void scan_run(const T* src, T* dst, int64_t n) {
 
 template <class T, bool Product>
 void scan(const TensorRef& in, TensorRef& out, int64_t outer, int64_t n, int64_t inner) {
-  using Acc = std::conditional_t<std::is_floating_point_v<sdk::opmath_t<T>>, double, int64_t>;
+  using M = sdk::opmath_t<T>;
+  using Acc = std::conditional_t<sdk::is_complex_v<M>, std::complex<double>,
+                                 std::conditional_t<std::is_floating_point_v<M>, double, int64_t>>;
   const T* src = in.data<T>();
   T* dst = out.data<T>();
   if (inner == 1 && outer == 1) return scan_run<T, Product, Acc>(src, dst, n);
@@ -93,7 +95,7 @@ void cum_k(sdk::Args& a) {
     fail(TS_ERROR_INDEX, name, ": dimension out of range (expected to be in range of [", -nd, ", ", nd - 1, "], but got ", dim, ")");
   if (dim < 0) dim += nd;
   auto dtype_arg = a.optional_dtype(2);
-  int32_t dtype = dtype_arg ? *dtype_arg : sdk::is_floating(self.dtype()) ? self.dtype() : int32_t(TS_INT64);
+  int32_t dtype = dtype_arg ? *dtype_arg : sdk::is_inexact(self.dtype()) ? self.dtype() : int32_t(TS_INT64);
   if (V == Variant::Inplace) dtype = self.dtype();
   if (V == Variant::Out && !dtype_arg) dtype = a.tensor(3).dtype();
   TensorRef in = ops::contiguous(ops::to(self, dtype));
@@ -102,8 +104,8 @@ void cum_k(sdk::Args& a) {
   for (int64_t d = 0; d < dim; ++d) outer *= self.size(d);
   for (int64_t d = dim + 1; d < self.dim(); ++d) inner *= self.size(d);
   if (self.numel() > 0)
-    TS_DISPATCH_NUMERIC(dtype, fail(TS_ERROR_TYPE, name, ": unsupported dtype ", sdk::dtype_name(dtype)),
-                        (scan<scalar_t, Product>(in, result, outer, n, inner)));
+    TS_DISPATCH_NUMERIC_AND_COMPLEX(dtype, fail(TS_ERROR_TYPE, name, ": unsupported dtype ", sdk::dtype_name(dtype)),
+                                    (scan<scalar_t, Product>(in, result, outer, n, inner)));
   if (V == Variant::Functional) return a.return_tensor(std::move(result));
   TensorRef target = V == Variant::Inplace ? self : a.tensor(3);
   if (V == Variant::Out && !std::equal(target.sizes().begin(), target.sizes().end(), self.sizes().begin(), self.sizes().end()))

@@ -178,6 +178,11 @@ template <class T> using opmath_t = typename OpMath<T>::type;
     TS_COMPLEX_CASES(__VA_ARGS__)                                                               \
     default: ON_ERROR;                                                                          \
   }
+#define TS_DISPATCH_NUMERIC_AND_COMPLEX(DTYPE, ON_ERROR, ...)                                   \
+  switch (DTYPE) {                                                                              \
+    TS_INTEGRAL_CASES(__VA_ARGS__) TS_FLOAT_CASES(__VA_ARGS__) TS_COMPLEX_CASES(__VA_ARGS__)    \
+    default: ON_ERROR;                                                                          \
+  }
 #define TS_DISPATCH_ALL_AND_COMPLEX(DTYPE, ON_ERROR, ...)                                       \
   switch (DTYPE) {                                                                              \
     TS_DTYPE_CASE(TS_BOOL, __VA_ARGS__) TS_INTEGRAL_CASES(__VA_ARGS__) TS_FLOAT_CASES(__VA_ARGS__) \
