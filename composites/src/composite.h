@@ -57,5 +57,6 @@ void register_everyday(sdk::Registrar& reg);
 void register_complex(sdk::Registrar& reg);
 void register_fft(sdk::Registrar& reg);
 void register_pooling_sampling(sdk::Registrar& reg);
+void register_scatter_reduce(sdk::Registrar& reg);
 
 }  // namespace tessera::composites

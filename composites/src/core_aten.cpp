@@ -258,24 +258,6 @@ void var_dim(Args& a) {
   a.return_tensor(ops::var(a.tensor(0), dims, Scalar(a.to_bool(2) ? 1 : 0), a.to_bool(3)));
 }
 
-// scatter_reduce with reduce "sum" or "mean" (the others need their own kernels).
-void scatter_reduce_two(Args& a) {
-  TensorRef self = a.tensor(0), index = a.tensor(2), src = a.tensor(3);
-  int64_t dim = a.to_int(1);
-  std::string reduce(*a.optional_str(4));
-  bool include_self = a.to_bool(5);
-  if (reduce != "sum" && reduce != "mean")
-    fail(TS_ERROR_NOT_IMPLEMENTED, "scatter_reduce: reduce='", reduce, "' is not implemented yet (only 'sum' and 'mean')");
-  TensorRef base = include_self ? self : ops::scatter(self, dim, index, Scalar(0));
-  TensorRef total = ops::scatter_add(base, dim, index, src);
-  if (reduce == "sum") return a.return_tensor(std::move(total));
-  TensorRef ones = ops::ones(shape_of(src), self.dtype(), self.device());
-  TensorRef counts = ops::scatter_add(ops::full(shape_of(self), Scalar(include_self ? 1 : 0), self.dtype(), self.device()),
-                                      dim, index, ones);
-  TensorRef mean = ops::div(total, ops::clamp(counts, Scalar(1), std::nullopt));
-  a.return_tensor(sdk::is_floating(self.dtype()) ? mean : ops::to(ops::floor(mean), self.dtype()));
-}
-
 // The scatters write src into the selected part of a copy of self: index_put, functionally.
 void select_scatter(Args& a) {
   TensorRef self = a.tensor(0), src = a.tensor(1);
@@ -429,7 +411,6 @@ void register_core_aten(sdk::Registrar& reg) {
   composite(reg, "reflection_pad3d", reflection_pad3d);
   composite(reg, "replication_pad2d", replication_pad2d);
   composite(reg, "replication_pad3d", replication_pad3d);
-  composite(reg, "scatter_reduce.two", scatter_reduce_two);
   composite(reg, "select_scatter", select_scatter);
   composite(reg, "slice_scatter", slice_scatter);
   composite(reg, "split_with_sizes", split_with_sizes);

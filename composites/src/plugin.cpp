@@ -20,6 +20,7 @@ void register_composites(sdk::Registrar& reg) {
   register_complex(reg);
   register_fft(reg);
   register_pooling_sampling(reg);
+  register_scatter_reduce(reg);
 }
 
 }  // namespace

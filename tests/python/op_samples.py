@@ -1214,7 +1214,12 @@ samples("reflection_pad2d", "replication_pad2d")(lambda: [Sample(t(1, 2, 4, 5), 
 samples("reflection_pad3d", "replication_pad3d")(lambda: [Sample(t(1, 3, 3, 4), [1, 1, 0, 2, 1, 0])])
 samples("scatter_reduce.two")(lambda: [Sample(t(3, 4), 1, ts.tensor([[0, 1, 0, 3]] * 3), t(3, 4, seed=1), "sum"),
                                        Sample(t(3, 4), 0, ts.tensor([[0, 1, 2, 0], [1, 1, 0, 2]]), t(2, 4, seed=1), "mean",
-                                              include_self=False)])
+                                              include_self=False),
+                                       Sample(t(3, 4), 1, ts.tensor([[0, 1, 0, 3]] * 3), t(3, 5, seed=1), "prod"),
+                                       Sample(t(3, 4), 0, ts.tensor([[0, 1, 2, 0], [1, 1, 0, 2]]), t(2, 4, seed=1), "amax",
+                                              include_self=False),
+                                       Sample(t(4, dtype=I64), 0, ts.tensor([3, 3, 0]), t(3, dtype=I64, seed=1), "amin"),
+                                       Sample(t(3), 0, ts.tensor([0]), t(1, seed=1), "max").raises(ValueError)])
 samples("select_scatter")(lambda: [Sample(t(3, 4), t(4, seed=1), 0, 1), Sample(t(3, 4), t(3, seed=1), 1, -1)])
 samples("slice_scatter")(lambda: [Sample(t(6, 4), t(3, 4, seed=1), 0, 0, 6, 2), Sample(t(3, 5), t(3, 2, seed=1), 1, 1, 3)])
 samples("split_with_sizes")(lambda: [Sample(t(5, 3), [2, 3]), Sample(t(2, 6), [1, 2, 3], 1),

@@ -293,6 +293,58 @@ def test_movedim_unflatten_broadcast_take_meshgrid():
     assert [g.shape for g in gi] == [(3, 2), (3, 2)]
 
 
+def _scatter_reduce_oracle(self_, dim, index, src, reduce, include_self):
+    """NumPy's ufunc.at over the positions index selects (PyTorch's semantics)."""
+    out = self_.copy()
+    pos = list(np.indices(index.shape))
+    pos[dim] = index
+    pos = tuple(pos)
+    vals = src[tuple(slice(0, n) for n in index.shape)]
+    hit = np.zeros(self_.shape, bool)
+    hit[pos] = True
+    if not include_self:
+        lowest, highest = (-np.inf, np.inf) if out.dtype.kind == "f" else (np.iinfo(out.dtype).min, np.iinfo(out.dtype).max)
+        out[hit] = {"sum": 0, "mean": 0, "prod": 1, "amax": lowest, "amin": highest}[reduce]
+    ufunc = {"sum": np.add, "mean": np.add, "prod": np.multiply, "amax": np.fmax, "amin": np.fmin}[reduce]
+    ufunc.at(out, pos, vals)
+    if reduce == "mean":
+        counts = np.zeros(self_.shape) + (1 if include_self else 0)
+        np.add.at(counts, pos, 1)
+        out = out / np.maximum(counts, 1)
+    return out
+
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_every_mode_matches_numpy(reduce, include_self):
+    for dim in (0, 1):
+        a = RNG.integers(-3, 4, (4, 5)).astype(np.float64)
+        src = RNG.integers(-3, 4, (6, 7)).astype(np.float64)
+        index = RNG.integers(0, a.shape[dim], (5, 3) if dim == 0 else (4, 6))
+        got = ts.tensor(a).scatter_reduce(dim, ts.tensor(index), ts.tensor(src), reduce, include_self=include_self)
+        np.testing.assert_allclose(to_np(got), _scatter_reduce_oracle(a, dim, index, src, reduce, include_self))
+    # Many contributions to one position (the segmented scan's rounds), int64, and NaN propagating.
+    src = RNG.integers(1, 3, 1000)
+    got = ts.zeros(2, dtype=ts.int64).scatter_reduce(0, ts.zeros(1000, dtype=ts.int64), ts.tensor(src), reduce,
+                                                    include_self=include_self)
+    want = _scatter_reduce_oracle(np.zeros(2, np.int64), 0, np.zeros(1000, np.int64), src, reduce, include_self)
+    if reduce in ("mean", "prod"):
+        want = np.floor(want) if reduce == "mean" else want  # integer mean rounds down; prod wraps like int64
+    assert to_np(got).tolist() == want.astype(np.int64).tolist()
+    if reduce in ("amax", "amin"):
+        nan = ts.tensor([1.0, 2.0]).scatter_reduce(0, ts.tensor([0, 0]), ts.tensor([float("nan"), 5.0]), reduce)
+        assert np.isnan(to_np(nan)[0]) and to_np(nan)[1] == 2.0
+
+
+def test_scatter_reduce_bad_input():
+    with pytest.raises(ValueError, match="reduce argument must be either sum, prod, mean, amax or amin, got max"):
+        ts.zeros(2).scatter_reduce(0, ts.tensor([0]), ts.ones(1), "max")
+    with pytest.raises(TypeError, match="scatter_reduce.*int64"):
+        ts.zeros(2).scatter_reduce(0, ts.tensor([0], dtype=ts.int32), ts.ones(1), "amax")
+    with pytest.raises(IndexError):
+        ts.zeros(2).scatter_reduce(0, ts.tensor([2]), ts.ones(1), "prod")
+
+
 # ---- linear algebra
 @pytest.mark.parametrize("eq,shapes", [
     ("bij,bjk->bik", [(3, 4, 5), (3, 5, 6)]),
