@@ -212,6 +212,17 @@ def test_large_transform_matches_numpy():
     np.testing.assert_allclose(y.numpy(), x, atol=1e-4)
 
 
+@pytest.mark.parametrize("n", [67, 1009, 2 * 10007, 65537])
+def test_lengths_with_a_large_prime_factor_match_numpy(n):
+    # Bluestein's algorithm (backends/cpu/src/fft_plan.h): as accurate as a power-of-two length.
+    x = RNG.standard_normal((2, n))
+    z = crandn(n, dtype=np.complex64)
+    want = np.fft.fft(x)
+    np.testing.assert_allclose(ts.fft.fft(ts.tensor(x)).numpy(), want, atol=1e-10 * np.abs(want).max())
+    np.testing.assert_allclose(ts.fft.ifft(ts.tensor(z)).numpy(), np.fft.ifft(z), atol=1e-6)
+    np.testing.assert_allclose(ts.fft.irfft(ts.fft.rfft(ts.tensor(x)), n=n).numpy(), x, atol=1e-12)
+
+
 def test_fft_bad_input():
     with pytest.raises(ValueError, match="invalid normalization mode"):
         ts.fft.fft(ts.ones(4), norm="sideways")

@@ -1,12 +1,12 @@
 // torch.fft's three primitives (PyTorch's Core ATen set): _fft_c2c, _fft_r2c and _fft_c2r, over
-// any set of dims, through KISS FFT's mixed-radix C++ template (float and double). A transform
+// any set of dims, through KISS FFT's mixed-radix C++ template (float and double; Bluestein's
+// algorithm over it for lengths with a large prime factor: fft_plan.h). A transform
 // over several dims is a 1-D transform per dim, each applied to every line along that dim;
 // lines are split across threads, each with its own plan (a plan's scratch buffer is not
 // shareable). Results are contiguous.
+#include "fft_plan.h"
 #include "kernels.h"
 #include "tensor_iterator.h"
-
-#include <kissfft.hh>
 
 #include <algorithm>
 #include <cmath>
@@ -41,7 +41,7 @@ void for_each_line(int64_t lines, int64_t n, bool inverse, F line_fn) {
   using C = std::complex<R>;
   const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(n, 1));
   parallel_for(lines, grain, [&](int64_t begin, int64_t end) {
-    kissfft<R> plan(size_t(n), inverse);
+    LinePlan<R> plan(n, inverse);
     std::vector<C> in(static_cast<size_t>(n)), out(static_cast<size_t>(n));
     for (int64_t l = begin; l < end; ++l) line_fn(plan, in.data(), out.data(), l);
   });
@@ -53,7 +53,7 @@ void transform_in_place(const TensorRef& t, int64_t dim, bool forward) {
   using C = std::complex<R>;
   const Lines g = lines_of(t, dim);
   C* base = t.data<C>();
-  for_each_line<R>(g.count, g.length, !forward, [&](const kissfft<R>& plan, C* in, C* out, int64_t l) {
+  for_each_line<R>(g.count, g.length, !forward, [&](LinePlan<R>& plan, C* in, C* out, int64_t l) {
     C* p = base + g.start(l);
     for (int64_t k = 0; k < g.length; ++k) in[k] = p[k * g.inner];
     plan.transform(in, out);
@@ -175,7 +175,7 @@ void fft_c2r(sdk::Args& a) {
     const Lines in_lines = lines_of(spectrum, last), out_lines = lines_of(out, last);
     const C* src = spectrum.data<C>();
     R* dst = out.data<R>();
-    for_each_line<R>(out_lines.count, length, true, [&](const kissfft<R>& plan, C* in, C* res, int64_t l) {
+    for_each_line<R>(out_lines.count, length, true, [&](LinePlan<R>& plan, C* in, C* res, int64_t l) {
       const C* p = src + in_lines.start(l);
       for (int64_t k = 0; k < half; ++k) in[k] = p[k * in_lines.inner];
       for (int64_t k = half; k < length; ++k) in[k] = std::conj(in[length - k]);
