@@ -63,6 +63,9 @@ int32_t worker_device_type(const Node* n) {
 
 GradList apply_node(Node* n, GradList grads) {
   GradList outputs;
+  // PyTorch's name for a backward node's range, so traces read the same.
+  const std::string range = sdk::observing() ? sdk::cat("autograd::engine::evaluate_function: ", n->name()) : "";
+  sdk::ObservedRange observed(range.c_str(), int64_t(n->sequence_nr));
   try {
     outputs = n->apply(std::move(grads));
   } catch (const sdk::Error& e) {

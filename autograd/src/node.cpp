@@ -15,7 +15,9 @@ std::string describe(const TensorRef& t) {
 }
 }  // namespace
 
-Node::Node() : sequence_nr(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
+Node::Node() : sequence_nr(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {
+  sdk::observe_sequence_nr(int64_t(sequence_nr));  // the profiler links the running operator to this node
+}
 
 Node::~Node() {
   for (auto& [nr, id] : pre_hooks) sdk::host().release_callback(id);

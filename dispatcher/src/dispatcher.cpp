@@ -1,5 +1,6 @@
 #include <tessera/cpu_fallback.h>
 #include <tessera/derived_variant.h>
+#include <tessera/observer.h>
 #include <tessera/device_registry.h>
 #include <tessera/dispatcher.h>
 #include <tessera/tensor_impl.h>
@@ -248,6 +249,10 @@ DispatchKeySet Dispatcher::compute_keys(OperatorHandle op, const ts_stack* stack
 void Dispatcher::call(OperatorHandle op, ts_stack* stack) const {
   uint64_t keys = (compute_keys(op, stack).raw() | tls_keys.included) & ~tls_keys.excluded;
   if (keys == 0) keys = DispatchKeySet::bit(int32_t(DispatchKey::CPU));  // factories without tensors: CPU
+  if (const ts_observer* o = observer()) [[unlikely]] {
+    ObservedCall observed(o, reinterpret_cast<ts_operator>(const_cast<OperatorEntry*>(op)), stack);
+    return call_with_keys(op, DispatchKeySet(keys), stack);
+  }
   call_with_keys(op, DispatchKeySet(keys), stack);
 }
 

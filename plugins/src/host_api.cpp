@@ -3,6 +3,7 @@
 
 #include <tessera/callbacks.h>
 #include <tessera/device_registry.h>
+#include <tessera/observer.h>
 #include <tessera/runtime.h>
 #include <tessera/stream.h>
 #include <tessera/tensor_impl.h>
@@ -306,6 +307,11 @@ ts_status api_set_current_stream(ts_call call, ts_device device, ts_stream strea
   return guarded(call, [&] { Stream::set_current(Stream::from_handle(Device::from_abi(device), stream)); });
 }
 
+ts_status api_set_observer(ts_call call, const ts_observer* observer) {
+  return guarded(call, [&] { set_observer(observer); });
+}
+int32_t api_observing() { return observer() ? 1 : 0; }
+
 const ts_host_api kHostApi = {
     sizeof(ts_host_api),
     TESSERA_ABI_MAJOR,
@@ -347,6 +353,12 @@ const ts_host_api kHostApi = {
     api_current_stream,
     api_set_current_stream,
     api_tensor_alias_dtype,
+    api_set_observer,
+    api_observing,
+    observe_range,
+    observe_sequence_nr,
+    observe_memory,
+    observe_device_span,
 };
 
 }  // namespace

@@ -1,5 +1,8 @@
 #include "allocator.h"
 
+#include <tessera/sdk/plugin.h>
+
+#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -23,9 +26,16 @@ BlockCache& cache() {
   return *c;
 }
 size_t round_up(size_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
-}  // namespace
 
-void* allocate(size_t nbytes) {
+// Bytes handed out and not yet returned (cached blocks are not counted), for the profiler.
+std::atomic<int64_t> allocated_bytes{0};
+void* noted(void* p, int64_t nbytes) {
+  const int64_t total = allocated_bytes.fetch_add(nbytes, std::memory_order_relaxed) + nbytes;
+  sdk::observe_memory(ts_device{0, 0}, p, nbytes, total);
+  return p;
+}
+
+void* allocate_block(size_t nbytes) {
   size_t size = round_up(nbytes == 0 ? 1 : nbytes);
   if (size >= kCacheMinBytes) {
     auto& c = cache();
@@ -40,8 +50,7 @@ void* allocate(size_t nbytes) {
   return std::aligned_alloc(kAlignment, size);
 }
 
-void deallocate(void* ptr, size_t nbytes) {
-  if (!ptr) return;
+void release_block(void* ptr, size_t nbytes) {
   size_t size = round_up(nbytes == 0 ? 1 : nbytes);
   if (size >= kCacheMinBytes) {
     auto& c = cache();
@@ -53,6 +62,19 @@ void deallocate(void* ptr, size_t nbytes) {
     }
   }
   std::free(ptr);
+}
+
+}  // namespace
+
+void* allocate(size_t nbytes) {
+  void* p = allocate_block(nbytes);
+  return p ? noted(p, int64_t(nbytes)) : nullptr;
+}
+
+void deallocate(void* ptr, size_t nbytes) {
+  if (!ptr) return;
+  noted(ptr, -int64_t(nbytes));
+  release_block(ptr, nbytes);
 }
 
 void empty_cache() {

@@ -45,6 +45,11 @@
  *        reinterpret a storage as another dtype (view_as_real, view_as_complex). A plugin
  *        built against an older minor never sees complex tensors it did not ask for: its dtype
  *        switch refuses them with a TypeError.
+ *   1.6  Observability: ts_observer and ts_host_api.set_observer .. observe_device_span. One
+ *        observer (the profiler plugin) sees every dispatched operator call, the ranges that
+ *        frontends and plugins mark (user ranges, autograd's backward nodes), which operator
+ *        created which autograd node, allocator events and device activity. Without an
+ *        observer each report costs one atomic load.
  */
 #ifndef TESSERA_ABI_H
 #define TESSERA_ABI_H
@@ -57,7 +62,7 @@ extern "C" {
 #endif
 
 #define TESSERA_ABI_MAJOR 1
-#define TESSERA_ABI_MINOR 5
+#define TESSERA_ABI_MINOR 6
 
 /* True when a struct filled by the other side, of size `s->struct_size`, contains `field`. */
 #define TS_STRUCT_HAS(s, type, field) \
@@ -252,6 +257,31 @@ typedef struct {
   int32_t reserved;
 } ts_plugin_info;
 
+/* ----------------------------------------------------------------------------- observer (1.6) */
+/* What an observer (set with ts_host_api.set_observer) is told. Times are nanoseconds of
+ * CLOCK_MONOTONIC (std::chrono::steady_clock), the clock every reporter uses. Callbacks run on
+ * the thread that did the work, may run on many threads at once, must not throw, and may be
+ * NULL (not interested). */
+typedef struct ts_observer {
+  size_t struct_size;
+  void* data;
+  /* An operator call dispatched from its entry point (a frontend, call_operator; not a
+   * redispatch to a lower key), before its kernel runs, with its arguments; and after it
+   * returned or failed. Every op_enter is followed by one op_exit on the same thread, nested. */
+  void (*op_enter)(void* data, ts_operator op, const ts_stack* arguments);
+  void (*op_exit)(void* data, ts_operator op);
+  /* A named range (phase 0 begins, 1 ends; nested like operator calls on the thread):
+   * a user's record_function, or an autograd node's backward with its sequence number. */
+  void (*range)(void* data, int32_t phase, const char* name, int64_t sequence_nr);
+  /* The innermost running operator on this thread created the autograd node `sequence_nr`. */
+  void (*sequence_nr)(void* data, int64_t sequence_nr);
+  /* An allocation (nbytes > 0) or a free (nbytes < 0) of device memory at ptr; `allocated` is
+   * the device's total allocated bytes afterwards. */
+  void (*memory)(void* data, ts_device device, const void* ptr, int64_t nbytes, int64_t allocated);
+  /* Work a device ran (a kernel, a copy) from begin_ns to end_ns. */
+  void (*device_span)(void* data, ts_device device, const char* name, int64_t begin_ns, int64_t end_ns);
+} ts_observer;
+
 /* ----------------------------------------------------------------------------- host API */
 /* The table of host functions a plugin calls. Appended to only; check struct_size (or
  * abi_minor) before using a function added after 1.0. */
@@ -363,6 +393,17 @@ typedef struct ts_host_api {
   ts_status (*tensor_alias_dtype)(ts_call call, ts_tensor base, int32_t ndim, const int64_t* shape,
                                   const int64_t* strides, int64_t storage_offset, int32_t dtype,
                                   ts_tensor* out /* out */);
+
+  /* --- 1.6: observability. set_observer installs the process's one observer (copied; NULL
+   * removes it; a second observer while one is installed is refused). observing() is nonzero
+   * while one is installed: a reporter checks it before building a report. The observe_*
+   * functions pass a report on to the observer (and do nothing without one). */
+  ts_status (*set_observer)(ts_call call, const ts_observer* observer);
+  int32_t (*observing)(void);
+  void (*observe_range)(int32_t phase, const char* name, int64_t sequence_nr);
+  void (*observe_sequence_nr)(int64_t sequence_nr);
+  void (*observe_memory)(ts_device device, const void* ptr, int64_t nbytes, int64_t allocated);
+  void (*observe_device_span)(ts_device device, const char* name, int64_t begin_ns, int64_t end_ns);
 } ts_host_api;
 
 /* Extension slots (ts_host_api.tensor_get_slot), one per transform. */
@@ -400,7 +441,8 @@ TS_STATIC_ASSERT(sizeof(ts_stack) == 24, "ts_stack layout changed");
 TS_STATIC_ASSERT(sizeof(ts_tensor_view) == 64, "ts_tensor_view layout changed");
 TS_STATIC_ASSERT(sizeof(ts_plugin_info) == 40, "ts_plugin_info layout changed");
 TS_STATIC_ASSERT(sizeof(ts_device_desc) == 224, "ts_device_desc layout changed (1.3): append only");
-TS_STATIC_ASSERT(sizeof(ts_host_api) == 312, "ts_host_api layout changed (1.5): append only");
+TS_STATIC_ASSERT(sizeof(ts_host_api) == 360, "ts_host_api layout changed (1.6): append only");
+TS_STATIC_ASSERT(sizeof(ts_observer) == 64, "ts_observer layout changed (1.6): append only");
 #endif
 
 #ifdef __cplusplus

@@ -217,6 +217,38 @@ inline TensorRef alias_as(ts_call call, const TensorRef& base, std::span<const i
                                        storage_offset, dtype, &out));
   return TensorRef::adopt(out);
 }
+// ABI 1.6: reports for an observer (the profiler). observing() is false on an older host and
+// while nobody observes, so a reporter checks it before building a report; the observe_*
+// helpers check it themselves.
+inline bool observing() { return TS_STRUCT_HAS(&host(), ts_host_api, observing) && host().observing(); }
+inline void observe_range(int32_t phase, const char* name, int64_t sequence_nr = -1) {
+  if (observing()) host().observe_range(phase, name, sequence_nr);
+}
+inline void observe_sequence_nr(int64_t sequence_nr) {
+  if (observing()) host().observe_sequence_nr(sequence_nr);
+}
+inline void observe_memory(ts_device device, const void* ptr, int64_t nbytes, int64_t allocated) {
+  if (observing()) host().observe_memory(device, ptr, nbytes, allocated);
+}
+inline void observe_device_span(ts_device device, const char* name, int64_t begin_ns, int64_t end_ns) {
+  if (observing()) host().observe_device_span(device, name, begin_ns, end_ns);
+}
+// A range observed from construction to destruction (ends also when an exception leaves it).
+class ObservedRange {
+ public:
+  explicit ObservedRange(const char* name, int64_t sequence_nr = -1) : active_(observing()) {
+    if (active_) host().observe_range(0, name, sequence_nr);
+  }
+  ~ObservedRange() {
+    if (active_) host().observe_range(1, "", -1);
+  }
+  ObservedRange(const ObservedRange&) = delete;
+  ObservedRange& operator=(const ObservedRange&) = delete;
+
+ private:
+  bool active_;
+};
+
 inline void resize(ts_call call, TensorRef& t, std::span<const int64_t> shape) {
   check_host(host().tensor_resize(call, t.handle(), int32_t(shape.size()), shape.data()));
   t.refresh();
