@@ -1,6 +1,7 @@
 # The sources of the GPU plugin, one list for both builds of them: backends/cuda (nvcc, CUDA) and
-# backends/rocm (hipcc, HIP). Host files by path; kernels by name (src/<name>.cu). conv_cudnn.cpp
-# is not here: the CUDA build adds it when cuDNN is found.
+# backends/rocm (hipcc, HIP). Host files by path; kernels by name (src/<name>.cu). The files of
+# NVIDIA's libraries are not here: the CUDA build adds conv_cudnn.cpp when cuDNN is found, and
+# fft_cufft.cpp / linalg_cusolver.cpp / sort_cub.cu (cuFFT, cuSOLVER, CUB: in the toolkit).
 set(TESSERA_GPU_SOURCE_DIR ${CMAKE_CURRENT_LIST_DIR}/src)
 set(TESSERA_GPU_HOST_SOURCES)
 foreach(name plugin runtime streams caching_allocator memory_ops copy_ops views elementwise_ops reduce_ops blas
