@@ -2,6 +2,7 @@
 // from the far end of each flipped dim with that dim's stride negated (no kernel of its own).
 #include "more_ops.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <vector>
 
