@@ -1,8 +1,8 @@
 // More element-wise operators on the engine's grid-stride loop (map.cuh): rounding division,
 // pow, maximum/minimum, logical and/or/not, atan2, copysign, fmod/remainder, the bitwise ops,
 // sign, the floating unary ops (digamma included), clamp, masked_fill. The formulas are the CPU
-// plugin's (binary.cpp, binary_math.cpp, compare.cpp, unary.cpp, special_functions.h). One instance per (family, compute
-// type, index width); the op is a runtime switch, as in elementwise.cu.
+// plugin's (binary.cpp, binary_math.cpp, compare.cpp, unary.cpp, special_functions.h). One
+// instance per (family, compute type, index width); the op is a runtime switch, as in elementwise.cu.
 #include "map.cuh"
 #include "ops_launch.h"
 

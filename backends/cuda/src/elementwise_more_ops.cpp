@@ -174,7 +174,8 @@ void modulo_k(sdk::Args& a) {
   TS_SDK_CHECK(!sdk::is_complex(common), TS_ERROR_TYPE, name, ": unsupported dtype");
   Prepared p = prepare_binary(a, name.c_str(), Inplace, self, rhs);
   if (sdk::is_integral(common, false) && p.loop.numel > 0) {
-    const bool zero = rhs.number ? rhs.number->to_int() == 0 : first_flagged(a.call(), *rhs.tensor, 0, 1, true).has_value();
+    const bool zero =
+        rhs.number ? rhs.number->to_int() == 0 : first_flagged(a.call(), *rhs.tensor, 0, 1, true).has_value();
     TS_SDK_CHECK(!zero, TS_ERROR_VALUE, name, ": ZeroDivisionError (integer division by zero)");
   }
   run_binary(a, Inplace, self, std::move(p), Python ? BinaryMoreOp::Remainder : BinaryMoreOp::Fmod);

@@ -67,8 +67,8 @@ TensorRef sorted_positions(ts_call call, const TensorRef& rows, int64_t n, bool 
 void check_sortable(const char* op, const TensorRef& self) {
   common_device(op, {&self});
   TS_SDK_CHECK(!sdk::is_complex(self.dtype()), TS_ERROR_TYPE, op, ": unsupported dtype");
-  TS_SDK_CHECK(self.numel() < INT_MAX, TS_ERROR_VALUE, op, ": the ", kName, " sort handles fewer than 2^31 - 1 elements, got ",
-               self.numel());
+  TS_SDK_CHECK(self.numel() < INT_MAX, TS_ERROR_VALUE, op, ": the ", kName,
+               " sort handles fewer than 2^31 - 1 elements, got ", self.numel());
 }
 
 // sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (values, indices)
