@@ -137,6 +137,28 @@ TEST(CudaPlugin, RegistersItsElementwiseReductionFactoryAndIndexingKernels) {
   }
 }
 
+// Binary math, scans, flip/searchsorted/bincount (shared with ROCm), and the CUDA-only sorts (CUB),
+// FFTs (cuFFT) and factorizations (cuSOLVER).
+const std::vector<std::string> kCudaOrderingAndLibraryOperators{
+    "atan2", "atan2_", "copysign.Tensor", "copysign_.Tensor", "fmod.Tensor", "fmod_.Tensor", "remainder.Tensor",
+    "remainder_.Tensor", "bitwise_and.Tensor", "bitwise_and_.Tensor", "bitwise_or.Tensor", "bitwise_or_.Tensor",
+    "bitwise_xor.Tensor", "bitwise_xor_.Tensor", "bitwise_left_shift.Tensor", "bitwise_left_shift_.Tensor",
+    "bitwise_right_shift.Tensor", "bitwise_right_shift_.Tensor", "bitwise_not", "bitwise_not_", "digamma", "digamma_",
+    "cumsum", "cumsum_", "cumprod", "cumprod_", "cummax", "cummin", "flip", "searchsorted.Tensor", "bincount",
+    "sort.stable", "topk", "_fft_c2c", "_fft_r2c", "_fft_c2r", "linalg_cholesky_ex", "linalg_lu_factor_ex",
+    "linalg_lu_solve", "linalg_qr", "linalg_eigh", "linalg_svd"};
+
+TEST(CudaPlugin, RegistersItsBinaryMathScanSortFftAndLinalgKernels) {
+  REQUIRE_PLUGIN();
+  for (const std::string& op : kCudaOrderingAndLibraryOperators) {
+    bool found = false;
+    for (const KernelInfo& k : Dispatcher::instance().describe(op))
+      found = found || (k.key == "CUDA" && k.plugin == "cuda" && k.kind == "kernel");
+    EXPECT_TRUE(found) << op << " has no kernel of plugin 'cuda' on key CUDA:\n"
+                       << Dispatcher::instance().describe_text(op);
+  }
+}
+
 TEST(CudaPlugin, WithoutADeviceEveryRequestFailsClearly) {
   REQUIRE_PLUGIN();
   if (device_count() > 0) GTEST_SKIP() << "this machine has a CUDA device: the no-device errors do not apply";
@@ -1205,6 +1227,244 @@ TEST(CudaKernels, AdvancedIndexingMatchesCpu) {
   expect_error<ValueError>([&] { masked_select(gx, on_gpu(gt(data({3}, kFloat32), 0.0))); },
                            {"masked_select", "[3]", "[4, 5]"});
   expect_error<ValueError>([&] { masked_select(gx, gt(x, 0.0)); }, {"masked_select", "mask", "cpu"});
+}
+
+
+// ---- binary math, scans, flip / searchsorted / bincount, sorts, FFTs, factorizations
+
+Tensor values_of(std::vector<double> v, ScalarType dt) {
+  const int64_t n = int64_t(v.size());
+  return tensor_from_values(v, {n}, dt);
+}
+
+TEST(CudaKernels, BinaryMathMatchesCpu) {
+  REQUIRE_GPU();
+  for (ScalarType dt : kFloats) {
+    Tensor a = data({3, 1, 5}, dt, -5, 5), b = data({4, 5}, dt, -3, 3);
+    Tensor ga = on_gpu(a), gb = on_gpu(b);
+    std::string n = std::string(tessera::name(dt));
+    expect_same(atan2(ga, gb), atan2(a, b), "atan2 " + n, 4);
+    expect_same(copysign(ga, gb), copysign(a, b), "copysign " + n);
+    expect_same(fmod(ga, gb), fmod(a, b), "fmod " + n, 8);
+    expect_same(remainder(ga, gb), remainder(a, b), "remainder " + n, 8);
+    expect_same(digamma(ga), digamma(a), "digamma " + n, 8);
+  }
+  Tensor special = values_of({0.0, -0.0, -1, -2.5, NAN, INFINITY, 1e-3, 12.5}, kFloat64);
+  expect_same(digamma(on_gpu(special)), digamma(special), "digamma at poles, NaN, inf");
+  expect_same(atan2(on_gpu(to(special, kInt64)), on_gpu(special)), atan2(to(special, kInt64), special),
+              "atan2 int64 with float64");
+  for (ScalarType dt : {kInt64, kInt32, kInt8, kUInt8}) {
+    const bool sign = dt != kUInt8;
+    Tensor a = ints({3, 1, 5}, dt, sign ? -100 : 0, 100), b = ints({4, 5}, dt, 1, 7);
+    if (sign) b = mul(b, values_of({1, -1, 1, -1, 1}, dt));  // negative divisors too
+    Tensor ga = on_gpu(a), gb = on_gpu(b);
+    std::string n = std::string(tessera::name(dt));
+    expect_same(fmod(ga, gb), fmod(a, b), "fmod " + n);
+    expect_same(remainder(ga, gb), remainder(a, b), "remainder " + n);
+    expect_same(bitwise_and(ga, gb), bitwise_and(a, b), "bitwise_and " + n);
+    expect_same(bitwise_or(ga, gb), bitwise_or(a, b), "bitwise_or " + n);
+    expect_same(bitwise_xor(ga, gb), bitwise_xor(a, b), "bitwise_xor " + n);
+    expect_same(bitwise_not(ga), bitwise_not(a), "bitwise_not " + n);
+    Tensor shifts = ints({4, 5}, dt, sign ? -3 : 0, 70);  // past the width too
+    expect_same(bitwise_left_shift(ga, on_gpu(shifts)), bitwise_left_shift(a, shifts), "left shift " + n);
+    expect_same(bitwise_right_shift(ga, on_gpu(shifts)), bitwise_right_shift(a, shifts), "right shift " + n);
+  }
+  Tensor p = gt(data({6}, kFloat32), 0.0), q = gt(data({6}, kFloat32), 0.0);
+  expect_same(bitwise_xor(on_gpu(p), on_gpu(q)), bitwise_xor(p, q), "bitwise_xor bool");
+  expect_same(bitwise_not(on_gpu(p)), bitwise_not(p), "bitwise_not bool");
+  Tensor x = data({4, 6}, kFloat32), y = data({4, 3}, kFloat32), gx = on_gpu(x);
+  atan2_(slice(gx, 1, 0, 6, 2), on_gpu(y));
+  atan2_(slice(x, 1, 0, 6, 2), y);
+  expect_same(gx, x, "atan2_ on a strided view");
+  Tensor i = ints({5}, kInt32, -50, 50), gi = on_gpu(i);
+  bitwise_left_shift_(gi, on_gpu(ints({5}, kInt32, 0, 40)));
+  bitwise_left_shift_(i, ints({5}, kInt32, 0, 40));
+  expect_error<Error>([&] { fmod(gi, on_gpu(zeros({5}, kInt32))); }, {"fmod", "ZeroDivisionError"});
+  expect_error<Error>([&] { bitwise_and(gx, gx); }, {"bitwise_and", "integer and boolean", "float32"});
+  expect_error<Error>([&] { bitwise_left_shift(on_gpu(p), on_gpu(q)); }, {"bitwise_left_shift", "Bool"});
+  expect_error<Error>([&] { bitwise_not(gx); }, {"bitwise_not", "float32"});
+  expect_error<Error>([&] { atan2_(gi, gi); }, {"atan2_", "can't be cast"});
+}
+
+TEST(CudaKernels, ScansMatchCpu) {
+  REQUIRE_GPU();
+  for (ScalarType dt : {kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kBool}) {
+    const bool fl = dt != kInt32 && dt != kInt64 && dt != kBool;
+    Tensor x = fl ? data({4, 6, 5}, dt, 0.5, 1.5) : dt == kBool ? gt(data({4, 6, 5}, kFloat32), 0.0)
+                                                              : ints({4, 6, 5}, dt, -3, 4);
+    Tensor gx = on_gpu(x);
+    std::string n = std::string(tessera::name(dt));
+    for (int64_t dim : {0, 1, 2, -1}) {
+      const std::string d = n + " dim " + std::to_string(dim);
+      expect_same(cumsum(gx, dim), cumsum(x, dim), "cumsum " + d);
+      expect_same(cumprod(gx, dim), cumprod(x, dim), "cumprod " + d);
+      auto [gv, gi] = cummax(gx, dim);
+      auto [cv, ci] = cummax(x, dim);
+      expect_same(gv, cv, "cummax values " + d);
+      expect_same(gi, ci, "cummax indices " + d);
+      auto [gv2, gi2] = cummin(transpose(gx, 0, 2), dim);
+      auto [cv2, ci2] = cummin(transpose(x, 0, 2), dim);
+      expect_same(gv2, cv2, "cummin values transposed " + d);
+      expect_same(gi2, ci2, "cummin indices transposed " + d);
+    }
+  }
+  Tensor row = data({2, 5000}, kFloat32);  // long rows: a block per row
+  expect_same(cumsum(on_gpu(row), 1), cumsum(row, 1), "cumsum long rows", 50);
+  Tensor i = ints({3, 4}, kInt32, -9, 9);
+  expect_same(cumsum(on_gpu(i), 0, kFloat64), cumsum(i, 0, kFloat64), "cumsum int32 -> float64");
+  Tensor ties = values_of({1, 3, 3, NAN, 2, 5}, kFloat32);
+  auto [tv, ti] = cummax(on_gpu(ties), 0);
+  auto [cv, ci] = cummax(ties, 0);
+  expect_same(tv, cv, "cummax NaN stays");
+  expect_same(ti, ci, "cummax ties take the later index");
+  Tensor f = data({3, 4}, kFloat64), gf = on_gpu(f);
+  cumsum_(gf, 1);
+  cumsum_(f, 1);
+  expect_same(gf, f, "cumsum_");
+  expect_error<Error>([&] { cumsum(gf, 2); }, {"cumsum", "dimension out of range"});
+}
+
+TEST(CudaKernels, FlipSearchsortedBincountMatchCpu) {
+  REQUIRE_GPU();
+  Tensor x = data({3, 4, 5}, kFloat32), gx = on_gpu(x);
+  for (std::vector<int64_t> dims : std::vector<std::vector<int64_t>>{{0}, {-1}, {0, 2}, {0, 1, 2}, {}})
+    expect_same(flip(gx, dims), flip(x, dims), "flip");
+  expect_same(flip(transpose(gx, 0, 2), {1}), flip(transpose(x, 0, 2), {1}), "flip transposed");
+  expect_error<Error>([&] { flip(gx, {1, -2}); }, {"flip", "multiple times"});
+
+  Tensor seq = std::get<0>(sort(data({3, 8}, kFloat32), false, -1, false));
+  Tensor vals = data({3, 6}, kFloat32, -3, 3);
+  for (bool right : {false, true}) {
+    expect_same(searchsorted(on_gpu(seq), on_gpu(vals), false, right), searchsorted(seq, vals, false, right),
+                "searchsorted batched");
+    Tensor flat = slice(seq, 0, 0, 1);
+    Tensor one = reshape(flat, {8});
+    expect_same(searchsorted(on_gpu(one), on_gpu(vals), true, right), searchsorted(one, vals, true, right),
+                "searchsorted 1-D out_int32");
+  }
+  Tensor unsorted = data({8}, kFloat64), order = std::get<1>(sort(unsorted, false, -1, false));
+  Tensor v64 = data({5}, kFloat64);
+  expect_same(searchsorted(on_gpu(unsorted), on_gpu(v64), false, false, std::string("right"), on_gpu(order)),
+              searchsorted(unsorted, v64, false, false, std::string("right"), order), "searchsorted sorter, side");
+  expect_error<Error>([&] { searchsorted(on_gpu(seq), on_gpu(vals), false, true, std::string("left")); },
+                      {"searchsorted", "opposites"});
+
+  Tensor idx = ints({50}, kInt64, 0, 9), w = data({50}, kFloat32);
+  expect_same(bincount(on_gpu(idx)), bincount(idx), "bincount");
+  expect_same(bincount(on_gpu(idx), on_gpu(w), 12), bincount(idx, w, 12), "bincount weights, minlength", 10);
+  expect_same(bincount(on_gpu(to(idx, kUInt8)), on_gpu(to(w, kFloat64))), bincount(to(idx, kUInt8), to(w, kFloat64)),
+              "bincount uint8, float64 weights");
+  expect_same(bincount(on_gpu(zeros({0}, kInt64)), Tensor(), 3), bincount(zeros({0}, kInt64), Tensor(), 3),
+              "bincount empty");
+  expect_error<Error>([&] { bincount(on_gpu(values_of({1, -4, 2, -1}, kInt64))); }, {"bincount", "-4"});
+}
+
+TEST(CudaKernels, SortAndTopkMatchCpu) {
+  REQUIRE_GPU();
+  // Duplicates, NaN, -0.0 and +0.0: values and indices must match exactly (stable order).
+  Tensor f = values_of({3, NAN, -0.0, 1, 0.0, 3, -INFINITY, NAN, 1, 2}, kFloat32);
+  Tensor fx = reshape(f, {2, 5});
+  for (ScalarType dt : {kFloat32, kFloat64, kFloat16, kBFloat16, kInt64, kInt32, kUInt8, kBool}) {
+    Tensor x = dt == kFloat32 ? fx : dt == kFloat64 || dt == kFloat16 || dt == kBFloat16 ? to(fx, dt)
+               : dt == kBool ? gt(data({4, 9}, kFloat32), 0.0) : ints({4, 9}, dt, 0, 5);
+    Tensor gx = on_gpu(x);
+    std::string n = std::string(tessera::name(dt));
+    for (int64_t dim : {0, 1, -1})
+      for (bool descending : {false, true}) {
+        auto [gv, gi] = sort(gx, true, dim, descending);
+        auto [cv, ci] = sort(x, true, dim, descending);
+        expect_same(gv, cv, "sort values " + n);
+        expect_same(gi, ci, "sort indices " + n);
+      }
+    for (bool largest : {true, false})
+      for (bool sorted : {true, false}) {
+        auto [gv, gi] = topk(gx, 2, 1, largest, sorted);
+        auto [cv, ci] = topk(x, 2, 1, largest, sorted);
+        expect_same(gv, cv, "topk values " + n);
+        expect_same(gi, ci, "topk indices " + n);
+      }
+  }
+  Tensor big = data({1, 20000}, kFloat32), gbig = on_gpu(big);  // one long row: DeviceRadixSort
+  expect_same(std::get<0>(sort(gbig, true, 1, true)), std::get<0>(sort(big, true, 1, true)), "sort one long row");
+  expect_same(std::get<1>(topk(gbig, 7, 1, true, false)), std::get<1>(topk(big, 7, 1, true, false)),
+              "topk unsorted one long row");
+  expect_error<Error>([&] { topk(gbig, 20001, 1); }, {"topk", "out of range"});
+}
+
+TEST(CudaKernels, FftMatchesCpu) {
+  REQUIRE_GPU();
+  for (ScalarType dt : {kFloat32, kFloat64}) {
+    Tensor x = data({4, 6, 5}, dt), y = data({4, 6, 5}, dt);
+    Tensor z = complex(x, y), gz = on_gpu(z);
+    const double tol = dt == kFloat32 ? 20 : 1e3;  // transforms of a few dozen points
+    std::string n = std::string(tessera::name(dt));
+    for (std::vector<int64_t> dims : std::vector<std::vector<int64_t>>{{2}, {1}, {0, 2}, {0, 1, 2}})
+      for (int64_t norm : {0, 1, 2}) {
+        expect_same(_fft_c2c(gz, dims, norm, true), _fft_c2c(z, dims, norm, true), "c2c forward " + n, tol);
+        expect_same(_fft_c2c(gz, dims, norm, false), _fft_c2c(z, dims, norm, false), "c2c inverse " + n, tol);
+        for (bool onesided : {true, false})
+          expect_same(_fft_r2c(on_gpu(x), dims, norm, onesided), _fft_r2c(x, dims, norm, onesided), "r2c " + n, tol);
+        // A Hermitian half-spectrum: r2c's own output.
+        Tensor half = _fft_r2c(x, dims, 0, true);
+        const int64_t last = dims.back(), length = x.size(last);
+        expect_same(_fft_c2r(on_gpu(half), dims, norm, length), _fft_c2r(half, dims, norm, length), "c2r " + n, tol);
+      }
+    expect_same(_fft_c2c(transpose(gz, 0, 2), {1}, 0, true), _fft_c2c(transpose(z, 0, 2), {1}, 0, true),
+                "c2c transposed " + n, tol);
+  }
+  expect_error<Error>([&] { _fft_c2c(on_gpu(data({4}, kFloat32)), {0}, 0, true); }, {"_fft_c2c", "complex"});
+}
+
+TEST(CudaKernels, LinalgMatchesCpu) {
+  REQUIRE_GPU();
+  for (ScalarType dt : {kFloat64, kFloat32}) {
+    const double tol = dt == kFloat32 ? 200 : 1e4;
+    Tensor a = data({2, 4, 4}, dt), spd = add(matmul(a, transpose(a, 1, 2)), mul(eye(4, std::nullopt, dt), 4.0));
+    std::string n = std::string(tessera::name(dt));
+    for (bool upper : {false, true}) {
+      auto [gl, ginfo] = linalg_cholesky_ex(on_gpu(spd), upper, false);
+      auto [cl, cinfo] = linalg_cholesky_ex(spd, upper, false);
+      expect_same(gl, cl, "cholesky " + n, tol);
+      expect_same(ginfo, cinfo, "cholesky info " + n);
+    }
+    auto [glu, gpiv, ginfo] = linalg_lu_factor_ex(on_gpu(a), true, false);
+    auto [clu, cpiv, cinfo] = linalg_lu_factor_ex(a, true, false);
+    expect_same(glu, clu, "lu_factor " + n, tol);
+    expect_same(gpiv, cpiv, "lu_factor pivots " + n);
+    expect_same(ginfo, cinfo, "lu_factor info " + n);
+    Tensor b = data({2, 4, 3}, dt);
+    for (bool adjoint : {false, true})
+      expect_same(linalg_lu_solve(glu, gpiv, on_gpu(b), true, adjoint), linalg_lu_solve(clu, cpiv, b, true, adjoint),
+                  "lu_solve " + n, tol);
+    for (std::vector<int64_t> shape : std::vector<std::vector<int64_t>>{{2, 5, 3}, {2, 3, 5}, {4, 4}}) {
+      Tensor m = data(shape, dt);
+      for (std::string mode : {"reduced", "complete", "r"}) {
+        auto [gq, gr] = linalg_qr(on_gpu(m), mode);
+        auto [cq, cr] = linalg_qr(m, mode);
+        expect_same(abs(gr), abs(cr), "qr R " + mode + " " + n, tol);
+        if (mode != "r") expect_same(matmul(gq, gr), matmul(cq, cr), "qr Q R " + mode + " " + n, tol);
+      }
+      for (bool full : {false, true}) {
+        auto [gu, gs, gvh] = linalg_svd(on_gpu(m), full);
+        auto [cu, cs, cvh] = linalg_svd(m, full);
+        expect_same(gs, cs, "svd S " + n, tol);
+        auto shape_of = [](const Tensor& t) { return std::vector<int64_t>(t.sizes().begin(), t.sizes().end()); };
+        ASSERT_EQ(shape_of(gu), shape_of(cu)) << "svd U " << n;
+        ASSERT_EQ(shape_of(gvh), shape_of(cvh)) << "svd Vh " << n;
+        if (!full) expect_same(matmul(mul(gu, unsqueeze(gs, -2)), gvh), m, "svd U S Vh " + n, tol);
+      }
+    }
+    for (std::string uplo : {"L", "U"}) {
+      auto [gw, gv] = linalg_eigh(on_gpu(spd), uplo);
+      auto [cw, cv] = linalg_eigh(spd, uplo);
+      expect_same(gw, cw, "eigh values " + n, tol);
+      expect_same(abs(gv), abs(cv), "eigh vectors " + n, tol);
+    }
+  }
+  Tensor not_spd = on_gpu(values_of({1, 2, 2, 1}, kFloat64));
+  expect_error<Error>([&] { linalg_cholesky_ex(reshape(not_spd, {2, 2}), false, true); },
+                      {"cholesky_ex", "positive-definite", "order 2"});
+  expect_error<Error>([&] { linalg_qr(on_gpu(data({3, 3}, kFloat32)), "thin"); }, {"linalg.qr", "thin"});
 }
 
 }  // namespace

@@ -7,8 +7,8 @@
 // float32 uses FMA kernels unless cuda::set_allow_tf32(True) (the switch matmuls use), so
 // results match the CPU to float32 precision by default; float16/bfloat16 use tensor cores and
 // accumulate in float; float64 runs cuDNN's double kernels.
-#include "caching_allocator.h"
 #include "cuda_plugin.h"
+#include "workspace.h"
 
 #include <tessera/sdk/conv_geometry.h>
 
@@ -21,8 +21,6 @@
 #include <vector>
 
 namespace tessera::gpu {
-
-CachingAllocator& allocator();  // runtime.cpp
 
 namespace {
 
@@ -88,24 +86,6 @@ using TensorDesc = Descriptor<cudnnTensorDescriptor_t, cudnnCreateTensorDescript
 using FilterDesc = Descriptor<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor>;
 using ConvDesc = Descriptor<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor,
                             cudnnDestroyConvolutionDescriptor>;
-
-// Workspace from the caching allocator on the current stream: given back as soon as the work is
-// queued, since the next user of the block on this stream is ordered after it. A failed
-// allocation is not raised here: the caller tries an algorithm that needs less.
-struct Workspace {
-  void* ptr = nullptr;
-  bool ok = true;
-  Workspace(int32_t device, size_t bytes, gpuStream_t stream) {
-    if (!bytes) return;
-    ptr = allocator().allocate(device, bytes, reinterpret_cast<uintptr_t>(stream));
-    ok = ptr != nullptr;
-  }
-  ~Workspace() {
-    if (ptr) allocator().deallocate(ptr);
-  }
-  Workspace(const Workspace&) = delete;
-  Workspace& operator=(const Workspace&) = delete;
-};
 
 // ---- geometry and checks: the SDK's rules and messages, as on the CPU
 using Geometry = sdk::ConvGeometry;

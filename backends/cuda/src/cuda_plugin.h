@@ -117,6 +117,15 @@ void register_blas_kernels(sdk::Registrar& reg, ts_dispatch_key key);         //
 #if defined(TESSERA_HAS_CUDNN)
 void register_conv_kernels(sdk::Registrar& reg, ts_dispatch_key key);         // conv_cudnn.cpp
 #endif
+#if defined(TESSERA_HAS_CUFFT)
+void register_fft_kernels(sdk::Registrar& reg, ts_dispatch_key key);          // fft_cufft.cpp
+#endif
+#if defined(TESSERA_HAS_CUSOLVER)
+void register_linalg_kernels(sdk::Registrar& reg, ts_dispatch_key key);       // linalg_cusolver.cpp
+#endif
+#if defined(TESSERA_HAS_CUB)
+void register_sort_kernels(sdk::Registrar& reg, ts_dispatch_key key);         // sort_cub.cu
+#endif
 void register_activation_kernels(sdk::Registrar& reg, ts_dispatch_key key);   // activation_ops.cpp
 void register_pool_kernels(sdk::Registrar& reg, ts_dispatch_key key);         // pool_ops.cpp
 void register_norm_kernels(sdk::Registrar& reg, ts_dispatch_key key);         // norm_ops.cpp

@@ -96,6 +96,7 @@ template <class C> struct ConvertF {
   }
 };
 
+struct Bytes16 { uint64_t lo, hi; };  // a complex128 element
 template <class W> struct BytesF {  // same dtype: move the bits
   template <class I> GPU_D void operator()(const Loop& L, const I (&off)[2]) const {
     *reinterpret_cast<W*>(at(L.ops[0], off[0])) = *reinterpret_cast<const W*>(at(L.ops[1], off[1]));
@@ -276,6 +277,7 @@ void launch_copy(const Loop& L, gpuStream_t s) {
       case 1: return run<2>(L, s, BytesF<uint8_t>{}, "a copy");
       case 2: return run<2>(L, s, BytesF<uint16_t>{}, "a copy");
       case 4: return run<2>(L, s, BytesF<uint32_t>{}, "a copy");
+      case 16: return run<2>(L, s, BytesF<Bytes16>{}, "a copy");
       default: return run<2>(L, s, BytesF<uint64_t>{}, "a copy");
     }
   }

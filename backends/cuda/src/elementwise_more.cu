@@ -1,7 +1,8 @@
 // More element-wise operators on the engine's grid-stride loop (map.cuh): rounding division,
-// pow, maximum/minimum, logical and/or/not, sign, log1p, erf, clamp, masked_fill. The formulas
-// are the CPU plugin's (binary.cpp, compare.cpp, unary.cpp). One instance per (family, compute
-// type, index width); the op is a runtime switch, as in elementwise.cu.
+// pow, maximum/minimum, logical and/or/not, atan2, copysign, fmod/remainder, the bitwise ops,
+// sign, the floating unary ops (digamma included), clamp, masked_fill. The formulas are the CPU
+// plugin's (binary.cpp, binary_math.cpp, compare.cpp, unary.cpp, special_functions.h). One
+// instance per (family, compute type, index width); the op is a runtime switch, as in elementwise.cu.
 #include "map.cuh"
 #include "ops_launch.h"
 
@@ -42,8 +43,26 @@ GPU_D int64_t int_pow(int64_t x, int64_t y) {
   return int64_t(result);
 }
 
+// C's fmod sign (the dividend's), or Python's (the divisor's); integer y != 0 (checked by the
+// host). x % -1 is 0 without computing it (INT64_MIN % -1 traps).
+template <class C> GPU_D C modulo(C x, C y, bool python) {
+  C r;
+  if constexpr (std::is_floating_point_v<C>) r = fmod(x, y);
+  else r = y == C(-1) ? C(0) : C(x % y);
+  if (python && r != C(0) && ((r < C(0)) != (y < C(0)))) r = r + y;
+  return r;
+}
+
+// Shifts by a negative amount or by the width or more give 0 (right shifts of negatives: -1), as
+// the CPU plugin; narrower dtypes are truncated on store, so only `bits` differs per dtype.
+GPU_D int64_t shift(int64_t x, int64_t n, int32_t bits, bool left) {
+  if (n < 0 || n >= bits) return left ? 0 : (x < 0 ? -1 : 0);
+  return left ? int64_t(uint64_t(x) << n) : x >> n;
+}
+
 template <class C> struct BinaryMoreF {
   BinaryMoreOp op;
+  int32_t bits;
   template <class I> GPU_D void operator()(const Loop& L, const I (&off)[3]) const {
     char* out = at(L.ops[0], off[0]);
     const int32_t od = L.ops[0].dtype;
@@ -70,11 +89,52 @@ template <class C> struct BinaryMoreF {
         if constexpr (std::is_floating_point_v<C>) r = pow(a, b); else r = int_pow(a, b);
         break;
       case BinaryMoreOp::Maximum: r = (a > b || a != a) ? a : b; break;  // NaN propagates
-      default: r = (a < b || a != a) ? a : b; break;
+      case BinaryMoreOp::Minimum: r = (a < b || a != a) ? a : b; break;
+      case BinaryMoreOp::Atan2:
+        if constexpr (std::is_floating_point_v<C>) r = atan2(a, b); else r = a;  // integers are promoted first
+        break;
+      case BinaryMoreOp::Copysign:
+        if constexpr (std::is_floating_point_v<C>) r = copysign(a, b); else r = a;
+        break;
+      case BinaryMoreOp::Fmod: r = modulo(a, b, false); break;
+      case BinaryMoreOp::Remainder: r = modulo(a, b, true); break;
+      default:
+        if constexpr (std::is_integral_v<C>) {  // floating dtypes are refused by the host
+          switch (op) {
+            case BinaryMoreOp::BitAnd: r = a & b; break;
+            case BinaryMoreOp::BitOr: r = a | b; break;
+            case BinaryMoreOp::BitXor: r = a ^ b; break;
+            default: r = shift(a, b, bits, op == BinaryMoreOp::ShiftLeft); break;
+          }
+        } else {
+          r = a;
+        }
+        break;
     }
     store<C>(out, od, r);
   }
 };
+
+// digamma as the CPU plugin (in double): the recurrence psi(x) = psi(x + 1) - 1/x up to x >= 10,
+// then the asymptotic series; reflection for negative x; NaN at negative integers, -inf at +0
+// (+inf at -0).
+GPU_D double digamma(double x) {
+  if (x == 0) return signbit(x) ? INFINITY : -INFINITY;
+  double result = 0;
+  if (x < 0) {
+    if (x == floor(x)) return NAN;
+    const double pi = 3.14159265358979323846;
+    result = -pi / tan(pi * x);  // psi(x) = psi(1 - x) - pi / tan(pi x)
+    x = 1 - x;
+  }
+  while (x < 10) {
+    result -= 1 / x;
+    x += 1;
+  }
+  const double f = 1 / (x * x);
+  const double series = f * (1.0 / 12 - f * (1.0 / 120 - f * (1.0 / 252 - f * (1.0 / 240 - f * (1.0 / 132)))));
+  return result + log(x) - 0.5 / x - series;
+}
 
 // The floating unary ops of UnaryMoreOp (the device's libm), rounding half to even for Round.
 template <class C> GPU_D C floating_unary(UnaryMoreOp op, C x) {
@@ -97,6 +157,7 @@ template <class C> GPU_D C floating_unary(UnaryMoreOp op, C x) {
     case UnaryMoreOp::Erfc: return erfc(x);
     case UnaryMoreOp::Erfinv: return erfinv(x);
     case UnaryMoreOp::Lgamma: return lgamma(x);
+    case UnaryMoreOp::Digamma: return C(digamma(double(x)));
     case UnaryMoreOp::Reciprocal: return C(1) / x;
     case UnaryMoreOp::Floor: return floor(x);
     case UnaryMoreOp::Ceil: return ceil(x);
@@ -118,6 +179,9 @@ template <class C> struct UnaryMoreF {
     C r;
     switch (op) {
       case UnaryMoreOp::Sign: r = C(int(C(0) < x) - int(x < C(0))); break;  // NaN gives 0, as the CPU
+      case UnaryMoreOp::BitNot:  // integers only (the host refuses floating dtypes)
+        if constexpr (std::is_integral_v<C>) r = od == kBool ? C(x == 0) : C(~x); else r = x;
+        break;
       default:
         if constexpr (std::is_floating_point_v<C>) r = floating_unary(op, x); else r = x;  // rounding keeps integers
         break;
@@ -157,8 +221,8 @@ void by_compute(Compute c, const Loop& L, gpuStream_t s, const char* what, A... 
 }
 }  // namespace
 
-void launch_binary_more(BinaryMoreOp op, Compute c, const Loop& L, gpuStream_t s) {
-  by_compute<BinaryMoreF, 3>(c, L, s, "a binary kernel", op);
+void launch_binary_more(BinaryMoreOp op, Compute c, const Loop& L, gpuStream_t s, int32_t bits) {
+  by_compute<BinaryMoreF, 3>(c, L, s, "a binary kernel", op, bits);
 }
 void launch_unary_more(UnaryMoreOp op, Compute c, const Loop& L, gpuStream_t s) {
   by_compute<UnaryMoreF, 2>(c, L, s, "a unary kernel", op);

@@ -1,8 +1,8 @@
 // More element-wise kernels (functional and in place; out= variants fall back to the CPU):
 // div with rounding_mode, floor_divide, pow (Tensor and Scalar exponents), maximum, minimum,
-// logical_and/or/not, clamp, masked_fill, sign, log1p, erf. Checks, promotion and messages
-// follow the CPU plugin (binary.cpp, compare.cpp, unary.cpp); the arithmetic is in
-// elementwise_more.cu.
+// logical_and/or/not, atan2, copysign, fmod, remainder, the bitwise ops, clamp, masked_fill,
+// sign, the floating unary ops. Checks, promotion and messages follow the CPU plugin
+// (binary.cpp, binary_math.cpp, compare.cpp, unary.cpp); the arithmetic is in elementwise_more.cu.
 #include "more_ops.h"
 
 #include <string>
@@ -64,7 +64,8 @@ Prepared prepare_binary(sdk::Args& a, const char* op, bool inplace, const Tensor
 
 void run_binary(sdk::Args& a, bool inplace, const TensorRef& self, Prepared&& p, BinaryMoreOp op) {
   DeviceGuard guard(self.device().index);
-  launch_binary_more(op, compute_for(p.common), p.loop, stream_for(self.device().index));
+  launch_binary_more(op, compute_for(p.common), p.loop, stream_for(self.device().index),
+                     int32_t(8 * sdk::dtype_itemsize(p.common)));
   finish_output(a, inplace, std::move(p.out));
 }
 
@@ -141,6 +142,60 @@ void logical_k(sdk::Args& a) {
   run_binary(a, false, self, std::move(p), And ? BinaryMoreOp::And : BinaryMoreOp::Or);
 }
 
+// The common dtype of `self` and `rhs` (PyTorch's result_type).
+int32_t common_dtype(const TensorRef& self, const Rhs& rhs) {
+  ResultType rt;
+  rt.tensor(self);
+  if (rhs.tensor) rt.tensor(*rhs.tensor);
+  else rt.scalar(*rhs.number);
+  return rt.result();
+}
+
+// atan2 / copysign.Tensor: floating results, integers and bool computed in the default float dtype.
+template <BinaryMoreOp Op, bool Inplace>
+void floating_binary_k(sdk::Args& a) {
+  const std::string name = std::string(Op == BinaryMoreOp::Atan2 ? "atan2" : "copysign") + (Inplace ? "_" : "");
+  TensorRef self = a.tensor(0);
+  const Rhs rhs = read_rhs(a, 1, false);
+  int32_t common = common_dtype(self, rhs);
+  TS_SDK_CHECK(!sdk::is_complex(common), TS_ERROR_TYPE, name, ": unsupported dtype");
+  if (!sdk::is_floating(common)) common = sdk::default_float_dtype();
+  run_binary(a, Inplace, self, prepare_binary(a, name.c_str(), Inplace, self, rhs, common, common), Op);
+}
+
+// fmod / remainder.Tensor: in the common dtype; an integer divisor of 0 raises (one sync).
+template <bool Python, bool Inplace>
+void modulo_k(sdk::Args& a) {
+  const std::string name = std::string(Python ? "remainder" : "fmod") + (Inplace ? "_" : "");
+  TensorRef self = a.tensor(0);
+  const Rhs rhs = read_rhs(a, 1, false);
+  const int32_t common = common_dtype(self, rhs);
+  TS_SDK_CHECK(common != TS_BOOL, TS_ERROR_TYPE, name, ": not implemented for 'Bool'");
+  TS_SDK_CHECK(!sdk::is_complex(common), TS_ERROR_TYPE, name, ": unsupported dtype");
+  Prepared p = prepare_binary(a, name.c_str(), Inplace, self, rhs);
+  if (sdk::is_integral(common, false) && p.loop.numel > 0) {
+    const bool zero =
+        rhs.number ? rhs.number->to_int() == 0 : first_flagged(a.call(), *rhs.tensor, 0, 1, true).has_value();
+    TS_SDK_CHECK(!zero, TS_ERROR_VALUE, name, ": ZeroDivisionError (integer division by zero)");
+  }
+  run_binary(a, Inplace, self, std::move(p), Python ? BinaryMoreOp::Remainder : BinaryMoreOp::Fmod);
+}
+
+// bitwise_and/or/xor and the shifts (.Tensor): integers and bool (no bool shifts).
+template <BinaryMoreOp Op, bool Inplace>
+void bitwise_k(sdk::Args& a) {
+  static constexpr const char* kNames[] = {"bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
+                                           "bitwise_right_shift"};
+  const std::string name = std::string(kNames[int(Op) - int(BinaryMoreOp::BitAnd)]) + (Inplace ? "_" : "");
+  TensorRef self = a.tensor(0);
+  const Rhs rhs = read_rhs(a, 1, false);
+  const int32_t common = common_dtype(self, rhs);
+  if (sdk::is_inexact(common))
+    sdk::fail(TS_ERROR_TYPE, name, ": only integer and boolean tensors are supported, got ", sdk::dtype_name(common));
+  if (Op >= BinaryMoreOp::ShiftLeft && common == TS_BOOL) sdk::fail(TS_ERROR_TYPE, name, ": not implemented for 'Bool'");
+  run_binary(a, Inplace, self, prepare_binary(a, name.c_str(), Inplace, self, rhs), Op);
+}
+
 // ---- unary
 void logical_not_k(sdk::Args& a) {
   TensorRef self = a.tensor(0);
@@ -155,7 +210,8 @@ void logical_not_k(sdk::Args& a) {
 // The operator name of each UnaryMoreOp (Not is logical_not's own kernel).
 constexpr const char* kUnaryNames[] = {"logical_not", "sign", "log1p", "erf", "exp2", "expm1", "log2", "log10", "tan",
                                        "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "erfc",
-                                       "erfinv", "lgamma", "reciprocal", "floor", "ceil", "trunc", "round"};
+                                       "erfinv", "lgamma", "digamma", "reciprocal", "floor", "ceil", "trunc", "round",
+                                       "bitwise_not"};
 constexpr bool keeps_dtype(UnaryMoreOp op) { return op == UnaryMoreOp::Sign || op >= UnaryMoreOp::Floor; }
 
 // sign and rounding keep the dtype (sign allows bool); the others compute integers in the
@@ -173,6 +229,22 @@ void unary_k(sdk::Args& a) {
   Loop L = make_loop(name.c_str(), self.sizes(), {&out, &self});
   DeviceGuard guard(self.device().index);
   launch_unary_more(Op, compute_for(dtype), L, stream_for(self.device().index));
+  finish_output(a, Inplace, std::move(out));
+}
+
+// bitwise_not: ~x for integers, logical not for bool; floating dtypes refused.
+template <bool Inplace>
+void bitwise_not_k(sdk::Args& a) {
+  const char* name = Inplace ? "bitwise_not_" : "bitwise_not";
+  TensorRef self = a.tensor(0);
+  common_device(name, {&self});
+  if (sdk::is_inexact(self.dtype()))
+    sdk::fail(TS_ERROR_TYPE, name, ": bitwise_not is only supported for integer and boolean tensors, got ",
+              sdk::dtype_name(self.dtype()));
+  TensorRef out = new_or_self(a, name, Inplace, self, self.sizes(), self.dtype());
+  Loop L = make_loop(name, self.sizes(), {&out, &self});
+  DeviceGuard guard(self.device().index);
+  launch_unary_more(UnaryMoreOp::BitNot, Compute::Int64, L, stream_for(self.device().index));
   finish_output(a, Inplace, std::move(out));
 }
 
@@ -258,12 +330,32 @@ void register_elementwise_more_kernels(sdk::Registrar& reg, ts_dispatch_key key)
   TS_CUDA_UNARY(Erfc, "erfc")
   TS_CUDA_UNARY(Erfinv, "erfinv")
   TS_CUDA_UNARY(Lgamma, "lgamma")
+  TS_CUDA_UNARY(Digamma, "digamma")
   TS_CUDA_UNARY(Reciprocal, "reciprocal")
   TS_CUDA_UNARY(Floor, "floor")
   TS_CUDA_UNARY(Ceil, "ceil")
   TS_CUDA_UNARY(Trunc, "trunc")
   TS_CUDA_UNARY(Round, "round")
 #undef TS_CUDA_UNARY
+  reg.kernel("bitwise_not", key, bitwise_not_k<false>);
+  reg.kernel("bitwise_not_", key, bitwise_not_k<true>);
+  reg.kernel("atan2", key, floating_binary_k<BinaryMoreOp::Atan2, false>);
+  reg.kernel("atan2_", key, floating_binary_k<BinaryMoreOp::Atan2, true>);
+  reg.kernel("copysign.Tensor", key, floating_binary_k<BinaryMoreOp::Copysign, false>);
+  reg.kernel("copysign_.Tensor", key, floating_binary_k<BinaryMoreOp::Copysign, true>);
+  reg.kernel("fmod.Tensor", key, modulo_k<false, false>);
+  reg.kernel("fmod_.Tensor", key, modulo_k<false, true>);
+  reg.kernel("remainder.Tensor", key, modulo_k<true, false>);
+  reg.kernel("remainder_.Tensor", key, modulo_k<true, true>);
+#define TS_CUDA_BITWISE(OP, NAME)                                       \
+  reg.kernel(NAME ".Tensor", key, bitwise_k<BinaryMoreOp::OP, false>);  \
+  reg.kernel(NAME "_.Tensor", key, bitwise_k<BinaryMoreOp::OP, true>);
+  TS_CUDA_BITWISE(BitAnd, "bitwise_and")
+  TS_CUDA_BITWISE(BitOr, "bitwise_or")
+  TS_CUDA_BITWISE(BitXor, "bitwise_xor")
+  TS_CUDA_BITWISE(ShiftLeft, "bitwise_left_shift")
+  TS_CUDA_BITWISE(ShiftRight, "bitwise_right_shift")
+#undef TS_CUDA_BITWISE
   reg.kernel("clamp", key, clamp_k<false>);
   reg.kernel("clamp_", key, clamp_k<true>);
   reg.kernel("masked_fill.Scalar", key, masked_fill_k<false>);

@@ -109,6 +109,9 @@ void register_more_kernels(sdk::Registrar& reg, ts_dispatch_key key) {
   register_factory_kernels(reg, key);
   register_indexing_kernels(reg, key);
   register_advanced_index_kernels(reg, key);
+  register_scan_kernels(reg, key);
+  register_bucket_kernels(reg, key);
+  register_flip_kernels(reg, key);
 }
 
 }  // namespace tessera::gpu

@@ -43,5 +43,8 @@ void register_reduction_more_kernels(sdk::Registrar& reg, ts_dispatch_key key); 
 void register_factory_kernels(sdk::Registrar& reg, ts_dispatch_key key);           // factory_ops.cpp
 void register_indexing_kernels(sdk::Registrar& reg, ts_dispatch_key key);          // indexing_ops.cpp
 void register_advanced_index_kernels(sdk::Registrar& reg, ts_dispatch_key key);    // advanced_index_ops.cpp
+void register_scan_kernels(sdk::Registrar& reg, ts_dispatch_key key);              // scan_ops.cpp
+void register_bucket_kernels(sdk::Registrar& reg, ts_dispatch_key key);            // bucket_ops.cpp
+void register_flip_kernels(sdk::Registrar& reg, ts_dispatch_key key);              // flip_ops.cpp
 
 }  // namespace tessera::gpu

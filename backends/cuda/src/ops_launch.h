@@ -8,15 +8,21 @@ namespace tessera::gpu {
 
 // ---- element-wise (elementwise_more.cu). Binary: ops out, self, other (other null: a Scalar in
 // Loop::scalar_d / scalar_i). DivTrunc/DivFloor/Pow/Maximum/Minimum compute in the common type;
-// And/Or read both operands as bool and store bool.
-enum class BinaryMoreOp : int32_t { DivTrunc, DivFloor, Pow, Maximum, Minimum, And, Or };
-void launch_binary_more(BinaryMoreOp op, Compute c, const Loop& loop, gpuStream_t stream);
+// And/Or read both operands as bool and store bool. Atan2/Copysign compute in floating point,
+// Fmod/Remainder (C's and Python's sign) in the common type, the bitwise ops in Int64: `bits`
+// is the common dtype's width, which decides when a shift drops every bit.
+enum class BinaryMoreOp : int32_t {
+  DivTrunc, DivFloor, Pow, Maximum, Minimum, And, Or,
+  Atan2, Copysign, Fmod, Remainder, BitAnd, BitOr, BitXor, ShiftLeft, ShiftRight,
+};
+void launch_binary_more(BinaryMoreOp op, Compute c, const Loop& loop, gpuStream_t stream, int32_t bits = 64);
 // Unary: ops out, self. Not stores !bool(self); Sign and the rounding ops (Floor .. Round) keep the
-// dtype (integers pass through); the rest compute in floating point.
+// dtype (integers pass through); BitNot (Int64) keeps it too (~x, or !x for bool); the rest
+// compute in floating point.
 enum class UnaryMoreOp : int32_t {
   Not, Sign, Log1p, Erf,
-  Exp2, Expm1, Log2, Log10, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Erfc, Erfinv, Lgamma, Reciprocal,
-  Floor, Ceil, Trunc, Round,
+  Exp2, Expm1, Log2, Log10, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Erfc, Erfinv, Lgamma, Digamma,
+  Reciprocal, Floor, Ceil, Trunc, Round, BitNot,
 };
 void launch_unary_more(UnaryMoreOp op, Compute c, const Loop& loop, gpuStream_t stream);
 // clamp: ops out, self; bounds in the compute type (lo = scalar_*, hi = alpha_*), each optional.

@@ -29,6 +29,16 @@ void register_gpu(tessera::sdk::Registrar& reg) {
   register_embedding_kernels(reg, key);
   register_dropout_kernels(reg, key);
   register_more_kernels(reg, key);
+  // NVIDIA's libraries (CUDA build only; the ROCm build runs these on the CPU through the fallback)
+#if defined(TESSERA_HAS_CUFFT)
+  register_fft_kernels(reg, key);
+#endif
+#if defined(TESSERA_HAS_CUSOLVER)
+  register_linalg_kernels(reg, key);
+#endif
+#if defined(TESSERA_HAS_CUB)
+  register_sort_kernels(reg, key);
+#endif
 }
 }  // namespace
 
