@@ -246,10 +246,10 @@ DispatchKeySet Dispatcher::compute_keys(OperatorHandle op, const ts_stack* stack
   return DispatchKeySet(keys);
 }
 
-void Dispatcher::call(OperatorHandle op, ts_stack* stack) const {
+void Dispatcher::call(OperatorHandle op, ts_stack* stack, bool observed) const {
   uint64_t keys = (compute_keys(op, stack).raw() | tls_keys.included) & ~tls_keys.excluded;
   if (keys == 0) keys = DispatchKeySet::bit(int32_t(DispatchKey::CPU));  // factories without tensors: CPU
-  if (const ts_observer* o = observer()) [[unlikely]] {
+  if (const ts_observer* o = observed ? observer() : nullptr) [[unlikely]] {
     ObservedCall observed(o, reinterpret_cast<ts_operator>(const_cast<OperatorEntry*>(op)), stack);
     return call_with_keys(op, DispatchKeySet(keys), stack);
   }

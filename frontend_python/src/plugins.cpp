@@ -4,6 +4,7 @@
 
 #include <tessera/cpu_fallback.h>
 #include <tessera/dispatcher.h>
+#include <tessera/observer.h>
 #include <tessera/runtime.h>
 
 #include <pybind11/stl.h>
@@ -103,6 +104,10 @@ void bind_plugins(py::module_& m) {
       py::arg("name"),
       "Loads libtessera_<name>.so from the search path unless a plugin of that name is loaded; False when it is "
       "not there.");
+  m.def("observing", [] { return observer() != nullptr; },
+        "True while an observer (the profiler) is installed (ABI 1.6).");
+  m.def("observe_range", &observe_range, py::arg("phase"), py::arg("name"), py::arg("sequence_nr") = -1,
+        "Reports the begin (phase 0) or end (1) of a named range to the observer, if any (record_function).");
 }
 
 }  // namespace tessera::python

@@ -133,7 +133,11 @@ ts_operator api_find_operator(const char* name) {
 ts_status api_call_operator(ts_call call, ts_operator op, ts_stack* stack) {
   return guarded(call, [&] {
     if (!op || !stack) raise<ValueError>("call_operator: null operator or stack");
-    Dispatcher::instance().call(reinterpret_cast<OperatorHandle>(op), stack);
+    auto handle = reinterpret_cast<OperatorHandle>(op);
+    // A kernel calling its own operator (below its key, through the thread's excluded keys) is
+    // the same call continuing: the observer saw it already.
+    const bool same_call = call && reinterpret_cast<const CallContext*>(call)->op == handle;
+    Dispatcher::instance().call(handle, stack, !same_call);
   });
 }
 

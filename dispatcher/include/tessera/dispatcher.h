@@ -138,8 +138,10 @@ class Dispatcher {
   int add_listener(Listener l, bool replay_existing = false);
   void remove_listener(int id);
 
-  // Calls `op` with the stack holding its arguments; on return it holds the returns.
-  void call(OperatorHandle op, ts_stack* stack) const;
+  // Calls `op` with the stack holding its arguments; on return it holds the returns. The
+  // observer (the profiler) sees it unless `observed` is false (a transform kernel calling its
+  // own operator again below its key: one call, seen once).
+  void call(OperatorHandle op, ts_stack* stack, bool observed = true) const;
   // Calls with an explicit key set, ignoring the tensors' keys (redispatch).
   void call_with_keys(OperatorHandle op, DispatchKeySet keys, ts_stack* stack) const;
   // The key set a call of `op` with this stack dispatches on (before TLS and fallthrough).
