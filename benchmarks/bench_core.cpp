@@ -10,6 +10,7 @@
 #include <dnnl.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -51,6 +52,34 @@ void BM_dispatch_noop(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_dispatch_noop);
+
+// The same with the profiler plugin loaded: inactive (no observer: the figure must not move)
+// and recording (operator events with shapes; a fixed count keeps the buffer bounded).
+void call_profiler(const char* op, std::vector<ts_value> args) {
+  ts_value returns[1];
+  std::copy(args.begin(), args.end(), returns);
+  ts_stack stack{sizeof(ts_stack), args.empty() ? returns : args.data(), int32_t(args.size()), 1};
+  Dispatcher::instance().call(Dispatcher::instance().find_or_throw(op), &stack);
+}
+void load_profiler() {
+  static bool loaded = load_named_plugin("profiler");
+  if (!loaded) throw std::runtime_error("bench_core: libtessera_profiler.so was not found");
+}
+
+void BM_dispatch_noop_profiler_inactive(benchmark::State& state) {
+  load_profiler();
+  BM_dispatch_noop(state);
+}
+BENCHMARK(BM_dispatch_noop_profiler_inactive);
+
+void BM_dispatch_noop_profiler_recording(benchmark::State& state) {
+  load_profiler();
+  ts_value yes{TS_VALUE_BOOL, 0, {.b = 1}}, no{TS_VALUE_BOOL, 0, {.b = 0}};
+  call_profiler("profiler::start", {yes, no});
+  BM_dispatch_noop(state);
+  call_profiler("profiler::stop", {});
+}
+BENCHMARK(BM_dispatch_noop_profiler_recording)->Iterations(200000);
 
 // Peer: a direct call through a function pointer with the same boxing.
 void BM_direct_call_peer(benchmark::State& state) {
@@ -190,6 +219,10 @@ int main(int argc, char** argv) {
   };
   fmt::print("\nSummary (medians of 5 repetitions; ratio = peer time / Tessera time, higher is better)\n");
   row("dispatch no-op (vs direct call)", "BM_dispatch_noop", "BM_direct_call_peer", "target: Tessera <= 40 ns", true);
+  row("  profiler loaded, inactive", "BM_dispatch_noop_profiler_inactive", "BM_dispatch_noop",
+      "vs no profiler; target: ratio 1.00", true);
+  row("  profiler recording (with shapes)", "BM_dispatch_noop_profiler_recording/iterations:200000", "BM_dispatch_noop",
+      "vs no profiler; target: <= 1 us more", true);
   row("add 4 elements end to end", "BM_add_4", "", "target: <= 300 ns", true);
   row("add 16M allocating (vs C loop)", "BM_add_16M", "BM_c_loop_add_16M", "target: ratio >= 0.80", true);
   row("add_out 16M (vs C loop)", "BM_add_out_16M", "BM_c_loop_add_16M", "", true);

@@ -1,22 +1,23 @@
 #!/usr/bin/env bash
 # Builds the `tsan` preset for just what the thread tests need (libtessera, the CPU and autograd
-# plugins, the fixture plugins, test_threads, test_dispatcher, test_autograd_engine) and runs
-# them under ThreadSanitizer (test_autograd_engine: backward from 8 threads on separate graphs, and
-# plain operators on other threads while autograd records).
+# and profiler plugins, the fixture plugins, test_threads, test_dispatcher, test_autograd_engine,
+# test_profiler_threads) and runs them under ThreadSanitizer (test_autograd_engine: backward from 8
+# threads on separate graphs, and plain operators on other threads while autograd records;
+# test_profiler_threads: workers record while the profiler starts, stops and is read).
 # OpenMP (libgomp) is not TSan-instrumented, so its barriers look like races: the run uses
 # OMP_NUM_THREADS=1, which keeps the CPU kernels single-threaded inside each caller thread.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake --preset tsan >/dev/null
-targets=(tessera tessera_cpu tessera_autograd tessera_good tessera_lazydev test_threads test_dispatcher
-         test_autograd_engine)
+targets=(tessera tessera_cpu tessera_autograd tessera_profiler tessera_good tessera_lazydev test_threads
+         test_dispatcher test_autograd_engine test_profiler_threads)
 cmake --build --preset tsan --target "${targets[@]}"
 export OMP_NUM_THREADS=1
 export TSAN_OPTIONS="halt_on_error=0 exitcode=66 ${TSAN_OPTIONS:-}"
 log=build/tsan/tsan.log
 : >"$log"
 status=0
-for t in test_threads test_dispatcher test_autograd_engine; do
+for t in test_threads test_dispatcher test_autograd_engine test_profiler_threads; do
   build/tsan/bin/$t --gtest_output=xml:build/tsan/$t.xml >>"$log" 2>&1 || status=$?
 done
 # In a fresh process, so that 8 threads race to load the CPU plugin (skipped in the run above).

@@ -104,6 +104,82 @@ TensorRef cholesky_backward(const TensorRef& grad, const TensorRef& result, bool
   return ops::mul(ops::add(S, mT(S)), Scalar(0.5));
 }
 
+namespace {
+TensorRef mT(const TensorRef& t) { return ops::transpose(t, -2, -1); }
+// The size of dim `d` counted from the end (-1: the last); TensorRef::size takes d >= 0 only.
+int64_t size_from_end(const TensorRef& t, int64_t d) { return t.size(t.dim() + d); }
+// X / E where E != 0, and 0 where E == 0: repeated eigen/singular values with a zero numerator
+// (eigvalsh, svdvals: no gradient reaches the vectors) give 0, not 0 / 0.
+TensorRef divide_off_degenerate(const TensorRef& X, const TensorRef& E) {
+  const TensorRef zero = ops::eq(E, Scalar(0.0));
+  return ops::where(zero, scalar_like(X, 0.0), ops::div(X, ops::where(zero, scalar_like(E, 1.0), E)));
+}
+// E_ij = v_j - v_i for the last dim of v.
+TensorRef pairwise_gaps(const TensorRef& v) { return ops::sub(ops::unsqueeze(v, -2), ops::unsqueeze(v, -1)); }
+}  // namespace
+
+TensorRef eigh_backward(const TensorRef& gL, const TensorRef& gV, const TensorRef& L, const TensorRef& V) {
+  // A = V diag(L) V^T: gA = V (skew(V^T gV) / E + diag(gL)) V^T with E_ij = L_j - L_i and
+  // skew(X) = (X - X^T) / 2 (only the skew part of V^T gV moves an orthogonal V).
+  TensorRef VtgV = ops::matmul(mT(V), gV);
+  TensorRef inner = divide_off_degenerate(ops::mul(ops::sub(VtgV, mT(VtgV)), Scalar(0.5)), pairwise_gaps(L));
+  inner = ops::add(inner, ops::diag_embed(gL, 0, -2, -1));
+  return ops::matmul(V, ops::matmul(inner, mT(V)));
+}
+
+TensorRef svd_backward(const TensorRef& gU_full, const TensorRef& gS, const TensorRef& gVh_full,
+                       const TensorRef& U_full, const TensorRef& S, const TensorRef& Vh_full) {
+  // A = U diag(S) Vh (reduced: k = min(m, n) columns of U, rows of Vh; the extra ones of
+  // full_matrices carry no gradient). With skew(X) = X - X^T and E_ij = S_j^2 - S_i^2:
+  //   gA = U [(skew(U^T gU) S_j + S_i skew(Vh gV)) / E + diag(gS)] Vh, plus, when m > n, the
+  //   part of gU outside U's span, (I - U U^T) gU S^-1 Vh (and the mirror when m < n).
+  const int64_t m = size_from_end(U_full, -2), n = size_from_end(Vh_full, -1), k = size_from_end(S, -1);
+  const TensorRef U = ops::narrow(U_full, -1, 0, k), gU = ops::narrow(gU_full, -1, 0, k);
+  const TensorRef Vh = ops::narrow(Vh_full, -2, 0, k), gVh = ops::narrow(gVh_full, -2, 0, k);
+  const TensorRef UtgU = ops::matmul(mT(U), gU), VhgV = ops::matmul(Vh, mT(gVh));
+  const TensorRef skew_u = ops::sub(UtgU, mT(UtgU)), skew_v = ops::sub(VhgV, mT(VhgV));
+  TensorRef inner = ops::add(ops::mul(skew_u, ops::unsqueeze(S, -2)), ops::mul(ops::unsqueeze(S, -1), skew_v));
+  inner = divide_off_degenerate(inner, pairwise_gaps(ops::mul(S, S)));
+  inner = ops::add(inner, ops::diag_embed(gS, 0, -2, -1));
+  if (m > n) {
+    const TensorRef gU_over_S = ops::div(gU, ops::unsqueeze(S, -2));
+    TensorRef left = ops::add(ops::matmul(U, inner), gU_over_S);
+    left = ops::sub(left, ops::matmul(U, ops::matmul(mT(U), gU_over_S)));
+    return ops::matmul(left, Vh);
+  }
+  if (m < n) {
+    const TensorRef gVh_over_S = ops::div(gVh, ops::unsqueeze(S, -1));
+    TensorRef right = ops::add(ops::matmul(inner, Vh), gVh_over_S);
+    right = ops::sub(right, ops::matmul(ops::matmul(gVh_over_S, mT(Vh)), Vh));
+    return ops::matmul(U, right);
+  }
+  return ops::matmul(U, ops::matmul(inner, Vh));
+}
+
+TensorRef qr_backward(const TensorRef& gQ, const TensorRef& gR, const TensorRef& Q, const TensorRef& R,
+                      const std::string& mode) {
+  if (mode == "r")
+    sdk::fail(TS_ERROR_VALUE, "linalg.qr: the derivative depends on Q, which is not computed when mode='r'");
+  const int64_t m = size_from_end(Q, -2), n = size_from_end(R, -1);
+  if (mode == "complete" && m > n)
+    sdk::fail(TS_ERROR_VALUE, "linalg.qr: the QR decomposition is not differentiable when mode='complete' and nrows > ncols");
+  if (m < n) {
+    // A = [X | Y] with X square: X = Q R1, R2 = Q^T Y. Y's gradient is Q gR2; R2 adds Y gR2^T to Q's.
+    const TensorRef Y = ops::matmul(Q, ops::narrow(R, -1, m, n - m));
+    const TensorRef gR2 = ops::narrow(gR, -1, m, n - m);
+    const TensorRef gX = qr_backward(ops::add(gQ, ops::matmul(Y, mT(gR2))), ops::narrow(gR, -1, 0, m), Q,
+                                     ops::narrow(R, -1, 0, m), "reduced");
+    return ops::cat({gX, ops::matmul(Q, gR2)}, -1);
+  }
+  // m >= n (reduced): M = R gR^T - gQ^T Q; gA = (gQ + Q copyltu(M)) R^-T, where copyltu(M)
+  // mirrors M's lower triangle into its upper one.
+  const TensorRef M = ops::sub(ops::matmul(R, mT(gR)), ops::matmul(mT(gQ), Q));
+  const TensorRef lower = ops::tril(M, -1);
+  const TensorRef copyltu = ops::add(ops::add(lower, mT(lower)), ops::diag_embed(ops::diagonal(M, 0, -2, -1), 0, -2, -1));
+  const TensorRef rhs = ops::add(gQ, ops::matmul(Q, copyltu));
+  return ops::linalg_solve(mT(R), rhs, false);  // rhs R^-T (R is triangular; a general solve suffices)
+}
+
 TensorRef diagonal_backward(const TensorRef& grad, const IntList& sizes, int64_t offset, int64_t dim1, int64_t dim2) {
   TensorRef out = ops::zeros(sizes, grad.dtype(), grad.device());
   ops::copy_(ops::diagonal(out, offset, dim1, dim2), grad);

@@ -60,6 +60,12 @@ TensorRef slice_grad(const TensorRef& grad, const IntList& sizes, int64_t dim, s
 std::tuple<TensorRef, TensorRef> linalg_solve_backward(const TensorRef& grad, const TensorRef& A, const TensorRef& X, bool left);
 // linalg.cholesky (real): gA = sym(L^-T Phi(L^T gL) L^-1), Phi taking the lower triangle with a halved diagonal.
 TensorRef cholesky_backward(const TensorRef& grad, const TensorRef& result, bool upper);
+// linalg.eigh, linalg.svd and linalg.qr (real): the gradient of A from the outputs' gradients.
+TensorRef eigh_backward(const TensorRef& gL, const TensorRef& gV, const TensorRef& L, const TensorRef& V);
+TensorRef svd_backward(const TensorRef& gU, const TensorRef& gS, const TensorRef& gVh, const TensorRef& U,
+                       const TensorRef& S, const TensorRef& Vh);
+TensorRef qr_backward(const TensorRef& gQ, const TensorRef& gR, const TensorRef& Q, const TensorRef& R,
+                      const std::string& mode);
 // The gradient of diagonal(): zeros of the input's sizes with grad written on that diagonal.
 TensorRef diagonal_backward(const TensorRef& grad, const IntList& sizes, int64_t offset, int64_t dim1, int64_t dim2);
 TensorRef select_grad(const TensorRef& grad, const IntList& sizes, int64_t dim, int64_t index);

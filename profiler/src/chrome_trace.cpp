@@ -59,19 +59,22 @@ struct Writer {
 
 }  // namespace
 
-std::string chrome_trace_json(int64_t end_ns) {
+std::string chrome_trace_json() {
   const int64_t pid = ::getpid();
   struct Row {
     int64_t tid;
     Event e;
   };
   std::vector<Row> rows;
-  int64_t base = end_ns;
+  int64_t base = now_ns();
   for (auto& buffer : all_buffers()) {
     std::lock_guard lock(buffer->mutex);
+    // Events still open end now: after every event this buffer holds, so nesting is kept.
+    const int64_t snapshot_ns = now_ns();
     for (const Event& e : buffer->events) {
       if (e.kind == EventKind::Op && e.name.starts_with("profiler::")) continue;  // the profiler's own calls
       rows.push_back({buffer->tid, e});
+      if (rows.back().e.end_ns < 0 && e.kind != EventKind::Memory) rows.back().e.end_ns = snapshot_ns;
       base = std::min(base, e.begin_ns);
     }
   }
@@ -91,7 +94,7 @@ std::string chrome_trace_json(int64_t end_ns) {
 
   for (const Row& r : rows) {
     const Event& e = r.e;
-    const int64_t end = e.end_ns < 0 ? std::max(end_ns, e.begin_ns) : e.end_ns;
+    const int64_t end = std::max(e.end_ns, e.begin_ns);
     const int64_t ts = e.begin_ns - base;
     w.begin_event();
     switch (e.kind) {
@@ -157,7 +160,8 @@ std::string chrome_trace_json(int64_t end_ns) {
         append_us(w.out, ts);
         w.out += ", \"dur\": ";
         append_us(w.out, end - e.begin_ns);
-        w.out += ", \"args\": {\"device\": " + std::to_string(e.device.index) + "}}";
+        w.out += ", \"args\": {\"device\": " + std::to_string(e.device.index) +
+                 ", \"device_type\": " + std::to_string(e.device.type) + "}}";
         if (!device_tracks[track]) {
           device_tracks[track] = true;
           w.begin_event();

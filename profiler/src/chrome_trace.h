@@ -7,7 +7,7 @@
 
 namespace tessera::profiler {
 
-// `end_ns` closes events still open (a profile stopped inside an operator).
-std::string chrome_trace_json(int64_t end_ns);
+// Events still open (a profile stopped inside an operator or range) end when the trace is read.
+std::string chrome_trace_json();
 
 }  // namespace tessera::profiler

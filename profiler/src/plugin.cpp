@@ -24,7 +24,7 @@ void is_active(Args& a) { a.returns({sdk::value(recording())}); }
 
 void trace_json(Args& a) {
   thread_local std::string text;  // a str return lives until this thread's next call here
-  text = chrome_trace_json(now_ns());
+  text = chrome_trace_json();
   ts_value v{TS_VALUE_STRING, 0, {}};
   v.u.str = text.c_str();
   a.returns({v});

@@ -739,7 +739,20 @@ LINALG_GRADS = [
     ("solve_vector", lambda A: ts.linalg.solve(A, A[..., 0])),
     ("cholesky", lambda A: ts.linalg.cholesky(A @ A.mT + 4 * ts.eye(4, dtype=A.dtype))),
     ("cholesky_upper", lambda A: ts.linalg.cholesky(A @ A.mT + 4 * ts.eye(4, dtype=A.dtype), upper=True)),
+    # Factorizations through sign-invariant functions of their outputs (a vector's sign is free).
+    ("eigh", lambda A: (lambda r: (r.eigenvalues, r.eigenvectors ** 2))(ts.linalg.eigh(A + A.mT))),
+    ("eigvalsh", lambda A: ts.linalg.eigvalsh(A + A.mT)),
+    ("svd", lambda A: (lambda r: (r.S, r.U ** 2, r.Vh ** 2, r.U @ ts.diag_embed(r.S) @ r.Vh))(ts.linalg.svd(A))),
+    ("svd_tall", lambda A: (lambda r: (r.S, r.U ** 2, r.Vh ** 2))(ts.linalg.svd(A[..., :3], full_matrices=False))),
+    ("svd_wide", lambda A: (lambda r: (r.S, r.U ** 2, r.Vh ** 2))(ts.linalg.svd(A[..., :3, :], full_matrices=False))),
+    ("svdvals", lambda A: ts.linalg.svdvals(A)), ("pinv", lambda A: ts.linalg.pinv(A[..., :3])),
+    ("nuclear_norm", lambda A: ts.linalg.matrix_norm(A, "nuc")),
+    ("qr", lambda A: tuple(ts.linalg.qr(A))), ("qr_tall", lambda A: tuple(ts.linalg.qr(A[..., :3]))),
+    ("qr_wide", lambda A: tuple(ts.linalg.qr(A[..., :3, :]))),
+    ("lu_solve", lambda A: ts.linalg.lu_solve(*_FIXED_LU, A[..., :2])),
+    ("lu_solve_adjoint", lambda A: ts.linalg.lu_solve(*_FIXED_LU, A, adjoint=True)),
 ]
+_FIXED_LU = ts.linalg.lu_factor(ts.tensor(np.random.default_rng(3).standard_normal((2, 4, 4)) + 3 * np.eye(4)))
 
 
 @pytest.mark.parametrize("name,fn", LINALG_GRADS, ids=[g[0] for g in LINALG_GRADS])
@@ -760,11 +773,15 @@ def test_linalg_against_pytorch():
         (lambda t: ts.linalg.matrix_norm(t, "nuc"), lambda t: torch.linalg.matrix_norm(t, "nuc"), A),
     ]:
         np.testing.assert_allclose(to_np(ours(from_np(x))), theirs(torch.from_numpy(x)).numpy(), rtol=1e-9, atol=1e-10)
-    x = from_np(A).requires_grad_()
-    ts.linalg.inv(x).sum().backward()
-    tx = torch.from_numpy(A).requires_grad_()
-    torch.linalg.inv(tx).sum().backward()
-    np.testing.assert_allclose(to_np(x.grad), tx.grad.numpy(), rtol=1e-9, atol=1e-10)
+    W = RNG.standard_normal((3, 4, 4))
+    for name, f in [("inv", lambda m, t: m.linalg.inv(t)), ("qr", lambda m, t: m.linalg.qr(t)[0] + m.linalg.qr(t)[1]),
+                    ("svd", lambda m, t: m.linalg.svd(t)[0] ** 2 + m.linalg.svd(t)[2] ** 2 + m.linalg.svdvals(t)[..., None]),
+                    ("eigh", lambda m, t: m.linalg.eigh(t + t.mT)[1] ** 2 + m.linalg.eigvalsh(t + t.mT)[..., None])]:
+        x = from_np(A).requires_grad_()
+        (f(ts, x) * from_np(W)).sum().backward()
+        tx = torch.from_numpy(A).requires_grad_()
+        (f(torch, tx) * torch.from_numpy(W)).sum().backward()
+        np.testing.assert_allclose(to_np(x.grad), tx.grad.numpy(), rtol=1e-8, atol=1e-9, err_msg=name)
 
 
 def test_named_returns_as_in_torch_return_types():

@@ -75,6 +75,7 @@ class FunctionEventAvg:
         self.device_time_total = self.self_device_time_total = 0.0
         self.cpu_memory_usage = self.self_cpu_memory_usage = 0
         self.is_device = False
+        self.device_types = set()
 
     def add(self, e):
         self.count += e.count
@@ -85,6 +86,7 @@ class FunctionEventAvg:
         self.cpu_memory_usage += e.cpu_memory_usage
         self.self_cpu_memory_usage += e.self_cpu_memory_usage
         self.is_device = self.is_device or e.is_device
+        self.device_types |= getattr(e, "device_types", {e.device_type} if e.is_device else set())
         return self
 
     @property
@@ -147,11 +149,14 @@ class EventList(list):
         self_cpu_total = self.self_cpu_time_total
         device_total = sum(e.self_device_time_total for e in self)
         has_device = device_total > 0
+        types = set().union(*(getattr(e, "device_types", {e.device_type} if e.is_device else set()) for e in self))
+        device = "CUDA" if types <= {1, 2} else "Device"  # torch says CUDA on ROCm too
         name_width = min(max([len(str(e.key)) for e in rows] + [4]) + 4, max_name_column_width)
         columns = [("Name", name_width)] + [(h, 12) for h in
                                             ["Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg"]]
         if has_device:
-            columns += [(h, 12) for h in ["Self CUDA", "Self CUDA %", "CUDA total", "CUDA time avg"]]
+            columns += [(h, 12) for h in [f"Self {device}", f"Self {device} %", f"{device} total",
+                                          f"{device} time avg"]]
         if self._has_memory:
             columns += [("CPU Mem", 12), ("Self CPU Mem", 12)]
         columns.append(("# of Calls", 12))
@@ -184,7 +189,7 @@ class EventList(list):
         out.append(line)
         out.append(f"Self CPU time total: {_format_time(self_cpu_total)}")
         if has_device:
-            out.append(f"Self CUDA time total: {_format_time(device_total)}")
+            out.append(f"Self {device} time total: {_format_time(device_total)}")
         return "\n".join(out) + "\n"
 
     def __str__(self):
@@ -201,7 +206,7 @@ def events_from_trace(trace):
         if ph == "X":
             args = t.get("args", {})
             has_shapes = has_shapes or "Input Dims" in args
-            device = None if t.get("cat") != "kernel" else t.get("pid")
+            device = args.get("device_type", -1) if t.get("cat") == "kernel" else None
             events.append(FunctionEvent(t["name"], t["tid"], float(t["ts"]), float(t["ts"]) + float(t["dur"]),
                                         input_shapes=args.get("Input Dims", []),
                                         sequence_nr=args.get("Sequence number", -1), kind=t.get("cat"),

@@ -7,5 +7,6 @@
 #include <tessera/cpp/nn.h>
 #include <tessera/cpp/operators.h>
 #include <tessera/cpp/optim.h>
+#include <tessera/cpp/profiler.h>
 #include <tessera/cpp/runtime.h>
 #include <tessera/cpp/serialization.h>

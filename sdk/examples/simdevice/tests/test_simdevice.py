@@ -319,3 +319,22 @@ def test_backward_runs_on_the_callers_stream():
     wr = w.detach().to("cpu").requires_grad_()
     (wr @ wr).exp().sum().backward()
     close(w.grad, wr.grad, 1e-3)
+
+
+def test_profiler_shows_the_device_kernel_on_its_own_track():
+    import tessera.profiler as profiler
+    a, b = ts.randn(8, 8), ts.randn(8, 8)
+    x, y = a.to("simdev"), b.to("simdev")
+    with profiler.profile() as prof:
+        with profiler.record_function("on_simdev"):
+            z = x @ y
+    close(z, a @ b)
+    events = prof._trace["traceEvents"]
+    kernel = [e for e in events if e["ph"] == "X" and e.get("cat") == "kernel"]
+    assert [e["name"] for e in kernel] == ["simdev::mm_kernel"]
+    track = kernel[0]["pid"]
+    assert any(e["ph"] == "M" and e["pid"] == track and e["args"]["name"].startswith("device ") for e in events)
+    rng = next(e for e in events if e["name"] == "on_simdev")
+    assert rng["ts"] <= kernel[0]["ts"] and kernel[0]["ts"] + kernel[0]["dur"] <= rng["ts"] + rng["dur"] + 1e-3
+    table = prof.key_averages().table()
+    assert "Self Device" in table and "simdev::mm_kernel" in table
