@@ -7,7 +7,7 @@ set(TESSERA_GPU_HOST_SOURCES)
 foreach(name plugin runtime streams caching_allocator memory_ops copy_ops views elementwise_ops reduce_ops blas
              activation_ops pool_ops norm_ops channel_norm_ops loss_ops embedding_ops dropout_ops more_ops
              elementwise_more_ops reduce_more_ops factory_ops indexing_ops advanced_index_ops scan_ops bucket_ops
-             flip_ops)
+             flip_ops kernel_spans)
   list(APPEND TESSERA_GPU_HOST_SOURCES ${TESSERA_GPU_SOURCE_DIR}/${name}.cpp)
 endforeach()
 set(TESSERA_GPU_KERNELS elementwise reduce gemm activation pool norm channel_norm loss softmax_backward embedding

@@ -233,3 +233,21 @@ def test_operator_names_and_table_columns_match_torch():
     their_header = theirs.key_averages().table(row_limit=1).splitlines()[1].split()
     our_header = ours.key_averages().table(row_limit=1).splitlines()[1].split()
     assert our_header == their_header
+
+
+def test_device_spans_get_device_columns():
+    from tessera.profiler._events import events_from_trace
+
+    def trace(device_type):
+        return {"traceEvents": [
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0.0, "dur": 10.0, "args": {}},
+            {"ph": "X", "cat": "kernel", "name": "mm.kernel", "pid": 1000, "tid": 0, "ts": 2.0, "dur": 6.0,
+             "args": {"device": 0, "device_type": device_type}}]}
+
+    averages = events_from_trace(trace(1)).key_averages()
+    kernel = next(a for a in averages if a.key == "mm.kernel")
+    assert kernel.device_time_total == 6.0 and kernel.self_cpu_time_total == 0.0
+    text = averages.table()
+    assert "Self CUDA" in text.splitlines()[1] and text.rstrip().endswith("Self CUDA time total: 6.000us")
+    assert "Self Device" in events_from_trace(trace(9)).key_averages().table()
+    assert averages.self_cpu_time_total == 10.0  # device time is not CPU time

@@ -55,6 +55,12 @@ void release_pooled_event(int32_t device, gpuEvent_t event);
 // Fills the stream, event, record_stream and page-locked memory functions (ABI 1.3).
 void add_stream_functions(ts_device_desc& d);
 
+// kernel_spans.cpp. The profiler's view of the device (ABI 1.6): install_kernel_timer makes every
+// kernel of this plugin record timing events while somebody observes; report_finished_kernel_spans
+// passes the finished ones to the host (called when the device is synchronized).
+void install_kernel_timer();
+void report_finished_kernel_spans();
+
 // A guard that makes `index` the thread's current device for its lifetime.
 class DeviceGuard {
  public:

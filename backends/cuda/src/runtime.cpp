@@ -213,6 +213,7 @@ ts_status synchronize_cb(void*, int32_t index) {
   try {
     DeviceGuard guard(index);
     check(gpuDeviceSynchronize(), "synchronizing the device");
+    report_finished_kernel_spans();  // every span of this device is complete now
     return TS_OK;
   } catch (const std::exception& e) {
     return report("synchronize", e.what());

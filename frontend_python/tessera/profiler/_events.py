@@ -21,6 +21,13 @@ def _format_memory(nbytes):
     return f"{nbytes} b"
 
 
+def _device_types(e):
+    """The device types of a FunctionEvent's or FunctionEventAvg's device time."""
+    if isinstance(e, FunctionEventAvg):
+        return e.device_types
+    return {e.device_type} if e.is_device else set()
+
+
 class FunctionEvent:
     """One operator call, user range or backward node (times in microseconds)."""
 
@@ -86,7 +93,7 @@ class FunctionEventAvg:
         self.cpu_memory_usage += e.cpu_memory_usage
         self.self_cpu_memory_usage += e.self_cpu_memory_usage
         self.is_device = self.is_device or e.is_device
-        self.device_types |= getattr(e, "device_types", {e.device_type} if e.is_device else set())
+        self.device_types |= _device_types(e)
         return self
 
     @property
@@ -149,7 +156,7 @@ class EventList(list):
         self_cpu_total = self.self_cpu_time_total
         device_total = sum(e.self_device_time_total for e in self)
         has_device = device_total > 0
-        types = set().union(*(getattr(e, "device_types", {e.device_type} if e.is_device else set()) for e in self))
+        types = set().union(*(_device_types(e) for e in self))
         device = "CUDA" if types <= {1, 2} else "Device"  # torch says CUDA on ROCm too
         name_width = min(max([len(str(e.key)) for e in rows] + [4]) + 4, max_name_column_width)
         columns = [("Name", name_width)] + [(h, 12) for h in

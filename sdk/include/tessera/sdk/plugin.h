@@ -233,6 +233,23 @@ inline void observe_memory(ts_device device, const void* ptr, int64_t nbytes, in
 inline void observe_device_span(ts_device device, const char* name, int64_t begin_ns, int64_t end_ns) {
   if (observing()) host().observe_device_span(device, name, begin_ns, end_ns);
 }
+// A plugin whose kernels run asynchronously (on a GPU) times them for the profiler: while
+// somebody observes (ABI 1.6), `begin` runs before each of this plugin's kernels with the call
+// and its arguments, and `end` after it (also when it throws) with what begin returned. Both
+// must not throw. Install with set_kernel_timer during registration.
+struct KernelTimer {
+  void* (*begin)(ts_call call, const ts_stack* arguments);
+  void (*end)(ts_call call, void* token);
+};
+
+namespace detail {
+inline const KernelTimer*& kernel_timer() {
+  static const KernelTimer* timer = nullptr;  // one per plugin (the SDK is compiled into each)
+  return timer;
+}
+}  // namespace detail
+inline void set_kernel_timer(const KernelTimer* timer) { detail::kernel_timer() = timer; }
+
 // A range observed from construction to destruction (ends also when an exception leaves it).
 class ObservedRange {
  public:
@@ -453,7 +470,18 @@ inline ts_status run_kernel(void* fn, ts_call call, ts_keyset keys, ts_stack* st
   } scope(call);
   try {
     Args args(call, keys, stack);
-    reinterpret_cast<KernelFn>(fn)(args);
+    const KernelTimer* timer = kernel_timer();
+    if (timer && observing()) [[unlikely]] {
+      struct Timed {  // end() also when the kernel throws
+        const KernelTimer* timer;
+        ts_call call;
+        void* token;
+        ~Timed() { timer->end(call, token); }
+      } timed{timer, call, timer->begin(call, stack)};
+      reinterpret_cast<KernelFn>(fn)(args);
+    } else {
+      reinterpret_cast<KernelFn>(fn)(args);
+    }
     return TS_OK;
   } catch (const HostFailure& e) {
     return e.status;
