@@ -251,3 +251,19 @@ def test_device_spans_get_device_columns():
     assert "Self CUDA" in text.splitlines()[1] and text.rstrip().endswith("Self CUDA time total: 6.000us")
     assert "Self Device" in events_from_trace(trace(9)).key_averages().table()
     assert averages.self_cpu_time_total == 10.0  # device time is not CPU time
+
+
+@pytest.mark.skipif(not ts.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_kernels_appear_on_the_device_track():
+    a = ts.randn(256, 256, device="cuda")
+    (a @ a).sum()  # warm
+    ts.cuda.synchronize()
+    with profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        with record_function("gpu_work"):
+            (a @ a).relu().sum()
+        ts.cuda.synchronize()  # every span is complete (and reported) before the profile ends
+    kernels = [e for e in prof._trace["traceEvents"] if e["ph"] == "X" and e["cat"] == "kernel"]
+    assert {"mm", "relu"} <= {k["name"].split(".")[0] for k in kernels} or \
+        {"matmul", "relu"} <= {k["name"].split(".")[0] for k in kernels}, [k["name"] for k in kernels]
+    assert all(k["args"]["device_type"] == 1 and k["dur"] >= 0 for k in kernels)
+    assert "Self CUDA" in prof.key_averages().table()
