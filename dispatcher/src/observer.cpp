@@ -1,7 +1,9 @@
 #include <tessera/error.h>
 #include <tessera/observer.h>
 
+#include <algorithm>
 #include <cstring>
+#include <deque>
 #include <mutex>
 
 namespace tessera {
@@ -11,12 +13,18 @@ std::atomic<const ts_observer*> g_observer{nullptr};
 }
 
 namespace {
-// Fields of a (possibly older, shorter) ts_observer that the other side filled; the rest stay NULL.
+// A stable copy of `o` (the fields a possibly older, shorter ts_observer has; the rest NULL).
+// Copies are kept for the life of the process (another thread may still be inside a callback
+// of a removed observer); installing the same observer again reuses its copy. Called under the
+// set_observer lock.
 const ts_observer* copy_of(const ts_observer* o) {
-  auto* copy = new ts_observer{};  // never freed: another thread may still be inside a callback
-  std::memcpy(copy, o, std::min(o->struct_size, sizeof(ts_observer)));
-  copy->struct_size = sizeof(ts_observer);
-  return copy;
+  static auto* copies = new std::deque<ts_observer>;
+  ts_observer copy{};
+  std::memcpy(&copy, o, std::min(o->struct_size, sizeof(ts_observer)));
+  copy.struct_size = sizeof(ts_observer);
+  for (const ts_observer& c : *copies)
+    if (std::memcmp(&c, &copy, sizeof copy) == 0) return &c;
+  return &copies->emplace_back(copy);
 }
 }  // namespace
 

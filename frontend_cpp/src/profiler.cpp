@@ -25,7 +25,6 @@ OperatorHandle profiler_op(std::string_view name) {
 }  // namespace
 
 void start(const Options& options) {
-  if (is_active()) raise<RuntimeError>("profiler::start: a profile is already recording; stop it first");
   cpp_detail::BoxedCall().arg(options.record_shapes).arg(options.profile_memory).call(profiler_op("start"));
 }
 

@@ -125,6 +125,7 @@ int g_observer_identity;  // the observer's data pointer: tells the host that a 
 }  // namespace
 
 void start_recording(bool record_shapes, bool profile_memory) {
+  if (recording()) sdk::fail(TS_ERROR, "profiler::start: a profile is already recording; stop it first");
   clear_all();
   g_record_shapes.store(record_shapes);
   g_profile_memory.store(profile_memory);

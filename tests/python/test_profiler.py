@@ -181,6 +181,10 @@ def test_inactive_profiler_records_nothing_and_errors_are_clear():
         profiler.schedule(wait=0, warmup=1, active=0)
     with pytest.raises(TypeError, match="ProfilerActivity"):
         profiler.profile(activities=["cpu"])
+    with profiler.profile():
+        with pytest.raises(RuntimeError, match="already recording"):
+            profiler.profile().start()
+    assert not _C.observing()
 
 
 def test_a_failing_operator_keeps_the_trace_nested():
@@ -242,13 +246,18 @@ def test_device_spans_get_device_columns():
         return {"traceEvents": [
             {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0.0, "dur": 10.0, "args": {}},
             {"ph": "X", "cat": "kernel", "name": "mm.kernel", "pid": 1000, "tid": 0, "ts": 2.0, "dur": 6.0,
-             "args": {"device": 0, "device_type": device_type}}]}
+             "args": {"device": 0, "device_type": device_type}},
+            {"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": 1.0,
+             "args": {"Device Type": device_type, "Device Id": 0, "Addr": 1, "Bytes": 2048, "Total Allocated": 2048}}]}
 
     averages = events_from_trace(trace(1)).key_averages()
     kernel = next(a for a in averages if a.key == "mm.kernel")
     assert kernel.device_time_total == 6.0 and kernel.self_cpu_time_total == 0.0
     text = averages.table()
     assert "Self CUDA" in text.splitlines()[1] and text.rstrip().endswith("Self CUDA time total: 6.000us")
+    assert "CUDA Mem" in text.splitlines()[1] and "CPU Mem" not in text.splitlines()[1]
+    mm = next(a for a in averages if a.key == "aten::mm")
+    assert mm.self_cuda_memory_usage == 2048 and mm.cpu_memory_usage == 0
     assert "Self Device" in events_from_trace(trace(9)).key_averages().table()
     assert averages.self_cpu_time_total == 10.0  # device time is not CPU time
 

@@ -175,6 +175,8 @@ void* allocate_cb(void*, int32_t index, size_t nbytes) {
   try {
     void* p = allocator().allocate(index, nbytes, reinterpret_cast<uintptr_t>(stream_for(index)));
     if (!p) report("allocate", allocator().last_error(), true);
+    if (p && sdk::observing())  // the profiler's memory events (ABI 1.6)
+      sdk::observe_memory(ts_device{runtime().key, index}, p, int64_t(nbytes), allocator().stats(index).allocated);
     return p;
   } catch (const std::exception& e) {
     report("allocate", e.what(), true);
@@ -182,7 +184,11 @@ void* allocate_cb(void*, int32_t index, size_t nbytes) {
   }
 }
 
-void deallocate_cb(void*, int32_t, void* ptr, size_t) { allocator().deallocate(ptr); }
+void deallocate_cb(void*, int32_t index, void* ptr, size_t nbytes) {
+  allocator().deallocate(ptr);
+  if (ptr && sdk::observing())
+    sdk::observe_memory(ts_device{runtime().key, index}, ptr, -int64_t(nbytes), allocator().stats(index).allocated);
+}
 
 ts_status copy_cb(const char* what, int32_t index, void* dst, const void* src, size_t nbytes, int kind, bool wait) {
   if (!nbytes) return TS_OK;

@@ -44,6 +44,8 @@ class FunctionEvent:
         self.cpu_children = []
         self.cpu_memory_usage = 0       # bytes allocated minus freed inside, children included
         self.self_cpu_memory_usage = 0
+        self.device_memory_usage = 0    # the same for device memory
+        self.self_device_memory_usage = 0
         self.count = 1
 
     @property
@@ -66,6 +68,8 @@ class FunctionEvent:
 
     self_device_time_total = device_time_total
     cuda_time_total = device_time_total
+    cuda_memory_usage = property(lambda self: self.device_memory_usage)
+    self_cuda_memory_usage = property(lambda self: self.self_device_memory_usage)
 
     def __repr__(self):
         return f"<FunctionEvent {self.name} thread={self.thread} {self.start_us:.3f}..{self.end_us:.3f}us>"
@@ -81,6 +85,7 @@ class FunctionEventAvg:
         self.cpu_time_total = self.self_cpu_time_total = 0.0
         self.device_time_total = self.self_device_time_total = 0.0
         self.cpu_memory_usage = self.self_cpu_memory_usage = 0
+        self.device_memory_usage = self.self_device_memory_usage = 0
         self.is_device = False
         self.device_types = set()
 
@@ -92,6 +97,8 @@ class FunctionEventAvg:
         self.self_device_time_total += e.self_device_time_total
         self.cpu_memory_usage += e.cpu_memory_usage
         self.self_cpu_memory_usage += e.self_cpu_memory_usage
+        self.device_memory_usage += e.device_memory_usage
+        self.self_device_memory_usage += e.self_device_memory_usage
         self.is_device = self.is_device or e.is_device
         self.device_types |= _device_types(e)
         return self
@@ -106,6 +113,8 @@ class FunctionEventAvg:
 
     cuda_time_total = property(lambda self: self.device_time_total)
     self_cuda_time_total = property(lambda self: self.self_device_time_total)
+    cuda_memory_usage = property(lambda self: self.device_memory_usage)
+    self_cuda_memory_usage = property(lambda self: self.self_device_memory_usage)
 
     def __repr__(self):
         return (f"<FunctionEventAvg key={self.key} count={self.count} self_cpu_time_total="
@@ -114,15 +123,17 @@ class FunctionEventAvg:
 
 _SORT_KEYS = {"cpu_time_total", "self_cpu_time_total", "cpu_time", "count", "cpu_memory_usage",
               "self_cpu_memory_usage", "device_time_total", "self_device_time_total", "cuda_time_total",
-              "self_cuda_time_total", "device_time"}
+              "self_cuda_time_total", "device_time", "device_memory_usage", "self_device_memory_usage",
+              "cuda_memory_usage", "self_cuda_memory_usage"}
 
 
 class EventList(list):
     """A list of FunctionEvent (or FunctionEventAvg) with torch's table and aggregates."""
 
-    def __init__(self, events=(), *, has_memory=False, has_shapes=False):
+    def __init__(self, events=(), *, has_memory=False, has_shapes=False, has_device_memory=False):
         super().__init__(events)
         self._has_memory, self._has_shapes = has_memory, has_shapes
+        self._has_device_memory = has_device_memory
 
     @property
     def self_cpu_time_total(self):
@@ -136,7 +147,8 @@ class EventList(list):
             if k not in groups:
                 groups[k] = FunctionEventAvg(e.key, shapes)
             groups[k].add(e)
-        return EventList(groups.values(), has_memory=self._has_memory, has_shapes=group_by_input_shape)
+        return EventList(groups.values(), has_memory=self._has_memory, has_shapes=group_by_input_shape,
+                         has_device_memory=self._has_device_memory)
 
     def total_average(self):
         total = FunctionEventAvg("Total")
@@ -166,6 +178,8 @@ class EventList(list):
                                           f"{device} time avg"]]
         if self._has_memory:
             columns += [("CPU Mem", 12), ("Self CPU Mem", 12)]
+        if self._has_device_memory:
+            columns += [(f"{device} Mem", 12), (f"Self {device} Mem", 12)]
         columns.append(("# of Calls", 12))
         if self._has_shapes:
             shapes_width = min(max([len(str(getattr(e, "input_shapes", ""))) for e in rows] + [12]) + 2,
@@ -188,6 +202,8 @@ class EventList(list):
                           _format_time(e.device_time_total), _format_time(e.device_time_total / max(e.count, 1))]
             if self._has_memory:
                 cells += [_format_memory(e.cpu_memory_usage), _format_memory(e.self_cpu_memory_usage)]
+            if self._has_device_memory:
+                cells += [_format_memory(e.device_memory_usage), _format_memory(e.self_device_memory_usage)]
             cells.append(str(e.count))
             if self._has_shapes:
                 shapes = str(getattr(e, "input_shapes", "") or "")
@@ -219,7 +235,7 @@ def events_from_trace(trace):
                                         sequence_nr=args.get("Sequence number", -1), kind=t.get("cat"),
                                         device_type=device))
         elif ph == "i" and t.get("name") == "[memory]":
-            memory.append((t["tid"], float(t["ts"]), t["args"]["Bytes"]))
+            memory.append((t["tid"], float(t["ts"]), t["args"]["Bytes"], t["args"].get("Device Type", 0) != 0))
     # One sweep per thread in time order: an event's parent is the innermost open event that
     # contains it; a memory event belongs to the innermost event open at its time (its ancestors
     # count it too).
@@ -228,13 +244,14 @@ def events_from_trace(trace):
         if not e.is_device:
             by_thread[e.thread].append(e)
     memory_by_thread = defaultdict(list)
-    for tid, ts, nbytes in memory:
-        memory_by_thread[tid].append((ts, nbytes))
+    for tid, ts, nbytes, on_device in memory:
+        memory_by_thread[tid].append((ts, nbytes, on_device))
 
-    def charge(owner, nbytes):
-        owner.self_cpu_memory_usage += nbytes
+    def charge(owner, nbytes, on_device):
+        prefix = "device" if on_device else "cpu"
+        setattr(owner, f"self_{prefix}_memory_usage", getattr(owner, f"self_{prefix}_memory_usage") + nbytes)
         while owner is not None:
-            owner.cpu_memory_usage += nbytes
+            setattr(owner, f"{prefix}_memory_usage", getattr(owner, f"{prefix}_memory_usage") + nbytes)
             owner = owner.cpu_parent
 
     for tid, thread_events in by_thread.items():
@@ -244,11 +261,11 @@ def events_from_trace(trace):
         for e in thread_events + [None]:
             start = e.start_us if e is not None else float("inf")
             while k < len(points) and points[k][0] < start:
-                ts, nbytes = points[k]
+                ts, nbytes, on_device = points[k]
                 while stack and stack[-1].end_us < ts:
                     stack.pop()
                 if stack:
-                    charge(stack[-1], nbytes)
+                    charge(stack[-1], nbytes, on_device)
                 k += 1
             if e is None:
                 break
@@ -259,4 +276,5 @@ def events_from_trace(trace):
                 stack[-1].cpu_children.append(e)
             stack.append(e)
     events.sort(key=lambda e: e.start_us)
-    return EventList(events, has_memory=bool(memory), has_shapes=has_shapes)
+    return EventList(events, has_memory=any(not m[3] for m in memory), has_shapes=has_shapes,
+                     has_device_memory=any(m[3] for m in memory))
