@@ -127,7 +127,10 @@ def test_table_self_times_add_up_to_the_total(profiled_step):
     for column in ("Name", "Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg", "CPU Mem",
                    "Self CPU Mem", "# of Calls"):
         assert column in lines[1]
-    assert len(lines) == 3 + 5 + 2 and lines[-1].startswith("Self CPU time total:")
+    assert len(lines) == 3 + 5 + 3 and lines[-2].startswith("Self CPU time total:")
+    peak, last = averages.memory_peaks["0:0"]
+    memory = [e["args"]["Total Allocated"] for e in trace["traceEvents"] if e["name"] == "[memory]"]
+    assert peak == max(memory) and lines[-1].startswith("CPU memory allocated: peak ")
     shaped = prof.key_averages(group_by_input_shape=True).table(row_limit=3)
     assert "Input Shapes" in shaped.splitlines()[1]
     with pytest.raises(ValueError, match="sort_by"):
@@ -254,7 +257,8 @@ def test_device_spans_get_device_columns():
     kernel = next(a for a in averages if a.key == "mm.kernel")
     assert kernel.device_time_total == 6.0 and kernel.self_cpu_time_total == 0.0
     text = averages.table()
-    assert "Self CUDA" in text.splitlines()[1] and text.rstrip().endswith("Self CUDA time total: 6.000us")
+    assert "Self CUDA" in text.splitlines()[1] and "\nSelf CUDA time total: 6.000us\n" in text
+    assert text.rstrip().endswith("Device 1:0 memory allocated: peak 2.00 Kb, at the end 2.00 Kb")
     assert "CUDA Mem" in text.splitlines()[1] and "CPU Mem" not in text.splitlines()[1]
     mm = next(a for a in averages if a.key == "aten::mm")
     assert mm.self_cuda_memory_usage == 2048 and mm.cpu_memory_usage == 0
@@ -276,3 +280,17 @@ def test_cuda_kernels_appear_on_the_device_track():
         {"matmul", "relu"} <= {k["name"].split(".")[0] for k in kernels}, [k["name"] for k in kernels]
     assert all(k["args"]["device_type"] == 1 and k["dur"] >= 0 for k in kernels)
     assert "Self CUDA" in prof.key_averages().table()
+
+
+def test_memory_timeline_series_and_plot(tmp_path):
+    with profiler.profile(profile_memory=True) as prof:
+        keep = [ts.ones(1024) for _ in range(4)]
+        del keep
+    prof.export_memory_timeline(str(tmp_path / "timeline.json"))
+    with open(tmp_path / "timeline.json") as f:
+        times, sizes = json.load(f)
+    assert len(times) == len(sizes) >= 8 and times == sorted(times)
+    assert max(sizes) - min(sizes) >= 4 * 4096 - 4096  # the four tensors were live at once
+    pytest.importorskip("matplotlib")
+    prof.export_memory_timeline(str(tmp_path / "timeline.png"))
+    assert (tmp_path / "timeline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

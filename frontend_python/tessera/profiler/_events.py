@@ -130,10 +130,13 @@ _SORT_KEYS = {"cpu_time_total", "self_cpu_time_total", "cpu_time", "count", "cpu
 class EventList(list):
     """A list of FunctionEvent (or FunctionEventAvg) with torch's table and aggregates."""
 
-    def __init__(self, events=(), *, has_memory=False, has_shapes=False, has_device_memory=False):
+    def __init__(self, events=(), *, has_memory=False, has_shapes=False, has_device_memory=False,
+                 memory_peaks=None):
         super().__init__(events)
         self._has_memory, self._has_shapes = has_memory, has_shapes
         self._has_device_memory = has_device_memory
+        # "type:index" -> (peak, last) of the device's total allocated bytes during the profile
+        self.memory_peaks = dict(memory_peaks or {})
 
     @property
     def self_cpu_time_total(self):
@@ -148,7 +151,7 @@ class EventList(list):
                 groups[k] = FunctionEventAvg(e.key, shapes)
             groups[k].add(e)
         return EventList(groups.values(), has_memory=self._has_memory, has_shapes=group_by_input_shape,
-                         has_device_memory=self._has_device_memory)
+                         has_device_memory=self._has_device_memory, memory_peaks=self.memory_peaks)
 
     def total_average(self):
         total = FunctionEventAvg("Total")
@@ -213,6 +216,9 @@ class EventList(list):
         out.append(f"Self CPU time total: {_format_time(self_cpu_total)}")
         if has_device:
             out.append(f"Self {device} time total: {_format_time(device_total)}")
+        for where, (peak, last) in sorted(self.memory_peaks.items()):
+            label = "CPU" if where == "0:0" else f"Device {where}"
+            out.append(f"{label} memory allocated: peak {_format_memory(peak)}, at the end {_format_memory(last)}")
         return "\n".join(out) + "\n"
 
     def __str__(self):
@@ -222,7 +228,7 @@ class EventList(list):
 def events_from_trace(trace):
     """The FunctionEvents of a Chrome trace written by the profiler plugin, with their parents,
     children (nesting per thread) and the memory allocated inside each."""
-    events, memory = [], []
+    events, memory, totals = [], [], []
     has_shapes = False
     for t in trace["traceEvents"]:
         ph = t.get("ph")
@@ -235,7 +241,10 @@ def events_from_trace(trace):
                                         sequence_nr=args.get("Sequence number", -1), kind=t.get("cat"),
                                         device_type=device))
         elif ph == "i" and t.get("name") == "[memory]":
-            memory.append((t["tid"], float(t["ts"]), t["args"]["Bytes"], t["args"].get("Device Type", 0) != 0))
+            args = t["args"]
+            memory.append((t["tid"], float(t["ts"]), args["Bytes"], args.get("Device Type", 0) != 0))
+            totals.append((float(t["ts"]), f"{args.get('Device Type', 0)}:{args.get('Device Id', 0)}",
+                           args["Total Allocated"]))
     # One sweep per thread in time order: an event's parent is the innermost open event that
     # contains it; a memory event belongs to the innermost event open at its time (its ancestors
     # count it too).
@@ -276,5 +285,9 @@ def events_from_trace(trace):
                 stack[-1].cpu_children.append(e)
             stack.append(e)
     events.sort(key=lambda e: e.start_us)
+    peaks = {}
+    for _, where, total in sorted(totals):
+        peak, _last = peaks.get(where, (total, total))
+        peaks[where] = (max(peak, total), total)
     return EventList(events, has_memory=any(not m[3] for m in memory), has_shapes=has_shapes,
-                     has_device_memory=any(m[3] for m in memory))
+                     has_device_memory=any(m[3] for m in memory), memory_peaks=peaks)
