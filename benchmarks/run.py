@@ -160,8 +160,9 @@ def matmul_cases(sizes, peak):
 
 
 def operator_cases(sizes, bw, peak):
-    """sort, topk(k=100), cumsum over n floats, and einsum: a batched matmul and an attention-shaped
-    contraction. The roofline of the scans and sorts is one read and one write at full bandwidth."""
+    """sort, topk(k=100), cumsum over n floats; einsum: a batched matmul and an attention-shaped
+    contraction; a complex64 matmul; fft of a power-of-two and a prime length. The roofline of the
+    scans, sorts and FFTs is their reads and writes at full bandwidth."""
     rng = np.random.default_rng(3)
     th = torch is not None
     cases = []
@@ -188,6 +189,20 @@ def operator_cases(sizes, bw, peak):
         cases.append(Case(f"einsum {eq}", "x".join(map(str, sa)), lambda e=eq, a=a_ts, b=b_ts: ts.einsum(e, a, b),
                           lambda e=eq, a=a_np, b=b_np: np.einsum(e, a, b, optimize=True),
                           (lambda e=eq, t=ab_th: torch.einsum(e, *t)) if th else None, flops / peak))
+    # Complex products (four real GEMMs) and FFTs: a power of two and a prime length (Bluestein).
+    n = 512
+    z_np = (rng.standard_normal((n, n)) + 1j * rng.standard_normal((n, n))).astype(np.complex64)
+    z_ts = ts.from_numpy(z_np.copy())
+    z_th = torch.from_numpy(z_np.copy()) if th else None
+    cases.append(Case("mm complex64", f"{n}x{n}", lambda a=z_ts: ts.mm(a, a), lambda a=z_np: a @ a,
+                      (lambda a=z_th: torch.mm(a, a)) if th else None, 8.0 * n ** 3 / peak))
+    for n in (1 << 20, 1000003):
+        x_np = rng.standard_normal(n)
+        x_ts = ts.from_numpy(x_np.copy())
+        x_th = torch.from_numpy(x_np.copy()) if th else None
+        cases.append(Case("fft float64", human(n) if n & (n - 1) == 0 else str(n), lambda a=x_ts: ts.fft.fft(a),
+                          lambda a=x_np: np.fft.fft(a), (lambda a=x_th: torch.fft.fft(a)) if th else None,
+                          3 * n * 8 / bw))
     return cases
 
 
