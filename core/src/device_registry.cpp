@@ -63,6 +63,12 @@ int32_t DeviceRegistry::type_id(std::string_view name) {
   return id;
 }
 
+int32_t DeviceRegistry::find_type_id(std::string_view name) const {
+  std::lock_guard lock(impl_->mutex);
+  auto it = impl_->type_ids.find(name);
+  return it == impl_->type_ids.end() ? -1 : it->second;
+}
+
 int32_t DeviceRegistry::backend_key(std::string_view name) {
   int32_t id = type_id(name);
   if (id <= 2) return id;  // CPU, CUDA, HIP keys equal their type ids

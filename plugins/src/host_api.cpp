@@ -316,6 +316,15 @@ ts_status api_set_observer(ts_call call, const ts_observer* observer) {
 }
 int32_t api_observing() { return observer() ? 1 : 0; }
 
+int32_t api_device_type_id(const char* name) {
+  if (!name) return -1;
+  try {
+    return DeviceRegistry::instance().find_type_id(name);
+  } catch (...) {
+    return -1;
+  }
+}
+
 const ts_host_api kHostApi = {
     sizeof(ts_host_api),
     TESSERA_ABI_MAJOR,
@@ -363,6 +372,7 @@ const ts_host_api kHostApi = {
     observe_sequence_nr,
     observe_memory,
     observe_device_span,
+    api_device_type_id,
 };
 
 }  // namespace

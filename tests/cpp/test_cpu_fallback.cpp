@@ -1,6 +1,7 @@
 // The CPU fallback, on the fallback_device fixture: a device whose memory the host cannot read
 // and which registers only empty, copy_ and add.Tensor. Everything else runs on CPU with copies.
 #include <tessera/cpu_fallback.h>
+#include <tessera/device_registry.h>
 
 #include "test_util.h"
 
@@ -37,6 +38,18 @@ class CpuFallback : public ::testing::Test {
   void TearDown() override { reset_cpu_fallback(); }
 };
 }  // namespace
+
+TEST_F(CpuFallback, PluginLearnsItsDeviceTypeIdFromTheHost) {
+  Device d = fbdev();
+  const ts_host_api* api = host_api();
+  EXPECT_EQ(api->device_type_id("fallbackdev"), d.type());  // the fixture's tensors carry this type
+  EXPECT_EQ(on_dev(seq({2})).device().type(), d.type());
+  EXPECT_EQ(api->device_type_id("cpu"), 0);
+  EXPECT_EQ(api->device_type_id("no-such-device"), -1);
+  EXPECT_EQ(api->device_type_id(nullptr), -1);
+  // Asking reserves nothing: the name is still unknown afterwards.
+  EXPECT_EQ(DeviceRegistry::instance().find_type_id("no-such-device"), -1);
+}
 
 TEST_F(CpuFallback, DeviceMemoryIsNotHostReadable) {
   Tensor x = on_dev(seq({2, 3}));

@@ -38,6 +38,8 @@ class DeviceRegistry {
   // The type id a name has or will have. "cpu" is 0, "cuda" 1, "hip" 2; others are assigned
   // in order of first mention. Does not require the device to be registered.
   int32_t type_id(std::string_view name);
+  // The type id of a name that has one (registered or reserved), else -1; reserves nothing.
+  int32_t find_type_id(std::string_view name) const;
   // The backend dispatch key reserved for a device type name.
   int32_t backend_key(std::string_view name);
   // Registers the device a plugin provides. Raises PluginError if the name is taken.

@@ -49,7 +49,8 @@
  *        observer (the profiler plugin) sees every dispatched operator call, the ranges that
  *        frontends and plugins mark (user ranges, autograd's backward nodes), which operator
  *        created which autograd node, allocator events and device activity. Without an
- *        observer each report costs one atomic load.
+ *        observer each report costs one atomic load. ts_host_api.device_type_id: a device
+ *        plugin's own device type id (ts_device.type of its tensors), by name.
  */
 #ifndef TESSERA_ABI_H
 #define TESSERA_ABI_H
@@ -404,6 +405,11 @@ typedef struct ts_host_api {
   void (*observe_sequence_nr)(int64_t sequence_nr);
   void (*observe_memory)(ts_device device, const void* ptr, int64_t nbytes, int64_t allocated);
   void (*observe_device_span)(ts_device device, const char* name, int64_t begin_ns, int64_t end_ns);
+
+  /* --- 1.6: the device type id of a device type name (what ts_device.type holds for its
+   * tensors), or -1 when no plugin registered that name. A device plugin asks for its own after
+   * register_device: the id is not its dispatch key in general. */
+  int32_t (*device_type_id)(const char* name);
 } ts_host_api;
 
 /* Extension slots (ts_host_api.tensor_get_slot), one per transform. */
@@ -441,7 +447,7 @@ TS_STATIC_ASSERT(sizeof(ts_stack) == 24, "ts_stack layout changed");
 TS_STATIC_ASSERT(sizeof(ts_tensor_view) == 64, "ts_tensor_view layout changed");
 TS_STATIC_ASSERT(sizeof(ts_plugin_info) == 40, "ts_plugin_info layout changed");
 TS_STATIC_ASSERT(sizeof(ts_device_desc) == 224, "ts_device_desc layout changed (1.3): append only");
-TS_STATIC_ASSERT(sizeof(ts_host_api) == 360, "ts_host_api layout changed (1.6): append only");
+TS_STATIC_ASSERT(sizeof(ts_host_api) == 368, "ts_host_api layout changed (1.6): append only");
 TS_STATIC_ASSERT(sizeof(ts_observer) == 64, "ts_observer layout changed (1.6): append only");
 #endif
 

@@ -7,9 +7,11 @@ void register_simdev(tessera::sdk::Registrar& sdk_reg) {
   simdev::Registrar reg(sdk_reg);
   ts_dispatch_key key = reg.device(simdev::device_desc());
   simdev::state().key = key;
-  // ABI 1.1 has no call that returns a device type id; the host gives a device type the
-  // backend key of the same number (DeviceRegistry::backend_key), which is what we rely on.
-  simdev::state().type = key;
+  // Our device type id (ts_device.type of our tensors): the host says it since ABI 1.6. On an
+  // older host (this plugin accepts any), the type id of a plugin's device equals its key.
+  simdev::state().type = TS_STRUCT_HAS(&tessera::sdk::host(), ts_host_api, device_type_id)
+                             ? sdk_reg.device_type(SIMDEV_NAME)
+                             : key;
   simdev::register_factories(reg, key);
   simdev::register_elementwise(reg, key);
   simdev::register_reductions(reg, key);

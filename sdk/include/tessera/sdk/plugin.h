@@ -546,6 +546,15 @@ class Registrar {
     check_host(host().register_device(reg_, &desc, &key));
     return key;
   }
+  // The device type id (ts_device.type of its tensors) of a device this plugin registered with
+  // device(desc) (ABI 1.6). It is not the dispatch key device() returned, in general.
+  int32_t device_type(const char* name) const {
+    if (!TS_STRUCT_HAS(&host(), ts_host_api, device_type_id))
+      fail(TS_ERROR_NOT_IMPLEMENTED, "device_type: the host predates ABI 1.6 (no device_type_id)");
+    const int32_t type = host().device_type_id(name);
+    if (type < 0) fail(TS_ERROR_VALUE, "device_type: no device type named '", name, "' is registered");
+    return type;
+  }
   ts_registrar raw() const { return reg_; }
 
  private:
