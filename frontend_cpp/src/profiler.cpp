@@ -12,11 +12,11 @@ namespace {
 
 OperatorHandle profiler_op(std::string_view name) {
   init();
-  static const bool loaded = [] {
+  if (!is_plugin_loaded("profiler")) {
     require_lazy_loading("profiler", "the profiler (tessera::profiler)");
-    return load_named_plugin("profiler");
-  }();
-  if (!loaded)
+    load_named_plugin("profiler");
+  }
+  if (!is_plugin_loaded("profiler"))
     raise<RuntimeError>("profiler is not available: libtessera_profiler.so is not on the plugin search path [{}]",
                         plugin_search_path_text());
   return Dispatcher::instance().find_or_throw(fmt::format("profiler::{}", name));

@@ -97,13 +97,18 @@ void bind_plugins(py::module_& m) {
   m.def("plugins_table", &describe_plugins, "A human-readable table of the loaded plugins.");
   m.def(
       "plugins_load_named",
-      [](const std::string& name) {
+      [](const std::string& name, const std::string& needed_for) {
         py::gil_scoped_release unlocked;
+        // A load the user did not ask for (autograd on requires_grad_, the profiler) obeys strict mode.
+        if (!needed_for.empty() && !is_plugin_loaded(name)) require_lazy_loading(name, needed_for);
         return load_named_plugin(name);
       },
-      py::arg("name"),
+      py::arg("name"), py::arg("needed_for") = "",
       "Loads libtessera_<name>.so from the search path unless a plugin of that name is loaded; False when it is "
-      "not there.");
+      "not there. With needed_for (what needs it), a PluginError instead while lazy loading is off.");
+  m.def("set_lazy_loading", &set_lazy_loading, py::arg("enabled"),
+        "Off: only plugins loaded explicitly serve (strict mode); a need for another raises PluginError naming it.");
+  m.def("lazy_loading_enabled", &lazy_loading_enabled);
   m.def("observing", [] { return observer() != nullptr; },
         "True while an observer (the profiler) is installed (ABI 1.6).");
   m.def("observe_range", &observe_range, py::arg("phase"), py::arg("name"), py::arg("sequence_nr") = -1,

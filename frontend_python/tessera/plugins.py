@@ -60,6 +60,28 @@ def load(path):
     return info
 
 
+def load_named(name):
+    """Loads libtessera_<name>.so from the plugin search path (a no-op when a plugin of that name
+    is loaded) and returns its PluginInfo. With lazy loading off, this is how a plugin gets in."""
+    if not _C.plugins_load_named(name):
+        raise PluginError(f"no plugin libtessera_{name}.so on the plugin search path {_C.plugins_search_path()}")
+    from tessera import _ops
+
+    _ops._op_names(refresh=True)
+    return next(p for p in list() if p.name == name)
+
+
+def set_lazy_loading(enabled):
+    """Strict mode when False: only the plugins loaded explicitly (load, load_named) serve; a
+    device type, autograd or the profiler whose plugin is not loaded raises PluginError naming
+    it instead of loading it. True (the default) loads plugins on first need."""
+    _C.set_lazy_loading(bool(enabled))
+
+
+def is_lazy_loading_enabled():
+    return _C.lazy_loading_enabled()
+
+
 def list():
     """The loaded plugins, in load order."""
     return [PluginInfo(d) for d in _C.plugins_list()]

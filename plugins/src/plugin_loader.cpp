@@ -224,9 +224,10 @@ bool lazy_loading_enabled() { return g_lazy_loading.load(std::memory_order_relax
 void require_lazy_loading(const std::string& plugin, const std::string& what) {
   if (lazy_loading_enabled()) return;
   raise<PluginError>("{} needs plugin '{}' (libtessera_{}.so), which is not loaded, and lazy loading is off "
-                     "(tessera::set_lazy_loading(false), RuntimeOptions::lazy_loading = false): load it first, "
-                     "e.g. RuntimeOptions::plugins = {{\"{}\"}}",
-                     what, plugin, plugin, plugin);
+                     "(tessera::set_lazy_loading(false), RuntimeOptions::lazy_loading = false, or "
+                     "ts.plugins.set_lazy_loading(False)): load it first, e.g. RuntimeOptions::plugins = {{\"{}\"}} "
+                     "or ts.plugins.load_named(\"{}\")",
+                     what, plugin, plugin, plugin, plugin);
 }
 
 bool load_plugin_for_device(const std::string& device_name) {
@@ -248,13 +249,16 @@ bool load_plugin_for_device(const std::string& device_name) {
   return false;
 }
 
+bool is_plugin_loaded(const std::string& name) {
+  auto& host = plugin_host();
+  std::lock_guard lock(host.mutex);
+  for (const LoadedPlugin& p : host.plugins)
+    if (p.info.name == name) return true;
+  return false;
+}
+
 bool load_named_plugin(const std::string& name) {
-  {
-    auto& host = plugin_host();
-    std::lock_guard lock(host.mutex);
-    for (const LoadedPlugin& p : host.plugins)
-      if (p.info.name == name) return true;
-  }
+  if (is_plugin_loaded(name)) return true;
   for (auto& dir : plugin_search_path()) {
     fs::path candidate = fs::path(dir) / fmt::format("libtessera_{}.so", name);
     if (fs::exists(candidate)) {

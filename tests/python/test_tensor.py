@@ -439,6 +439,49 @@ def test_import_is_lazy_and_numpy_free():
     assert out.strip() == "False []"
 
 
+STRICT_MODE = """
+import tessera as ts
+ts.plugins.set_lazy_loading(False)
+assert not ts.plugins.is_lazy_loading_enabled()
+def refused(fn, plugin):
+    try:
+        fn()
+    except ts.plugins.PluginError as e:
+        assert f"needs plugin '{plugin}'" in str(e) and f'ts.plugins.load_named("{plugin}")' in str(e), str(e)
+        return
+    raise AssertionError(f"{plugin} was loaded although lazy loading is off")
+refused(lambda: ts.ones(2), "cpu")
+assert ts.plugins.load_named("cpu").name == "cpu"
+x = ts.ones(2)
+refused(lambda: x.requires_grad_(), "autograd")
+refused(lambda: ts.tril(ts.ones(2, 2)), "composites")
+import tessera.profiler
+refused(lambda: tessera.profiler.profile().start(), "profiler")
+for name in ("autograd", "composites", "profiler"):
+    ts.plugins.load_named(name)
+(x.requires_grad_() * 2).sum().backward()
+assert x.grad.tolist() == [2.0, 2.0] and ts.tril(ts.ones(2, 2)).tolist() == [[1.0, 0.0], [1.0, 1.0]]
+with tessera.profiler.profile() as prof:
+    ts.ones(2) + 1
+assert any(e.key == "aten::add" for e in prof.key_averages())
+ts.plugins.set_lazy_loading(True)
+print(sorted(p.name for p in ts.plugins.list()))
+"""
+
+
+def test_strict_mode_loads_only_the_named_plugins():
+    """ts.plugins.set_lazy_loading(False): every plugin comes in by name; each need of another is a
+    PluginError naming it (in a fresh process: the others here have their plugins loaded)."""
+    env = dict(os.environ)
+    if BUILD_PYTHON:
+        env["PYTHONPATH"] = BUILD_PYTHON + os.pathsep + env.get("PYTHONPATH", "")
+    run = subprocess.run([sys.executable, "-c", STRICT_MODE], capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "['autograd', 'composites', 'cpu', 'profiler']"
+    with pytest.raises(ts.plugins.PluginError, match="libtessera_nosuch.so"):
+        ts.plugins.load_named("nosuch")
+
+
 def test_no_torch_needed():
     if not HAVE_TORCH:
         assert "torch" not in sys.modules

@@ -14,7 +14,7 @@ def loaded():
 def ensure():
     """Loads the plugin once; raises RuntimeError when it is not installed."""
     if not _state["loaded"]:
-        if not _C.plugins_load_named("autograd"):
+        if not _C.plugins_load_named("autograd", "autograd (requires_grad, backward)"):
             raise RuntimeError("autograd is not available: libtessera_autograd.so is not on the plugin search path "
                                f"{_C.plugins_search_path()}")
         _state["loaded"] = True

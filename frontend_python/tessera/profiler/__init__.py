@@ -92,7 +92,7 @@ def tensorboard_trace_handler(dir_name, worker_name=None, use_gzip=False):
 
 
 def _plugin_call(op, *args):
-    if not _C.plugins_load_named("profiler"):
+    if not _C.plugins_load_named("profiler", "the profiler (ts.profiler)"):
         raise RuntimeError("profiler is not available: libtessera_profiler.so is not on the plugin search path "
                            f"{_C.plugins_search_path()}")
     return _C.call_op("profiler::" + op, args, {})

@@ -39,6 +39,8 @@ bool load_plugin_for_device(const std::string& device_name);
 // Loads libtessera_<name>.so from the search path unless a plugin of that name is loaded (a
 // transform such as "autograd"); false when it is not there. Raises PluginError when refused.
 bool load_named_plugin(const std::string& name);
+// Whether a plugin of that name is loaded.
+bool is_plugin_loaded(const std::string& name);
 // Lazy loading: by default the host loads a plugin by itself when it is first needed (a device's
 // plugin on the first use of the device's name, autograd on the first requires_grad_). An embedder
 // that wants only the plugins it names turns it off (process-wide): each such need then raises
