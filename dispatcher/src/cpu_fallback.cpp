@@ -33,12 +33,6 @@ bool environment_enabled() {
   return !(s == "0" || s == "false" || s == "off" || s == "no");
 }
 
-// View operators that may return a copy by contract (PyTorch documents reshape, flatten,
-// contiguous and to as "a view or a copy"); the others must alias their input, which a CPU
-// result copied back cannot do.
-bool view_may_copy(const FunctionSchema& s) {
-  return s.name == "contiguous" || s.name == "reshape" || s.name == "flatten" || s.name == "to";
-}
 
 const ts_device_desc& desc_of(Device d) { return DeviceRegistry::instance().require(d.type()).desc; }
 
@@ -201,6 +195,14 @@ bool cpu_fallback_enabled() {
 }
 
 namespace detail {
+
+bool view_may_copy(const FunctionSchema& s) {
+  return s.name == "contiguous" || s.name == "reshape" || s.name == "flatten" || s.name == "to";
+}
+
+bool cpu_fallback_can_run(OperatorHandle op) {
+  return cpu_can_run(op) && (!op->schema().is_view() || view_may_copy(op->schema()));
+}
 
 bool is_fallback_backend_key(int32_t key) {
   return key == int32_t(DispatchKey::CUDA) || key == int32_t(DispatchKey::HIP) ||

@@ -7,6 +7,7 @@
 // status: 0 when every case and check passed, 1 when one failed, 2 on a usage or loading error.
 #include "cases.h"
 #include "compare.h"
+#include "coverage.h"
 #include "device_checks.h"
 
 #include <tessera/device_registry.h>
@@ -137,6 +138,13 @@ void print_table(const std::vector<Row>& rows, const std::string& device, const 
     fmt::print("{:<{}} | {:>9} | {:>6} | {:>6} | {:>7} | {:>13} | {}\n", op, w, run, passed, failed, skipped, err, tol);
   };
   fmt::print("\nConformance of device '{}' ({}) against the CPU\n\n", device, plugin);
+  fmt::print("Tolerances, one table for every check (|device - cpu| <= atol + rtol * |cpu|): {}; integers and bool: "
+             "exact\n\n",
+             fmt::join(std::vector<std::string>{"float64 " + tolerance_for(kFloat64).str(),
+                                                "float32 " + tolerance_for(kFloat32).str(),
+                                                "float16 " + tolerance_for(kFloat16).str(),
+                                                "bfloat16 " + tolerance_for(kBFloat16).str()},
+                       "; "));
   line("operator", "cases run", "passed", "failed", "skipped", "max abs error", "tolerance");
   fmt::print("{}\n", std::string(w + 72, '-'));
   Row total{"TOTAL"};
@@ -226,6 +234,7 @@ int main(int argc, char** argv) {
   std::vector<Row> rows;
   for (OperatorHandle op : ops) rows.push_back(check_operator(op, device, key, options->verbose));
   print_table(rows, options->device, options->plugin);
+  print_coverage(key, options->device);
   bool failed = std::ranges::any_of(rows, [](const Row& r) { return r.failed > 0; });
   fmt::print("\nDevice functions of '{}'\n\n", options->device);
   for (const DeviceCheck& c : check_device_functions(device)) {

@@ -17,6 +17,12 @@ void reset_cpu_fallback();
 bool cpu_fallback_enabled();
 
 namespace detail {
+// View operators that may return a copy by contract (PyTorch documents reshape, flatten,
+// contiguous and to as "a view or a copy"); the others must alias their input, which a CPU
+// result copied back cannot do, so they never fall back.
+bool view_may_copy(const FunctionSchema& s);
+// Whether the fallback can run `op` at all: the CPU has a kernel and it is not an aliasing view.
+bool cpu_fallback_can_run(OperatorHandle op);
 // Whether `key` is a backend key the fallback serves (CUDA, HIP, dynamic vendor devices).
 bool is_fallback_backend_key(int32_t key);
 // Called by the dispatcher where a call of `op` found no kernel at backend `key`. Runs the
