@@ -2,7 +2,8 @@
 # The SDK's out-of-tree check: builds the example device plugin (sdk/examples/simdevice) with
 # clang++ and libc++ against an *installed* Tessera, checks that the plugin imports nothing of
 # the host's C++ (no libstdc++, no tessera:: symbols), then runs its C++ and Python tests,
-# including two builds of it (simdev and simdev2) loaded at once.
+# including two builds of it (simdev and simdev2) loaded at once; then sdk/README.md's walkthrough
+# (the device template, sdk/template/device) from the README's own code blocks.
 # Needs a release build (cmake --build --preset release). Env: JOBS (default 1), KEEP=1 keeps the work dir.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -96,5 +97,10 @@ if ! python3 -c 'import tessera' 2>/dev/null; then
 fi
 python3 -c 'import tessera, os; print("tessera package:", os.path.dirname(tessera.__file__))'
 python3 -m pytest -q -p no:cacheprovider "$ROOT/sdk/examples/simdevice/tests/test_simdevice.py"
+
+step "sdk/README.md's walkthrough, run from its own code blocks (the device template, g++ and clang++/libc++)"
+TESSERA_PREFIX=$PREFIX bash "$ROOT/scripts/test_sdk_walkthrough.sh" >"$WORK/walkthrough.log" 2>&1 ||
+  { tail -40 "$WORK/walkthrough.log"; echo "error: the walkthrough failed (log above)" >&2; exit 1; }
+tail -1 "$WORK/walkthrough.log"
 
 step "SDK checks passed in $((SECONDS - START)) s"

@@ -3,6 +3,8 @@
 // Views share the arena block through the host's tensor_alias; only the geometry changes.
 #include "simdev.h"
 
+#include <tessera/sdk/view_geometry.h>
+
 #include <algorithm>
 #include <optional>
 
@@ -155,36 +157,22 @@ int64_t wrap(const char* op, int64_t d, int64_t ndim) {
   return d < 0 ? d + n : d;
 }
 
+// The geometry of these views is the SDK's (tessera/sdk/view_geometry.h), so every device
+// accepts and refuses exactly what the CPU does.
+void return_view(sdk::Args& a, const sdk::TensorRef& x, const sdk::ViewGeometry& g) {
+  a.return_tensor(restride(a.call(), x, g.sizes, g.strides));
+}
+
 void expand_kernel(sdk::Args& a) {
   sdk::TensorRef x = a.tensor(0);
   require_here("expand", x);
-  auto size = a.int_list(1);
-  int64_t lead = int64_t(size.size()) - x.dim();
-  TS_SDK_CHECK(lead >= 0, TS_ERROR_VALUE, "expand: the number of sizes (", size.size(),
-               ") must be at least the tensor's dims (", x.dim(), ")");
-  std::vector<int64_t> shape(size.begin(), size.end()), strides(size.size(), 0);
-  for (int64_t d = 0; d < x.dim(); ++d) {
-    int64_t want = size[size_t(d + lead)];
-    if (want == -1 || want == x.size(d)) {
-      shape[size_t(d + lead)] = x.size(d);
-      strides[size_t(d + lead)] = x.stride(d);
-    } else {
-      TS_SDK_CHECK(x.size(d) == 1, TS_ERROR_VALUE, "expand: size ", want, " does not match ", x.size(d),
-                   " at dim ", d, " (only size-1 dims expand)");
-    }
-  }
-  a.return_tensor(restride(a.call(), x, shape, strides));
+  return_view(a, x, sdk::expand_geometry(x, a.int_list(1)));
 }
 
 void unsqueeze_kernel(sdk::Args& a) {
   sdk::TensorRef x = a.tensor(0);
   require_here("unsqueeze", x);
-  int64_t d = wrap("unsqueeze", a.to_int(1), x.dim() + 1);
-  std::vector<int64_t> shape = x.shape_vector(), strides(x.strides().begin(), x.strides().end());
-  int64_t stride = d < x.dim() ? x.stride(d) * x.size(d) : 1;
-  shape.insert(shape.begin() + d, 1);
-  strides.insert(strides.begin() + d, stride);
-  a.return_tensor(restride(a.call(), x, shape, strides));
+  return_view(a, x, sdk::unsqueeze_geometry(x, a.to_int(1)));
 }
 
 void permute_to(sdk::Args& a, const sdk::TensorRef& x, const std::vector<int64_t>& order) {
@@ -199,11 +187,7 @@ void permute_to(sdk::Args& a, const sdk::TensorRef& x, const std::vector<int64_t
 void transpose_kernel(sdk::Args& a) {
   sdk::TensorRef x = a.tensor(0);
   require_here("transpose", x);
-  int64_t d0 = wrap("transpose", a.to_int(1), x.dim()), d1 = wrap("transpose", a.to_int(2), x.dim());
-  std::vector<int64_t> order(size_t(x.dim()));
-  for (int64_t d = 0; d < x.dim(); ++d) order[size_t(d)] = d;
-  if (x.dim() > 0) std::swap(order[size_t(d0)], order[size_t(d1)]);
-  permute_to(a, x, order);
+  return_view(a, x, sdk::transpose_geometry(x, a.to_int(1), a.to_int(2)));
 }
 
 void permute_kernel(sdk::Args& a) {
