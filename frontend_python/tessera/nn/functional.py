@@ -726,3 +726,8 @@ def one_hot(tensor, num_classes=-1):
         num_classes = builtins.int(_op("amax", tensor).item()) + 1 if tensor.numel() else 0
     classes = _op("arange", num_classes, dtype=_INT64, device=tensor.device)
     return _op("to", _op("eq", _op("unsqueeze", tensor, -1), classes), _INT64)
+
+
+# The functional forms of the layer families added after this file (padding, interpolation, pixel
+# shuffle, pooling variants, ...) live in their own file and are re-exported here under torch's names.
+from tessera.nn._functional_layers import *  # noqa: E402,F401,F403

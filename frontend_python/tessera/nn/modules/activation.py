@@ -1,4 +1,6 @@
 """Element-wise activations, Softmax and MultiheadAttention."""
+
+__all__ = ["GELU", "LogSoftmax", "MultiheadAttention", "ReLU", "SiLU", "Sigmoid", "Softmax", "Tanh"]
 import tessera
 from tessera.nn import functional as F, init
 from tessera.nn.modules.linear import Linear

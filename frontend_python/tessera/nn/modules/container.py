@@ -1,4 +1,6 @@
 """Sequential, ModuleList, ModuleDict, ParameterList."""
+
+__all__ = ["ModuleDict", "ModuleList", "Sequential"]
 from collections import OrderedDict
 import operator
 

@@ -1,4 +1,6 @@
 """Conv1d and Conv2d."""
+
+__all__ = ["Conv1d", "Conv2d"]
 import math
 
 import tessera

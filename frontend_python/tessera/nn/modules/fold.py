@@ -1,4 +1,6 @@
 """Fold and Unfold: sliding blocks to columns and back."""
+
+__all__ = ["Fold", "Unfold"]
 from tessera.nn import functional as F
 from tessera.nn.modules.module import Module
 

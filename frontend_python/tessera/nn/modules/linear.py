@@ -1,4 +1,6 @@
 """Identity and Linear."""
+
+__all__ = ["Identity", "Linear"]
 import math
 
 import tessera

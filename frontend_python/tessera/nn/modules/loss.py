@@ -1,4 +1,6 @@
 """Loss modules: CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCEWithLogitsLoss."""
+
+__all__ = ["BCEWithLogitsLoss", "CrossEntropyLoss", "L1Loss", "MSELoss", "NLLLoss"]
 from tessera.nn import functional as F
 from tessera.nn.modules.module import Module
 

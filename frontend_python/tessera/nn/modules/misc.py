@@ -1,4 +1,6 @@
 """Dropout, Embedding, EmbeddingBag, Flatten, Unflatten."""
+
+__all__ = ["Dropout", "Embedding", "EmbeddingBag", "Flatten", "Unflatten"]
 import tessera
 from tessera.nn import functional as F, init
 from tessera.nn import _autograd

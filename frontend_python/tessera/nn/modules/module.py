@@ -1,5 +1,7 @@
 """nn.Module: the base of every layer. Parameters, buffers and submodules assigned as attributes
 are registered (in assignment order) and found by parameters(), state_dict(), to(), ..."""
+
+__all__ = ["Module"]
 from collections import OrderedDict, namedtuple
 import itertools
 

@@ -1,4 +1,6 @@
 """BatchNorm1d, BatchNorm2d, LayerNorm, GroupNorm."""
+
+__all__ = ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "LayerNorm"]
 import numbers
 
 import tessera

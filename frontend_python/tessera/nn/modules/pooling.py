@@ -1,4 +1,6 @@
 """MaxPool2d, AvgPool2d, AdaptiveAvgPool2d and their 3-D forms."""
+
+__all__ = ["AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AvgPool2d", "AvgPool3d", "MaxPool2d", "MaxPool3d"]
 from tessera.nn import functional as F
 from tessera.nn.modules.module import Module
 

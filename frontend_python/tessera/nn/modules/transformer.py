@@ -1,4 +1,6 @@
 """TransformerEncoderLayer and TransformerEncoder (torch's layout and defaults)."""
+
+__all__ = ["TransformerEncoder", "TransformerEncoderLayer"]
 import copy
 
 from tessera.nn import functional as F

@@ -1,0 +1,3 @@
+"""PairwiseDistance and CosineSimilarity."""
+
+__all__ = []

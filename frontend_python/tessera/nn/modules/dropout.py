@@ -1,0 +1,3 @@
+"""Dropout variants (Dropout is in misc.py)."""
+
+__all__ = []

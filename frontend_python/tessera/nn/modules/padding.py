@@ -1,0 +1,3 @@
+"""Padding layers."""
+
+__all__ = []

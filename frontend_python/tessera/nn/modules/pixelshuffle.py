@@ -1,0 +1,3 @@
+"""PixelShuffle and PixelUnshuffle."""
+
+__all__ = []

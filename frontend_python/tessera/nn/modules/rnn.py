@@ -1,0 +1,3 @@
+"""Recurrent layers."""
+
+__all__ = []

@@ -1,0 +1,3 @@
+"""Upsample and its subclasses."""
+
+__all__ = []
