@@ -471,6 +471,114 @@ def sigmoid(input):
     return _op("sigmoid", input)
 
 
+def _inplace(input, result, inplace):
+    """The in-place form of an activation: its result written back into the input."""
+    return _op("copy_", input, result) if inplace else result
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    return _inplace(input, _op("leaky_relu", input, negative_slope), inplace)
+
+
+def elu(input, alpha=1.0, inplace=False):
+    return _inplace(input, _op("elu", input, alpha), inplace)
+
+
+def selu(input, inplace=False):
+    # The constants of Klambauer et al. (2017), as torch uses them.
+    return _inplace(input, _op("elu", input, 1.6732632423543772, 1.0507009873554805), inplace)
+
+
+def celu(input, alpha=1.0, inplace=False):
+    if alpha == 0:
+        raise ValueError("celu: alpha must not be zero")
+    return _inplace(input, _op("elu", input, alpha, 1.0, 1.0 / alpha), inplace)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    if min_val > max_val:
+        raise ValueError(f"hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
+    return _inplace(input, _op("hardtanh", input, min_val, max_val), inplace)
+
+
+def relu6(input, inplace=False):
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def hardsigmoid(input, inplace=False):
+    return _inplace(input, _op("div", _op("hardtanh", _op("add", input, 3.0), 0.0, 6.0), 6.0), inplace)
+
+
+def hardswish(input, inplace=False):
+    gate = _op("div", _op("hardtanh", _op("add", input, 3.0), 0.0, 6.0), 6.0)
+    return _inplace(input, _op("mul", input, gate), inplace)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    # Linear above threshold (in units of beta), as torch, so large inputs do not overflow exp.
+    scaled = _op("mul", input, beta)
+    soft = _op("div", _op("log1p", _op("exp", _op("minimum", scaled, _op("full_like", scaled, threshold)))), beta)
+    return _op("where", _op("gt", scaled, threshold), input, soft)
+
+
+def mish(input, inplace=False):
+    return _inplace(input, _op("mul", input, _op("tanh", softplus(input))), inplace)
+
+
+def softsign(input):
+    return _op("div", input, _op("add", _op("abs", input), 1.0))
+
+
+def logsigmoid(input):
+    # -softplus(-x), computed as min(x, 0) - log1p(exp(-|x|)) so neither side overflows.
+    return _op("sub", _op("minimum", input, _op("full_like", input, 0.0)),
+               _op("log1p", _op("exp", _op("neg", _op("abs", input)))))
+
+
+def tanhshrink(input):
+    return _op("sub", input, _op("tanh", input))
+
+
+def softshrink(input, lambd=0.5):
+    if lambd < 0:
+        raise ValueError(f"softshrink: lambda must be non-negative, got {lambd}")
+    shrunk = _op("sub", input, _op("mul", _op("sign", input), lambd))
+    return _op("where", _op("gt", _op("abs", input), lambd), shrunk, _op("full_like", input, 0.0))
+
+
+def hardshrink(input, lambd=0.5):
+    return _op("where", _op("gt", _op("abs", input), lambd), input, _op("full_like", input, 0.0))
+
+
+def threshold(input, threshold, value, inplace=False):
+    return _inplace(input, _op("where", _op("gt", input, threshold), input, _op("full_like", input, value)), inplace)
+
+
+def glu(input, dim=-1):
+    if input.dim() == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    size = input.shape[dim]
+    if size % 2:
+        raise RuntimeError(f"Halving dimension must be even, but dimension {dim % input.dim()} is size {size}")
+    a, b = _op("narrow", input, dim, 0, size // 2), _op("narrow", input, dim, size // 2, size // 2)
+    return _op("mul", a, _op("sigmoid", b))
+
+
+def prelu(input, weight):
+    if weight.numel() != 1:
+        channels = input.shape[1] if input.dim() >= 2 else 1
+        if weight.numel() != channels:
+            raise RuntimeError(f"prelu: mismatch of parameter numbers and input channel size. Found parameter "
+                               f"numbers = {weight.numel()} and channel size = {channels}.")
+        if input.dim() >= 2:
+            weight = _op("reshape", weight, [channels] + [1] * (input.dim() - 2))
+    return _op("where", _op("gt", input, 0.0), input, _op("mul", input, weight))
+
+
+def softmin(input, dim=None, dtype=None):
+    return softmax(_op("neg", input), dim=dim, dtype=dtype)
+
+
 def _softmax_dim(ndim, fname):
     warnings.warn(f"Implicit dimension choice for {fname} has been deprecated. Change the call to include dim=X "
                   "as an argument.", stacklevel=3)

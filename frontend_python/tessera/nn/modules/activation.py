@@ -130,3 +130,75 @@ class MultiheadAttention(Module):
             self.out_proj.bias, dropout_p=self.dropout, training=self.training, key_padding_mask=key_padding_mask,
             need_weights=need_weights, attn_mask=attn_mask, average_attn_weights=average_attn_weights,
             is_causal=is_causal and attn_mask is None, batch_first=self.batch_first)
+
+
+def _activation(name, function, params=(), doc=""):
+    """A module class whose forward is `function(input, **its constructor arguments)`; params are
+    (name, default) pairs in torch's constructor order, shown by extra_repr."""
+    def __init__(self, *args, **kwargs):
+        Module.__init__(self)
+        if len(args) > len(params):
+            raise TypeError(f"{name}.__init__() takes at most {len(params)} arguments ({len(args)} given)")
+        values = dict(params)
+        for (key, _), value in zip(params, args):
+            values[key] = value
+        for key, value in kwargs.items():
+            if key not in values:
+                raise TypeError(f"{name}.__init__() got an unexpected keyword argument '{key}'")
+            values[key] = value
+        for key, value in values.items():
+            setattr(self, key, value)
+
+    def forward(self, input):
+        return function(input, **{key: getattr(self, key) for key, _ in params})
+
+    def extra_repr(self):
+        # As torch: inplace only when set; the shrink modules show their lambda bare.
+        if [key for key, _ in params] == ["lambd"]:
+            return str(self.lambd)
+        shown = [(key, getattr(self, key)) for key, _ in params if key != "inplace" or getattr(self, key)]
+        return ", ".join(f"{key}={value}" for key, value in shown)
+
+    return type(name, (Module,), {"__init__": __init__, "forward": forward, "extra_repr": extra_repr,
+                                  "__doc__": doc or f"Module form of tessera.nn.functional.{function.__name__}.",
+                                  "__module__": __name__})
+
+
+LeakyReLU = _activation("LeakyReLU", F.leaky_relu, (("negative_slope", 0.01), ("inplace", False)))
+ELU = _activation("ELU", F.elu, (("alpha", 1.0), ("inplace", False)))
+SELU = _activation("SELU", F.selu, (("inplace", False),))
+CELU = _activation("CELU", F.celu, (("alpha", 1.0), ("inplace", False)))
+Hardtanh = _activation("Hardtanh", F.hardtanh, (("min_val", -1.0), ("max_val", 1.0), ("inplace", False)))
+ReLU6 = _activation("ReLU6", F.relu6, (("inplace", False),))
+Hardsigmoid = _activation("Hardsigmoid", F.hardsigmoid, (("inplace", False),))
+Hardswish = _activation("Hardswish", F.hardswish, (("inplace", False),))
+Softplus = _activation("Softplus", F.softplus, (("beta", 1.0), ("threshold", 20.0)))
+Mish = _activation("Mish", F.mish, (("inplace", False),))
+Softsign = _activation("Softsign", F.softsign)
+LogSigmoid = _activation("LogSigmoid", F.logsigmoid)
+Tanhshrink = _activation("Tanhshrink", F.tanhshrink)
+Softshrink = _activation("Softshrink", F.softshrink, (("lambd", 0.5),))
+Hardshrink = _activation("Hardshrink", F.hardshrink, (("lambd", 0.5),))
+Threshold = _activation("Threshold", F.threshold, (("threshold", None), ("value", None), ("inplace", False)))
+GLU = _activation("GLU", F.glu, (("dim", -1),))
+Softmin = _activation("Softmin", F.softmin, (("dim", None),))
+
+
+class PReLU(Module):
+    """x where x > 0, else weight * x; one learnable slope, or one per channel (dim 1)."""
+
+    def __init__(self, num_parameters=1, init=0.25, device=None, dtype=None):
+        super().__init__()
+        self.num_parameters = num_parameters
+        self.init = init
+        self.weight = Parameter(tessera.full((num_parameters,), init, device=device, dtype=dtype))
+
+    def forward(self, input):
+        return F.prelu(input, self.weight)
+
+    def extra_repr(self):
+        return f"num_parameters={self.num_parameters}"
+
+
+__all__ += ["LeakyReLU", "ELU", "SELU", "CELU", "Hardtanh", "ReLU6", "Hardsigmoid", "Hardswish", "Softplus", "Mish",
+            "Softsign", "LogSigmoid", "Tanhshrink", "Softshrink", "Hardshrink", "Threshold", "GLU", "Softmin", "PReLU"]
