@@ -67,3 +67,11 @@ _install_autograd_methods()
 from tessera import nn  # noqa: E402  (pure Python over the operators above)
 from tessera import optim  # noqa: E402
 from tessera import utils  # noqa: E402
+from tessera import accelerator, testing  # noqa: E402,F401
+from tessera._legacy import (  # noqa: E402,F401  (torch.FloatTensor(...) and friends)
+    BFloat16Tensor, BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor, LongTensor,
+    ShortTensor,
+)
+
+get_num_threads = _C.get_num_threads
+set_num_threads = _C.set_num_threads

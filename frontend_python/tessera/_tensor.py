@@ -310,6 +310,23 @@ def detach(self):
     return _call("permute", (self, list(range(self.ndim))), _E)
 
 
+def _data(self):
+    """tensor.data: the same storage with no autograd history (as detach())."""
+    return self.detach()
+
+
+def _set_data(self, value):
+    # torch swaps the tensor's storage; here the values are written in place, which is the same
+    # wherever shape and dtype agree (the common use: p.data = new_values).
+    if not isinstance(value, Tensor):
+        raise TypeError(f"Tensor.data: expected a Tensor, got {type(value).__name__}")
+    if tuple(value.shape) != tuple(self.shape) or value.dtype != self.dtype:
+        raise RuntimeError(f"Tensor.data: assigning a tensor of shape {tuple(value.shape)} and dtype {value.dtype} "
+                           f"to one of shape {tuple(self.shape)} and dtype {self.dtype} is not supported; "
+                           f"assign a tensor of the same shape and dtype")
+    _call("copy_", (self.detach(), value.detach()), _E)
+
+
 def detach_(self):
     return self
 
@@ -571,6 +588,7 @@ def _install():
                      "cfloat": "complex64", "cdouble": "complex128"}.items():
         put(name, _to_dtype(dt))
     T.T = property(_T)
+    T.data = property(_data, _set_data)
     T.mT = property(_mT)
     # torch's real / imag are properties (views); assigning to them writes the parts.
     T.real = property(lambda self: _call("real", (self,), _E),
