@@ -1,6 +1,5 @@
-"""tessera.testing: assert_close with torch.testing's default tolerances by dtype and its messages."""
-import numpy as np
-
+"""tessera.testing: assert_close with torch.testing's default tolerances by dtype and its messages.
+NumPy is imported on first use: `import tessera` stays NumPy-free."""
 import tessera
 
 # (rtol, atol) by dtype, as torch.testing.assert_close; integers and bool compare exactly.
@@ -9,6 +8,8 @@ _DEFAULT_TOLERANCES = {"float16": (1e-3, 1e-5), "bfloat16": (1.6e-2, 1e-5), "flo
 
 
 def _as_numpy(value):
+    import numpy as np
+
     if isinstance(value, tessera.Tensor):
         value = value.detach()
         if value.dtype.name == "bfloat16":
@@ -51,6 +52,8 @@ def assert_close(actual, expected, *, rtol=None, atol=None, equal_nan=False, che
         dtype_name = _as_numpy(actual).dtype.name
     if rtol is None:
         rtol, atol = _DEFAULT_TOLERANCES.get(dtype_name, (0.0, 0.0))
+    import numpy as np
+
     a, e = _as_numpy(actual), _as_numpy(expected)
     if a.shape != e.shape:
         raise AssertionError(msg or f"The values for attribute 'shape' do not match: {a.shape} != {e.shape}.")
