@@ -710,6 +710,172 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     return _op("binary_cross_entropy_with_logits", input, target, weight, pos_weight, red)
 
 
+def _loss_setup(input, target, size_average, reduce, reduction, fname):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _reduction_enum(reduction, fname)
+    _same_shape_or_broadcast(input, target, fname)
+    return reduction
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    """-(t log p + (1 - t) log(1 - p)) on probabilities; the logs are clamped at -100 as torch's."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _reduction_enum(reduction, "binary_cross_entropy")
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Using a target size ({list(target.shape)}) that is different to the input size "
+                         f"({list(input.shape)}) is deprecated. Please ensure they have the same size.")
+    log_p = _op("clamp", _op("log", input), -100.0)
+    log_q = _op("clamp", _op("log", _op("sub", _op("full_like", input, 1.0), input)),
+                -100.0)
+    loss = _op("neg", _op("add", _op("mul", target, log_p),
+                          _op("mul", _op("sub", _op("full_like", target, 1.0), target), log_q)))
+    if weight is not None:
+        loss = _op("mul", loss, weight)
+    return _apply_reduction(loss, reduction)
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    reduction = _loss_setup(input, target, size_average, reduce, reduction, "smooth_l1_loss")
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    d = _op("abs", _op("sub", input, target))
+    if beta == 0:
+        return _apply_reduction(d, reduction)
+    loss = _op("where", _op("lt", d, beta), _op("div", _op("mul", _op("mul", d, d), 0.5), beta), _op("sub", d, 0.5 * beta))
+    return _apply_reduction(loss, reduction)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    _reduction_enum(reduction, "huber_loss")
+    _same_shape_or_broadcast(input, target, "huber_loss")
+    if delta <= 0:
+        raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    d = _op("abs", _op("sub", input, target))
+    loss = _op("where", _op("lt", d, delta), _op("mul", _op("mul", d, d), 0.5), _op("mul", _op("sub", d, 0.5 * delta), delta))
+    if weight is not None:
+        loss = _op("mul", loss, weight)
+    return _apply_reduction(loss, reduction)
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    """Pointwise KL divergence target * (log target - input), input being log-probabilities."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if reduction not in ("none", "mean", "sum", "batchmean"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    if log_target:
+        loss = _op("mul", _op("exp", target), _op("sub", target, input))
+    else:
+        loss = _op("sub", _op("xlogy", target, target), _op("mul", target, input))
+    if reduction == "batchmean":
+        total = _op("sum", loss)
+        return _op("div", total, input.shape[0]) if input.dim() else total
+    return _apply_reduction(loss, reduction)
+
+
+def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    reduction = _loss_setup(input, target, size_average, reduce, reduction, "soft_margin_loss")
+    return _apply_reduction(_op("log1p", _op("exp", _op("neg", _op("mul", target, input)))), reduction)
+
+
+def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _reduction_enum(reduction, "margin_ranking_loss")
+    if not (input1.dim() == input2.dim() == target.dim()):
+        raise RuntimeError(f"margin_ranking_loss : All input tensors should have same dimension but got sizes: "
+                           f"input1: {tuple(input1.shape)}, input2: {tuple(input2.shape)}, target: {tuple(target.shape)} ")
+    loss = _op("relu", _op("add", _op("mul", _op("neg", target), _op("sub", input1, input2)), margin))
+    return _apply_reduction(loss, reduction)
+
+
+def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None, reduction="mean"):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _reduction_enum(reduction, "hinge_embedding_loss")
+    zeros = _op("full_like", input, 0.0)
+    positive = _op("where", _op("eq", target, 1), input, zeros)
+    negative = _op("where", _op("eq", target, -1), _op("relu", _op("sub", _op("full_like", input, margin), input)), zeros)
+    return _apply_reduction(_op("add", positive, negative), reduction)
+
+
+def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
+                     reduction="mean"):
+    reduction = _loss_setup(input, target, size_average, reduce, reduction, "poisson_nll_loss")
+    if log_input:
+        loss = _op("sub", _op("exp", input), _op("mul", target, input))
+    else:
+        loss = _op("sub", input, _op("mul", target, _op("log", _op("add", input, eps))))
+    if full:
+        # Stirling's term for target > 1: t log t - t + 0.5 log(2 pi t).
+        stirling = _op("add", _op("sub", _op("xlogy", target, target), target),
+                       _op("mul", _op("log", _op("mul", target, 2 * math.pi)), 0.5))
+        loss = _op("add", loss, _op("where", _op("gt", target, 1), stirling, _op("full_like", target, 0.0)))
+    return _apply_reduction(loss, reduction)
+
+
+def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
+    _reduction_enum(reduction, "gaussian_nll_loss")
+    if var.dim() == input.dim() - 1 and tuple(var.shape) == tuple(input.shape[:-1]):
+        var = _op("unsqueeze", var, -1)
+    elif tuple(var.shape) != tuple(input.shape) and not (var.dim() == input.dim() and var.shape[-1] == 1):
+        raise ValueError("var is of incorrect size")
+    if bool(_op("any", _op("lt", var, 0)).item()):
+        raise ValueError("var has negative entry/entries")
+    var = _op("clamp", var, eps)
+    d = _op("sub", input, target)
+    loss = _op("mul", _op("add", _op("log", var), _op("div", _op("mul", d, d), var)), 0.5)
+    if full:
+        loss = _op("add", loss, 0.5 * math.log(2 * math.pi))
+    return _apply_reduction(loss, reduction)
+
+
+def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _reduction_enum(reduction, "multilabel_soft_margin_loss")
+    loss = _op("neg", _op("add", _op("mul", target, logsigmoid(input)),
+                          _op("mul", _op("sub", _op("full_like", target, 1.0), target), logsigmoid(_op("neg", input)))))
+    if weight is not None:
+        loss = _op("mul", loss, weight)
+    loss = _op("mean", loss, [input.dim() - 1])
+    return _apply_reduction(loss, reduction)
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """x1 . x2 / max(|x1| |x2|, eps) along dim, broadcasting x1 against x2."""
+    dot = _op("sum", _op("mul", x1, x2), [dim])
+    n1 = _op("linalg_vector_norm", x1, 2.0, [dim])
+    n2 = _op("linalg_vector_norm", x2, 2.0, [dim])
+    return _op("div", dot, _op("clamp", _op("mul", n1, n2), eps))
+
+
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    return _op("linalg_vector_norm", _op("add", _op("sub", x1, x2), eps), p, [-1], keepdim)
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    norm = _op("clamp", _op("linalg_vector_norm", input, p, [dim], True), eps)
+    return _op("div", input, norm)
+
+
+def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _reduction_enum(reduction, "cosine_embedding_loss")
+    cos = cosine_similarity(input1, input2, dim=-1, eps=1e-12)
+    zeros = _op("full_like", cos, 0.0)
+    loss = _op("where", _op("eq", target, 1), _op("sub", _op("full_like", cos, 1.0), cos),
+               _op("where", _op("eq", target, -1), _op("relu", _op("sub", cos, margin)), zeros))
+    return _apply_reduction(loss, reduction)
+
+
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6, swap=False, size_average=None,
+                        reduce=None, reduction="mean"):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _reduction_enum(reduction, "triplet_margin_loss")
+    d_pos = pairwise_distance(anchor, positive, p, eps)
+    d_neg = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        d_neg = _op("minimum", d_neg, pairwise_distance(positive, negative, p, eps))
+    return _apply_reduction(_op("relu", _op("add", _op("sub", d_pos, d_neg), margin)), reduction)
+
+
 # ---------------------------------------------------------------------------- attention
 def _causal_mask(L, S, device):
     rows = _op("unsqueeze", _op("arange", L, dtype=_INT64, device=device), 1)

@@ -59,3 +59,47 @@ class BCEWithLogitsLoss(_Loss):
     def forward(self, input, target):
         return F.binary_cross_entropy_with_logits(input, target, self.weight, pos_weight=self.pos_weight,
                                                   reduction=self.reduction)
+
+
+def _loss_module(name, function, params=(), weighted=False):
+    """A loss module over `function(input, target, **its arguments)`; params are (name, default) in
+    torch's constructor order after (weight,) size_average/reduce and before reduction."""
+    base = _WeightedLoss if weighted else _Loss
+
+    def __init__(self, *args, **kwargs):
+        values = dict(params)
+        values.update(zip((k for k, _ in params), args))
+        for key in list(kwargs):
+            if key in values:
+                values[key] = kwargs.pop(key)
+        base.__init__(self, **kwargs)
+        for key, value in values.items():
+            setattr(self, key, value)
+
+    def forward(self, *inputs):
+        extra = {key: getattr(self, key) for key, _ in params}
+        if weighted:
+            extra["weight"] = self.weight
+        return function(*inputs, reduction=self.reduction, **extra)
+
+    return type(name, (base,), {"__init__": __init__, "forward": forward, "__module__": __name__,
+                                "__doc__": f"Module form of tessera.nn.functional.{function.__name__}."})
+
+
+BCELoss = _loss_module("BCELoss", F.binary_cross_entropy, weighted=True)
+SmoothL1Loss = _loss_module("SmoothL1Loss", F.smooth_l1_loss, (("beta", 1.0),))
+HuberLoss = _loss_module("HuberLoss", F.huber_loss, (("delta", 1.0),))
+KLDivLoss = _loss_module("KLDivLoss", F.kl_div, (("log_target", False),))
+SoftMarginLoss = _loss_module("SoftMarginLoss", F.soft_margin_loss)
+MarginRankingLoss = _loss_module("MarginRankingLoss", F.margin_ranking_loss, (("margin", 0.0),))
+HingeEmbeddingLoss = _loss_module("HingeEmbeddingLoss", F.hinge_embedding_loss, (("margin", 1.0),))
+PoissonNLLLoss = _loss_module("PoissonNLLLoss", F.poisson_nll_loss, (("log_input", True), ("full", False), ("eps", 1e-8)))
+GaussianNLLLoss = _loss_module("GaussianNLLLoss", F.gaussian_nll_loss, (("full", False), ("eps", 1e-6)))
+MultiLabelSoftMarginLoss = _loss_module("MultiLabelSoftMarginLoss", F.multilabel_soft_margin_loss, weighted=True)
+CosineEmbeddingLoss = _loss_module("CosineEmbeddingLoss", F.cosine_embedding_loss, (("margin", 0.0),))
+TripletMarginLoss = _loss_module("TripletMarginLoss", F.triplet_margin_loss,
+                                 (("margin", 1.0), ("p", 2.0), ("eps", 1e-6), ("swap", False)))
+
+__all__ += ["BCELoss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "SoftMarginLoss", "MarginRankingLoss",
+            "HingeEmbeddingLoss", "PoissonNLLLoss", "GaussianNLLLoss", "MultiLabelSoftMarginLoss",
+            "CosineEmbeddingLoss", "TripletMarginLoss"]
