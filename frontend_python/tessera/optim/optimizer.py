@@ -184,3 +184,47 @@ def _step_tensor(state):
     state["step"].add_(1)
     return state["step"].item()
 
+
+
+class _PerParameterOptimizer(Optimizer):
+    """An optimizer whose step updates each parameter on its own: subclasses give `_init_state(p,
+    state, group)` and `_update(p, g, state, group, step)`; this runs the closure, skips parameters
+    without a gradient, negates it for maximize and adds L2 weight decay."""
+
+    def _init_state(self, p, state, group):
+        pass
+
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with _autograd.enable_grad():
+                loss = closure()
+        with _autograd.no_grad():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    g = _grad(p, group.get("maximize", False))
+                    if g is None:
+                        continue
+                    state = self.state[p]
+                    if len(state) == 0:
+                        state["step"] = tessera.tensor(0.0, dtype=tessera.float32)
+                        self._init_state(p, state, group)
+                    step = _step_tensor(state)
+                    if group.get("weight_decay", 0) != 0 and not group.get("decoupled_weight_decay", False):
+                        g = g.add(p, alpha=group["weight_decay"])
+                    self._update(p, g, state, group, step)
+        return loss
+
+
+def _check_nonnegative(**values):
+    names = {"lr": "learning rate", "eps": "epsilon value", "weight_decay": "weight_decay value",
+             "lr_decay": "lr_decay value", "rho": "rho value", "momentum_decay": "momentum_decay value"}
+    for key, value in values.items():
+        if not 0.0 <= value:
+            raise ValueError(f"Invalid {names.get(key, key)}: {value}")
+
+
+def _check_betas(betas):
+    for i, b in enumerate(betas):
+        if not 0.0 <= b < 1.0:
+            raise ValueError(f"Invalid beta parameter at index {i}: {b}")
