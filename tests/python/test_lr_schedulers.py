@@ -35,6 +35,9 @@ CASES = {
     "OneCycleLR": lambda m, o: m.OneCycleLR(o, 1.0, total_steps=26),
     "OneCycleLR-linear-3phase": lambda m, o: m.OneCycleLR(o, 0.5, epochs=2, steps_per_epoch=13,
                                                           anneal_strategy="linear", three_phase=True),
+    "CyclicLR": lambda m, o: m.CyclicLR(o, 0.01, 0.1, 4, 3),
+    "CyclicLR-triangular2": lambda m, o: m.CyclicLR(o, 0.01, 0.1, 3, mode="triangular2"),
+    "CyclicLR-exp_range": lambda m, o: m.CyclicLR(o, 0.01, 0.1, 3, mode="exp_range", gamma=0.9),
     "SequentialLR": lambda m, o: m.SequentialLR(o, [m.LinearLR(o, 0.1, 1.0, 5), m.ExponentialLR(o, 0.8)], [5]),
     "ChainedScheduler": lambda m, o: m.ChainedScheduler([m.ConstantLR(o, 0.5, 3), m.ExponentialLR(o, 0.9)]),
 }
@@ -52,6 +55,8 @@ def test_closed_forms():
     assert max(lr for lr, _ in seq) == pytest.approx(1.0, rel=1e-2)
     assert seq[-1][0] == pytest.approx(1.0 / 25 / 1e4, rel=1e-6)
     assert min(m for _, m in seq) == pytest.approx(0.85, abs=1e-2)
+    cyc = [lr for lr, _ in _sequence(ts, CASES["CyclicLR"], 8)]
+    assert cyc == pytest.approx([0.01 + 0.09 * f for f in (0.25, 0.5, 0.75, 1.0, 2 / 3, 1 / 3, 0.0, 0.25)])
     warm = [lr for lr, _ in _sequence(ts, CASES["CosineAnnealingWarmRestarts"], 12)]
     expected = [0.001 + (0.1 - 0.001) * (1 + math.cos(math.pi * t / T)) / 2 for t, T in
                 [(1, 4), (2, 4), (3, 4), (0, 8), (1, 8), (2, 8), (3, 8), (4, 8), (5, 8), (6, 8), (7, 8), (0, 16)]]
@@ -84,7 +89,7 @@ def test_bad_arguments():
 @pytest.mark.parametrize("optimizer", ["SGD", "Adam"])
 def test_sequence_matches_torch(name, optimizer):
     import torch
-    if name.startswith("OneCycleLR") or optimizer == "SGD":
+    if name.startswith(("OneCycleLR", "CyclicLR")) or optimizer == "SGD":
         ours = _sequence(ts, CASES[name], 25, optimizer)
         theirs = _sequence(torch, CASES[name], 25, optimizer)
         assert [lr for lr, _ in ours] == pytest.approx([lr for lr, _ in theirs], rel=1e-9, abs=1e-15)

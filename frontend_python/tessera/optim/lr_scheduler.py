@@ -400,6 +400,76 @@ class OneCycleLR(LRScheduler):
         return lrs
 
 
+class CyclicLR(LRScheduler):
+    """The lr cycles between base_lr and max_lr (step_size_up steps up, step_size_down down), its
+    amplitude scaled per cycle (triangular, triangular2) or per step (exp_range, or scale_fn);
+    momentum cycles the opposite way."""
+
+    def __init__(self, optimizer, base_lr, max_lr, step_size_up=2000, step_size_down=None, mode="triangular",
+                 gamma=1.0, scale_fn=None, scale_mode="cycle", cycle_momentum=True, base_momentum=0.8,
+                 max_momentum=0.9, last_epoch=-1, verbose="deprecated"):
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        groups = optimizer.param_groups
+
+        def per_group(value, name):
+            values = list(value) if isinstance(value, (list, tuple)) else [value] * len(groups)
+            if len(values) != len(groups):
+                raise ValueError(f"expected {len(groups)} values for {name}, got {len(values)}")
+            return values
+
+        base_lrs = per_group(base_lr, "base_lr")
+        if last_epoch == -1:
+            for lr, group in zip(base_lrs, groups):
+                group["lr"] = lr
+        self.max_lrs = per_group(max_lr, "max_lr")
+        up = float(step_size_up)
+        down = float(step_size_down) if step_size_down is not None else up
+        self.total_size, self.step_ratio = up + down, up / (up + down)
+        if mode not in ("triangular", "triangular2", "exp_range") and scale_fn is None:
+            raise ValueError("mode is invalid and scale_fn is None")
+        self.mode, self.gamma = mode, gamma
+        if scale_fn is None:
+            self._scale_fn = {"triangular": lambda x: 1.0, "triangular2": lambda x: 1 / (2.0 ** (x - 1)),
+                              "exp_range": lambda x: gamma ** x}[mode]
+            self.scale_mode = "iterations" if mode == "exp_range" else "cycle"
+        else:
+            self._scale_fn, self.scale_mode = scale_fn, scale_mode
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+                raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` option enabled")
+            self.use_beta1 = "betas" in optimizer.defaults
+            self.base_momentums = per_group(base_momentum, "base_momentum")
+            self.max_momentums = per_group(max_momentum, "max_momentum")
+            if last_epoch == -1:
+                for m, group in zip(self.max_momentums, groups):
+                    if self.use_beta1:
+                        group["betas"] = (m, *group["betas"][1:])
+                    else:
+                        group["momentum"] = m
+        super().__init__(optimizer, last_epoch, verbose)
+        self.base_lrs = base_lrs
+
+    def scale_fn(self, x):
+        return self._scale_fn(x)
+
+    def get_lr(self):
+        cycle = math.floor(1 + self.last_epoch / self.total_size)
+        x = 1.0 + self.last_epoch / self.total_size - cycle
+        scale_factor = x / self.step_ratio if x <= self.step_ratio else (x - 1) / (self.step_ratio - 1)
+        scale = self.scale_fn(cycle if self.scale_mode == "cycle" else self.last_epoch)
+        lrs = [base + (top - base) * scale_factor * scale for base, top in zip(self.base_lrs, self.max_lrs)]
+        if self.cycle_momentum:
+            for group, low, high in zip(self.optimizer.param_groups, self.base_momentums, self.max_momentums):
+                momentum = high - (high - low) * scale_factor * scale
+                if self.use_beta1:
+                    group["betas"] = (momentum, *group["betas"][1:])
+                else:
+                    group["momentum"] = momentum
+        return lrs
+
+
 # ---------------------------------------------------------------------------- metric-driven and composed
 class ReduceLROnPlateau(LRScheduler):
     """Multiplies the lr by factor when the metric passed to step() has not improved for patience
