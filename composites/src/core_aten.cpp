@@ -329,26 +329,36 @@ IntList upsample_size(const char* op, const TensorRef& x, Args& a, int scale_arg
   return {int64_t(std::floor(double(x.size(2)) * sv.u.doubles.data[0])), int64_t(std::floor(double(x.size(3)) * sv.u.doubles.data[1]))};
 }
 
-// The source index of each output position (nearest: floor(dst * in / out)).
-TensorRef nearest_indices(int64_t in, int64_t out, ts_device device) {
+// Source positions per output position along spatial dim i (0: H, 1: W): 1 / scale when the caller
+// gave scale_factors (as PyTorch, so a 1.7x upsample samples at 1/1.7 steps, not in/out), else in / out.
+double upsample_step(Args& a, int scale_arg, int i, int64_t in, int64_t out) {
+  const ts_value& sv = a.value(scale_arg);
+  if (!a.optional_int_list(1) && sv.tag == TS_VALUE_DOUBLE_LIST && sv.u.doubles.size == 2 && sv.u.doubles.data[i] > 0)
+    return 1.0 / sv.u.doubles.data[i];
+  return double(in) / double(out);
+}
+
+// The source index of each output position (nearest: floor(dst * step)).
+TensorRef nearest_indices(int64_t in, int64_t out, double step, ts_device device) {
   TensorRef dst = ops::arange(Scalar(out), int32_t(TS_FLOAT64), device);
-  TensorRef src = ops::floor(ops::mul(dst, Scalar(double(in) / double(out))));
+  TensorRef src = ops::floor(ops::mul(dst, Scalar(step)));
   return ops::to(ops::clamp(src, Scalar(0), Scalar(in - 1)), int32_t(TS_INT64));
 }
 
 void upsample_nearest2d(Args& a) {
   TensorRef x = a.tensor(0);
   IntList size = upsample_size("upsample_nearest2d", x, a, 2);
-  TensorRef rows = ops::index_select(x, 2, nearest_indices(x.size(2), size[0], x.device()));
-  a.return_tensor(ops::index_select(rows, 3, nearest_indices(x.size(3), size[1], x.device())));
+  const double step_h = upsample_step(a, 2, 0, x.size(2), size[0]), step_w = upsample_step(a, 2, 1, x.size(3), size[1]);
+  TensorRef rows = ops::index_select(x, 2, nearest_indices(x.size(2), size[0], step_h, x.device()));
+  a.return_tensor(ops::index_select(rows, 3, nearest_indices(x.size(3), size[1], step_w, x.device())));
 }
 
 // Linear interpolation along one dim: the two neighbours' rows weighted by the distance.
-TensorRef lerp_along(const TensorRef& x, int64_t dim, int64_t out, bool align_corners) {
+TensorRef lerp_along(const TensorRef& x, int64_t dim, int64_t out, bool align_corners, double step) {
   int64_t in = x.size(dim);
   TensorRef dst = ops::arange(Scalar(out), int32_t(TS_FLOAT64), x.device());
   TensorRef src = align_corners ? ops::mul(dst, Scalar(out > 1 ? double(in - 1) / double(out - 1) : 0.0))
-                                : ops::clamp(ops::sub(ops::mul(ops::add(dst, Scalar(0.5)), Scalar(double(in) / double(out))), Scalar(0.5)),
+                                : ops::clamp(ops::sub(ops::mul(ops::add(dst, Scalar(0.5)), Scalar(step)), Scalar(0.5)),
                                              Scalar(0.0), std::nullopt);
   TensorRef i0 = ops::clamp(ops::floor(src), Scalar(0), Scalar(in - 1));
   TensorRef i1 = ops::clamp(ops::add(i0, Scalar(1)), Scalar(0), Scalar(in - 1));
@@ -365,7 +375,8 @@ void upsample_bilinear2d(Args& a) {
   TensorRef x = a.tensor(0);
   bool align_corners = a.to_bool(2);
   IntList size = upsample_size("upsample_bilinear2d", x, a, 3);
-  a.return_tensor(lerp_along(lerp_along(x, 2, size[0], align_corners), 3, size[1], align_corners));
+  const double step_h = upsample_step(a, 3, 0, x.size(2), size[0]), step_w = upsample_step(a, 3, 1, x.size(3), size[1]);
+  a.return_tensor(lerp_along(lerp_along(x, 2, size[0], align_corners, step_h), 3, size[1], align_corners, step_w));
 }
 
 }  // namespace
