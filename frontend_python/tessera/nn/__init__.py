@@ -3,6 +3,7 @@ Python over Tessera's operators (autograd, when its plugin is loaded, differenti
 from tessera.nn.parameter import Buffer, Parameter
 from tessera.nn.modules import *  # noqa: F401,F403
 from tessera.nn.modules import __all__ as _modules_all
-from tessera.nn import functional, init, utils  # noqa: E402
+from tessera.nn import functional, init, parallel, utils  # noqa: E402
+from tessera.nn.parallel import DataParallel  # noqa: E402
 
-__all__ = ["Buffer", "Parameter", "functional", "init", "utils"] + list(_modules_all)
+__all__ = ["Buffer", "DataParallel", "Parameter", "functional", "init", "parallel", "utils"] + list(_modules_all)

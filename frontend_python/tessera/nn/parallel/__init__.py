@@ -1,0 +1,5 @@
+"""tessera.nn.parallel: DataParallel as a single-device wrapper (one process drives one device here;
+DistributedDataParallel comes with tessera.distributed)."""
+from tessera.nn.parallel.data_parallel import DataParallel  # noqa: F401
+
+__all__ = ["DataParallel"]

@@ -1,0 +1,11 @@
+"""tessera.utils.data: datasets, samplers, collation and DataLoader, in torch.utils.data's files
+(dataset, sampler, dataloader) so torch's import paths resolve."""
+from tessera.utils.data.dataset import (  # noqa: F401
+    ConcatDataset, Dataset, IterableDataset, Subset, TensorDataset, random_split,
+)
+from tessera.utils.data.sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler  # noqa: F401
+from tessera.utils.data._collate import default_collate, default_convert  # noqa: F401
+from tessera.utils.data.dataloader import DataLoader  # noqa: F401
+
+__all__ = ["BatchSampler", "ConcatDataset", "DataLoader", "Dataset", "IterableDataset", "RandomSampler", "Sampler",
+           "SequentialSampler", "Subset", "TensorDataset", "default_collate", "default_convert", "random_split"]
