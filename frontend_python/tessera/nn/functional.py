@@ -348,6 +348,46 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05):
     return _op("native_layer_norm", input, normalized_shape, weight, bias, eps)[0]
 
 
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """x / sqrt(mean(x^2 over the last dims) + eps) * weight; eps defaults to the dtype's machine epsilon."""
+    if isinstance(normalized_shape, builtins.int):
+        normalized_shape = [normalized_shape]
+    normalized_shape = [builtins.int(s) for s in normalized_shape]
+    k = len(normalized_shape)
+    if k == 0 or input.ndim < k or list(input.shape[input.ndim - k:]) != normalized_shape:
+        raise RuntimeError(f"rms_norm: given normalized_shape={normalized_shape}, expected input with shape "
+                           f"[*, {', '.join(map(str, normalized_shape))}], but got input of size {list(input.shape)}")
+    if eps is None:
+        from tessera._finfo import finfo
+        eps = finfo(input.dtype).eps
+    dims = list(range(input.ndim - k, input.ndim))
+    out = _op("mul", input, _op("rsqrt", _op("add", _op("mean", _op("mul", input, input), dims, True), eps)))
+    return out if weight is None else _op("mul", out, weight)
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
+                  momentum=0.1, eps=1e-05):
+    """Normalizes each (sample, channel) plane by its own statistics (a group norm with one channel
+    per group); with running stats, their update averages the instances' statistics over the batch."""
+    if input.ndim < 3:
+        raise ValueError(f"instance_norm: expected an input of at least 3 dimensions (N, C, *), got {input.ndim}")
+    if not use_input_stats:
+        if running_mean is None or running_var is None:
+            raise ValueError("Expected running_mean and running_var to be defined when use_input_stats is false")
+        return batch_norm(input, running_mean, running_var, weight, bias, False, 0.0, eps)
+    c = input.shape[1]
+    if running_mean is not None and running_var is not None:
+        from tessera.nn import _autograd
+        with _autograd.no_grad():
+            dims = list(range(2, input.ndim))
+            plane = input.detach()
+            mean = _op("mean", plane, dims)
+            var = _op("var", plane, dims, correction=1)
+            running_mean.mul_(1 - momentum).add_(_op("mean", mean, [0]), alpha=momentum)
+            running_var.mul_(1 - momentum).add_(_op("mean", var, [0]), alpha=momentum)
+    return group_norm(input, c, weight, bias, eps)
+
+
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):
     """Normalizes each of num_groups channel groups of an (N, C, *) input."""
     _check_tensor(input, "input", "group_norm")
