@@ -416,6 +416,34 @@ def dropout(input, p=0.5, training=True, inplace=False):
     return out
 
 
+def _feature_dropout(input, p, training, inplace, fname, batched_dims):
+    """Zeroes whole channels (every element of an (n, c) plane) with probability p, scaling the rest."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if input.ndim not in (batched_dims - 1, batched_dims):
+        raise RuntimeError(f"{fname}: Expected {batched_dims - 1}D or {batched_dims}D input, but received a "
+                           f"{input.ndim}D input")
+    if not training or p == 0.0 or input.numel() == 0:
+        return input
+    channel_dims = 1 if input.ndim == batched_dims - 1 else 2  # (C, *) unbatched, (N, C, *) batched
+    mask_shape = list(input.shape[:channel_dims]) + [1] * (input.ndim - channel_dims)
+    keep = _op("bernoulli.p", _op("full", mask_shape, 0.0, dtype=input.dtype, device=input.device), 1.0 - p)
+    out = _op("mul", input, _op("div", keep, 1.0 - p)) if p < 1.0 else _op("mul", input, keep)
+    return _op("copy_", input, out) if inplace else out
+
+
+def dropout1d(input, p=0.5, training=True, inplace=False):
+    return _feature_dropout(input, p, training, inplace, "dropout1d", 3)
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    return _feature_dropout(input, p, training, inplace, "dropout2d", 4)
+
+
+def dropout3d(input, p=0.5, training=True, inplace=False):
+    return _feature_dropout(input, p, training, inplace, "dropout3d", 5)
+
+
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, sparse=False):
     """Rows of weight at the int64 indices in input."""
     _check_tensor(input, "input", "embedding")

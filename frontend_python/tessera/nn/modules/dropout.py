@@ -1,3 +1,20 @@
-"""Dropout variants (Dropout is in misc.py)."""
+"""Dropout1d/2d/3d: channel-wise dropout (Dropout itself is in misc.py)."""
+from tessera.nn import functional as F
+from tessera.nn.modules.misc import Dropout
 
-__all__ = []
+__all__ = ["Dropout1d", "Dropout2d", "Dropout3d"]
+
+
+class Dropout1d(Dropout):
+    def forward(self, input):
+        return F.dropout1d(input, self.p, self.training, self.inplace)
+
+
+class Dropout2d(Dropout):
+    def forward(self, input):
+        return F.dropout2d(input, self.p, self.training, self.inplace)
+
+
+class Dropout3d(Dropout):
+    def forward(self, input):
+        return F.dropout3d(input, self.p, self.training, self.inplace)
