@@ -58,3 +58,6 @@ def vector_to_parameters(vec, parameters):
             n = p.numel()
             p.copy_(vec[offset:offset + n].reshape(tuple(p.shape)))
             offset += n
+
+
+from tessera.nn.utils import rnn  # noqa: E402,F401  (torch.nn.utils.rnn)
