@@ -42,3 +42,28 @@ def test_reprs_match_torch():
     import torch
     for name in ("Dropout1d", "Dropout2d", "Dropout3d"):
         assert repr(getattr(nn, name)(0.2, inplace=True)) == repr(getattr(torch.nn, name)(0.2, inplace=True))
+
+
+@pytest.mark.parametrize("feature", [False, True])
+def test_alpha_dropout_keeps_zero_mean_and_unit_variance(feature):
+    ts.manual_seed(2)
+    x = ts.randn(64, 256, 8)
+    m = nn.FeatureAlphaDropout(0.2) if feature else nn.AlphaDropout(0.2)
+    y = m(x).numpy()
+    assert abs(y.mean()) < 0.05 and abs(y.std() - 1) < 0.05
+    saturated = 1.7580993408473766 / np.sqrt((1.7580993408473766 ** 2 * 0.2 + 1) * 0.8) * 0.2 - 1.7580993408473766 / \
+        np.sqrt((1.7580993408473766 ** 2 * 0.2 + 1) * 0.8)
+    dropped = np.isclose(y, saturated, atol=1e-6)
+    assert abs(dropped.mean() - 0.2) < 0.03
+    if feature:
+        planes = dropped.reshape(64, 256, 8)
+        assert np.all(planes == planes[:, :, :1])
+    m.eval()
+    assert np.array_equal(m(x).numpy(), x.numpy())
+
+
+@pytest.mark.torch
+def test_alpha_dropout_reprs_match_torch():
+    import torch
+    for name in ("AlphaDropout", "FeatureAlphaDropout"):
+        assert repr(getattr(nn, name)(0.3)) == repr(getattr(torch.nn, name)(0.3))

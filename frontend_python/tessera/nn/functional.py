@@ -444,6 +444,35 @@ def dropout3d(input, p=0.5, training=True, inplace=False):
     return _feature_dropout(input, p, training, inplace, "dropout3d", 5)
 
 
+def _alpha_dropout(input, p, training, inplace, feature, fname):
+    """Dropout for SELU networks: dropped values go to SELU's negative saturation, then an affine map
+    (a, b) restores zero mean and unit variance (Klambauer et al., 2017)."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0 or input.numel() == 0:
+        return input
+    if p == 1.0:
+        out = _op("mul", input, 0.0)
+        return _op("copy_", input, out) if inplace else out
+    if feature and input.ndim < 2:
+        raise RuntimeError(f"{fname}: expected an input with a channel dim (at least 2-D), got {input.ndim}-D")
+    alpha = 1.7580993408473766  # -SELU's saturation value, scale * alpha
+    a = 1.0 / math.sqrt((alpha * alpha * p + 1) * (1 - p))
+    mask_shape = (list(input.shape[:2]) + [1] * (input.ndim - 2)) if feature else list(input.shape)
+    keep = _op("bernoulli.p", _op("full", mask_shape, 0.0, dtype=input.dtype, device=input.device), 1.0 - p)
+    b = _op("add", _op("mul", _op("sub", keep, 1.0), alpha * a), alpha * a * p)
+    out = _op("add", _op("mul", input, _op("mul", keep, a)), b)
+    return _op("copy_", input, out) if inplace else out
+
+
+def alpha_dropout(input, p=0.5, training=False, inplace=False):
+    return _alpha_dropout(input, p, training, inplace, False, "alpha_dropout")
+
+
+def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
+    return _alpha_dropout(input, p, training, inplace, True, "feature_alpha_dropout")
+
+
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, sparse=False):
     """Rows of weight at the int64 indices in input."""
     _check_tensor(input, "input", "embedding")
