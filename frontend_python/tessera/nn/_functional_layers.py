@@ -101,7 +101,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         n, c, d, h, w = input.shape
         out_d = sizes[0] if sizes is not None else int(math.floor(d * scales[0]))
         flat = _op("reshape", input, [n, c, d, h * w])
-        deep = _op("upsample_nearest2d.vec", flat, [out_d, h * w], None if scales is None else None)
+        deep = _op("upsample_nearest2d.vec", flat, [out_d, h * w], None)
         deep = _op("reshape", deep, [n, c * out_d, h, w])
         hw = _op("upsample_nearest2d.vec", deep, None if sizes is None else sizes[1:],
                  None if scales is None else scales[1:])

@@ -335,28 +335,30 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                0.0 if momentum is None else momentum, eps)[0]
 
 
-def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05):
-    """Normalizes over the last len(normalized_shape) dims."""
-    _check_tensor(input, "input", "layer_norm")
+def _normalized_shape(input, normalized_shape, fname, error):
+    """normalized_shape as a list of ints, checked to be the input's trailing dims (torch raises
+    ValueError from layer_norm's Python side and RuntimeError from rms_norm's kernel)."""
     if isinstance(normalized_shape, builtins.int):
         normalized_shape = [normalized_shape]
     normalized_shape = [builtins.int(s) for s in normalized_shape]
     k = len(normalized_shape)
     if k == 0 or input.ndim < k or list(input.shape[input.ndim - k:]) != normalized_shape:
-        raise ValueError(f"layer_norm: given normalized_shape={normalized_shape}, expected input with shape "
-                         f"[*, {', '.join(map(str, normalized_shape))}], but got input of size {list(input.shape)}")
+        raise error(f"{fname}: given normalized_shape={normalized_shape}, expected input with shape "
+                    f"[*, {', '.join(map(str, normalized_shape))}], but got input of size {list(input.shape)}")
+    return normalized_shape
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05):
+    """Normalizes over the last len(normalized_shape) dims."""
+    _check_tensor(input, "input", "layer_norm")
+    normalized_shape = _normalized_shape(input, normalized_shape, "layer_norm", ValueError)
     return _op("native_layer_norm", input, normalized_shape, weight, bias, eps)[0]
 
 
 def rms_norm(input, normalized_shape, weight=None, eps=None):
     """x / sqrt(mean(x^2 over the last dims) + eps) * weight; eps defaults to the dtype's machine epsilon."""
-    if isinstance(normalized_shape, builtins.int):
-        normalized_shape = [normalized_shape]
-    normalized_shape = [builtins.int(s) for s in normalized_shape]
+    normalized_shape = _normalized_shape(input, normalized_shape, "rms_norm", RuntimeError)
     k = len(normalized_shape)
-    if k == 0 or input.ndim < k or list(input.shape[input.ndim - k:]) != normalized_shape:
-        raise RuntimeError(f"rms_norm: given normalized_shape={normalized_shape}, expected input with shape "
-                           f"[*, {', '.join(map(str, normalized_shape))}], but got input of size {list(input.shape)}")
     if eps is None:
         from tessera._finfo import finfo
         eps = finfo(input.dtype).eps

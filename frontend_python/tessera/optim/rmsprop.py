@@ -1,10 +1,9 @@
 """RMSprop (with momentum, centered, weight decay, maximize), torch's update rule."""
 import tessera
-from tessera.nn import _autograd
-from tessera.optim.optimizer import Optimizer, _grad, _step_tensor
+from tessera.optim.optimizer import _PerParameterOptimizer
 
 
-class RMSprop(Optimizer):
+class RMSprop(_PerParameterOptimizer):
     """v = alpha v + (1 - alpha) g^2; avg = sqrt(v - ḡ^2) (centered, ḡ the running mean of g) or
     sqrt(v), plus eps; then p -= lr * g / avg, or through a momentum buffer b = momentum b + g / avg."""
 
@@ -24,43 +23,27 @@ class RMSprop(Optimizer):
                         capturable=capturable, foreach=foreach, maximize=maximize, differentiable=differentiable)
         super().__init__(params, defaults)
 
-    def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with _autograd.enable_grad():
-                loss = closure()
-        with _autograd.no_grad():
-            for group in self.param_groups:
-                lr, alpha, eps = group["lr"], group["alpha"], group["eps"]
-                wd, momentum, centered = group["weight_decay"], group["momentum"], group["centered"]
-                for p in group["params"]:
-                    g = _grad(p, group["maximize"])
-                    if g is None:
-                        continue
-                    state = self.state[p]
-                    if len(state) == 0:
-                        state["step"] = tessera.tensor(0.0, dtype=tessera.float32)
-                        state["square_avg"] = tessera.zeros_like(p)
-                        if momentum > 0:
-                            state["momentum_buffer"] = tessera.zeros_like(p)
-                        if centered:
-                            state["grad_avg"] = tessera.zeros_like(p)
-                    _step_tensor(state)
-                    if wd != 0:
-                        g = g.add(p, alpha=wd)
-                    square_avg = state["square_avg"]
-                    square_avg.mul_(alpha).add_(g * g, alpha=1 - alpha)
-                    if centered:
-                        grad_avg = state["grad_avg"]
-                        grad_avg.mul_(alpha).add_(g, alpha=1 - alpha)
-                        avg = square_avg.sub(grad_avg * grad_avg).sqrt_()
-                    else:
-                        avg = square_avg.sqrt()
-                    avg = avg.add_(eps)
-                    if momentum > 0:
-                        buf = state["momentum_buffer"]
-                        buf.mul_(momentum).add_(g / avg)
-                        p.add_(buf, alpha=-lr)
-                    else:
-                        p.add_(g / avg, alpha=-lr)
-        return loss
+    def _init_state(self, p, state, group):
+        state["square_avg"] = tessera.zeros_like(p)
+        if group["momentum"] > 0:
+            state["momentum_buffer"] = tessera.zeros_like(p)
+        if group["centered"]:
+            state["grad_avg"] = tessera.zeros_like(p)
+
+    def _update(self, p, g, state, group, step):
+        lr, alpha, eps, momentum = group["lr"], group["alpha"], group["eps"], group["momentum"]
+        square_avg = state["square_avg"]
+        square_avg.mul_(alpha).add_(g * g, alpha=1 - alpha)
+        if group["centered"]:
+            grad_avg = state["grad_avg"]
+            grad_avg.mul_(alpha).add_(g, alpha=1 - alpha)
+            avg = square_avg.sub(grad_avg * grad_avg).sqrt_()
+        else:
+            avg = square_avg.sqrt()
+        avg = avg.add_(eps)
+        if momentum > 0:
+            buf = state["momentum_buffer"]
+            buf.mul_(momentum).add_(g / avg)
+            p.add_(buf, alpha=-lr)
+        else:
+            p.add_(g / avg, alpha=-lr)
