@@ -113,7 +113,23 @@ PyObject* tolist_rec(const TensorImpl* t, const char* base, int64_t isz, int64_t
   return list;
 }
 
+// ts.compile's capture sets this hook: a read of tensor data into Python (item, tolist, numpy,
+// printing) during capture is a data-dependent value that the graph cannot hold.
+}  // namespace
+
+PyObject* g_data_read_hook = nullptr;
+
+void note_data_read(const char* what) {
+  if (!g_data_read_hook) [[likely]] return;
+  PyObject* r = PyObject_CallFunction(g_data_read_hook, "s", what);
+  if (!r) throw py::error_already_set();
+  Py_DECREF(r);
+}
+
+namespace {
+
 PyObject* tensor_tolist(const Tensor& t) {
+  note_data_read("tolist");
   HostBytes bytes = host_bytes(t);
   return tolist_rec(t.impl(), bytes.base, itemsize(t.dtype()), 0, 0);
 }
@@ -121,6 +137,7 @@ PyObject* tensor_tolist(const Tensor& t) {
 PyObject* tensor_item(const Tensor& t) {
   if (t.numel() != 1)
     raise<ValueError>("a Tensor with {} elements cannot be converted to Scalar", t.numel());
+  note_data_read("item");
   HostBytes bytes = host_bytes(t);
   return element_object(t.dtype(), bytes.base);
 }
@@ -549,6 +566,13 @@ void bind_tensor(py::module_& m) {
       "A new object of class `cls` (a Tensor subclass) sharing data's tensor.");
   py::setattr(cls, "_make_subclass", py::staticmethod(make_subclass));
 
+  m.def(
+      "_set_data_read_hook",
+      [](py::handle hook) {
+        Py_XDECREF(g_data_read_hook);
+        g_data_read_hook = hook.is_none() ? nullptr : hook.inc_ref().ptr();
+      },
+      py::arg("hook"), "Calls hook(what) on every read of tensor data into Python (None: no hook).");
   m.def(
       "tensor",
       [](py::handle data, py::handle dtype, py::handle device) {

@@ -67,6 +67,8 @@ _install_autograd_methods()
 from tessera import nn  # noqa: E402  (pure Python over the operators above)
 from tessera import optim  # noqa: E402
 from tessera import utils  # noqa: E402
+from tessera import compiler, fx  # noqa: E402,F401  (ts.compile; the tracer plugin loads on first use)
+from tessera.compiler import compile  # noqa: E402,F401
 from tessera import accelerator, testing  # noqa: E402,F401
 from tessera._legacy import (  # noqa: E402,F401  (torch.FloatTensor(...) and friends)
     BFloat16Tensor, BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor, LongTensor,

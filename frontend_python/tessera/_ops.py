@@ -52,6 +52,78 @@ class OpOverloadPacket:
     def __repr__(self):
         return f"<tessera.ops.{self._ns}.{self.__name__}>"
 
+    def __getattr__(self, overload):
+        """One overload: ts.ops.aten.add.Tensor, ts.ops.aten.relu.default."""
+        if overload.startswith("__") or overload not in self.overloads():
+            raise AttributeError(f"tessera.ops.{self._ns}.{self.__name__} has no overload '{overload}' "
+                                 f"(it has: {', '.join(self.overloads())})")
+        return OpOverload(self, overload)
+
+
+class OpOverload:
+    """One overload of an operator, called with exactly its schema (no overload resolution)."""
+    __slots__ = ("_name", "overloadpacket", "_overload", "_qualified_repr", "__name__")
+
+    def __init__(self, packet, overload):
+        self.overloadpacket = packet
+        self._overload = overload
+        self._name = packet._qualname if overload == "default" else f"{packet._qualname}.{overload}"
+        self._qualified_repr = f"tessera.ops.{packet._ns}.{packet.__name__}.{overload}"
+        self.__name__ = f"{packet.__name__}.{overload}"
+
+    def __call__(self, *args, **kwargs):
+        return _call(self._name, args, kwargs)
+
+    def name(self):
+        """The operator's full name, as the dispatcher knows it ("add.Tensor")."""
+        return self._name
+
+    @property
+    def _schema(self):
+        head = self._name.split("::")[-1]
+        for schema in self.overloadpacket.schemas:
+            if schema.split("::")[-1].startswith(head + "("):
+                return schema
+        raise RuntimeError(f"tessera.ops: no schema for {self._name}")
+
+    def arguments(self):
+        """[(name, keyword_only)] of the schema's arguments, in order."""
+        return _schema_arguments(self._schema)
+
+    def __repr__(self):
+        return self._qualified_repr
+
+
+def _schema_arguments(schema):
+    inner = schema[schema.index("(") + 1: schema.rindex(") ->")]
+    parts, depth, current = [], 0, ""
+    for ch in inner:
+        if ch in "[(":
+            depth += 1
+        elif ch in "])":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    if current.strip():
+        parts.append(current.strip())
+    out, keyword_only = [], False
+    for p in parts:
+        if p == "*":
+            keyword_only = True
+            continue
+        out.append((p.split("=")[0].split()[-1], keyword_only))
+    return out
+
+
+def op_overload(full_name):
+    """The OpOverload of a full operator name as a graph records it ("add.Tensor", "ns::op")."""
+    ns, rest = full_name.split("::", 1) if "::" in full_name else ("aten", full_name)
+    name, overload = rest.split(".", 1) if "." in rest else (rest, "default")
+    return OpOverload(OpOverloadPacket(ns, name), overload)
+
 
 class _Namespace:
     def __init__(self, ns):

@@ -53,6 +53,12 @@ class Module:
 
     # ---- calling
     def __call__(self, *args, **kwargs):
+        compiled = self.__dict__.get("_compiled_call_impl")
+        if compiled is not None:
+            return compiled(*args, **kwargs)
+        return self._call_impl(*args, **kwargs)
+
+    def _call_impl(self, *args, **kwargs):
         for hook in self._forward_pre_hooks.values():
             r = hook(self, args)
             if r is not None:
@@ -63,6 +69,11 @@ class Module:
             if r is not None:
                 out = r
         return out
+
+    def compile(self, *args, **kwargs):
+        """Compiles this module's calls in place with ts.compile's arguments (torch's Module.compile)."""
+        from tessera.compiler import CompiledFunction
+        self.__dict__["_compiled_call_impl"] = CompiledFunction(self._call_impl, *args, module=self, **kwargs)
 
     def register_forward_pre_hook(self, hook):
         return _Handle(self._forward_pre_hooks, hook)

@@ -1,0 +1,132 @@
+#include "recorder.h"
+
+namespace tessera::tracer {
+namespace {
+
+namespace g = sdk::graph;
+
+// What the Tracer slot of a tensor holds: the trace that gave it a value, and the value.
+struct SlotTag {
+  uint64_t trace;
+  int64_t value;
+};
+
+const SlotTag* tag_of(ts_tensor t) { return static_cast<const SlotTag*>(sdk::host().tensor_get_slot(t, TS_SLOT_TRACER)); }
+
+void set_tag(ts_tensor t, uint64_t trace, int64_t value) {
+  sdk::check_host(sdk::host().tensor_set_slot(t, TS_SLOT_TRACER, new SlotTag{trace, value},
+                                              [](void* p) { delete static_cast<SlotTag*>(p); }));
+}
+
+}  // namespace
+
+int64_t Recorder::new_value(ts_tensor t, g::ValueKind kind) {
+  sdk::TensorRef ref = sdk::TensorRef::borrow(t);
+  g::Value v;
+  v.id = int64_t(graph_.values.size());
+  v.kind = kind;
+  v.dtype = ref.dtype();
+  v.shape = ref.shape_vector();
+  v.strides.assign(ref.strides().begin(), ref.strides().end());
+  v.storage_offset = ref.storage_offset();
+  v.device = ref.device();
+  graph_.values.push_back(std::move(v));
+  set_tag(t, trace_id_, graph_.values.back().id);
+  return graph_.values.back().id;
+}
+
+void Recorder::add_input(ts_tensor t) {
+  const int64_t id = new_value(t, g::ValueKind::Input);
+  graph_.inputs.push_back(id);
+  input_tensors_.push_back(t);
+}
+
+int64_t Recorder::value_of(ts_tensor t) {
+  if (const SlotTag* tag = tag_of(t); tag && tag->trace == trace_id_) return tag->value;
+  const int64_t id = new_value(t, g::ValueKind::Constant);
+  graph_.constants.push_back(id);
+  constants_.push_back(sdk::TensorRef::retain(t));
+  return id;
+}
+
+g::Arg Recorder::encode(const ts_value& v) {
+  using K = g::Arg::Kind;
+  g::Arg a;
+  switch (v.tag) {
+    case TS_VALUE_NONE: a.kind = K::None; break;
+    case TS_VALUE_TENSOR:
+      if (!v.u.tensor) break;  // an undefined optional tensor: None
+      a.kind = K::Tensor;
+      a.tensor = value_of(v.u.tensor);
+      break;
+    case TS_VALUE_TENSOR_LIST:
+      a.kind = K::TensorList;
+      for (int64_t j = 0; j < v.u.tensors.size; ++j)
+        a.tensors.push_back(v.u.tensors.data[j] ? value_of(v.u.tensors.data[j]) : -1);
+      break;
+    case TS_VALUE_INT: a.kind = K::Int, a.i = v.u.i; break;
+    case TS_VALUE_DOUBLE: a.kind = K::Double, a.d = v.u.d; break;
+    case TS_VALUE_BOOL: a.kind = K::Bool, a.i = v.u.b; break;
+    case TS_VALUE_INT_LIST: a.kind = K::Ints, a.ints.assign(v.u.ints.data, v.u.ints.data + v.u.ints.size); break;
+    case TS_VALUE_DOUBLE_LIST:
+      a.kind = K::Doubles, a.doubles.assign(v.u.doubles.data, v.u.doubles.data + v.u.doubles.size);
+      break;
+    case TS_VALUE_STRING: a.kind = K::Str, a.str = v.u.str ? v.u.str : ""; break;
+    case TS_VALUE_DTYPE: a.kind = K::Dtype, a.i = v.u.i; break;
+    case TS_VALUE_DEVICE: a.kind = K::Device, a.device = v.u.device; break;
+    default: sdk::fail(TS_ERROR, "tracer: an argument has an unknown value tag ", v.tag);
+  }
+  return a;
+}
+
+void Recorder::record(const char* op_name, const std::vector<ts_value>& arguments, const ts_stack* stack) {
+  g::Node node;
+  node.op = op_name;
+  for (const ts_value& v : arguments) node.args.push_back(encode(v));
+  // Storage identity of the tensor arguments: an output sharing one is a view or in-place result.
+  auto storage_of = [](ts_tensor t) { return sdk::TensorRef::borrow(t).view().data; };
+  for (int32_t r = 0; r < stack->size; ++r) {
+    const ts_value& out = stack->values[r];
+    std::vector<ts_tensor> tensors;
+    if (out.tag == TS_VALUE_TENSOR && out.u.tensor) tensors.push_back(out.u.tensor);
+    else if (out.tag == TS_VALUE_TENSOR_LIST) tensors.assign(out.u.tensors.data, out.u.tensors.data + out.u.tensors.size);
+    else if (out.tag == TS_VALUE_TENSOR) {
+      node.outputs.push_back({-1});  // an undefined optional tensor
+      continue;
+    } else {
+      // A number read from a tensor (_local_scalar_dense): the graph cannot hold it.
+      note_data_dependent_read(op_name);
+      return;
+    }
+    std::vector<int64_t> ids;
+    for (ts_tensor t : tensors) {
+      int mutated = -1;
+      int64_t alias = -1;
+      for (size_t i = 0; i < arguments.size(); ++i) {
+        const ts_value& a = arguments[i];
+        if (a.tag != TS_VALUE_TENSOR || !a.u.tensor) continue;
+        if (a.u.tensor == t) mutated = int(i);
+        if (alias < 0 && storage_of(a.u.tensor) && storage_of(a.u.tensor) == storage_of(t))
+          alias = node.args[i].tensor;
+      }
+      if (mutated >= 0) node.mutates.push_back(mutated);
+      const int64_t id = new_value(t, g::ValueKind::Node);  // an in-place result is a new SSA value
+      graph_.values[size_t(id)].alias_of = alias;
+      ids.push_back(id);
+    }
+    node.outputs.push_back(std::move(ids));
+  }
+  graph_.nodes.push_back(std::move(node));
+}
+
+std::string Recorder::finish(const std::vector<ts_tensor>& outputs) {
+  for (ts_tensor t : outputs) graph_.outputs.push_back(value_of(t));
+  for (size_t i = 0; i < input_tensors_.size(); ++i) {
+    const SlotTag* tag = tag_of(input_tensors_[i]);
+    if (tag && tag->trace == trace_id_ && tag->value != graph_.inputs[i])
+      graph_.mutated_inputs.emplace_back(int64_t(i), tag->value);
+  }
+  return g::to_json(graph_);
+}
+
+}  // namespace tessera::tracer

@@ -1,0 +1,42 @@
+#pragma once
+// One capture in progress on one thread: the graph being built, the value id each traced
+// tensor holds (in the tensor's Tracer extension slot), and the tensors lifted as constants.
+#include <tessera/sdk/graph_ir.h>
+#include <tessera/sdk/plugin.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessera::tracer {
+
+class Recorder {
+ public:
+  explicit Recorder(uint64_t trace_id) : trace_id_(trace_id) {}
+
+  // The next graph input.
+  void add_input(ts_tensor t);
+  // Records one operator call: `arguments` is the stack before the call, `stack` after it.
+  void record(const char* op_name, const std::vector<ts_value>& arguments, const ts_stack* stack);
+  // Finishes the graph with its outputs (and the inputs written in place) and serialises it.
+  std::string finish(const std::vector<ts_tensor>& outputs);
+
+  // The lifted constants, in the order of graph.constants.
+  const std::vector<sdk::TensorRef>& constants() const { return constants_; }
+  const std::vector<std::string>& data_dependent_reads() const { return reads_; }
+  void note_data_dependent_read(std::string op) { reads_.push_back(std::move(op)); }
+
+ private:
+  // The value id a tensor holds in this trace, lifting it as a constant when it has none.
+  int64_t value_of(ts_tensor t);
+  int64_t new_value(ts_tensor t, sdk::graph::ValueKind kind);
+  sdk::graph::Arg encode(const ts_value& v);
+
+  uint64_t trace_id_;
+  sdk::graph::Graph graph_;
+  std::vector<ts_tensor> input_tensors_;  // borrowed: the caller keeps its inputs alive
+  std::vector<sdk::TensorRef> constants_;
+  std::vector<std::string> reads_;
+};
+
+}  // namespace tessera::tracer

@@ -1,0 +1,46 @@
+"""ts.compile and ts.compiler: capture a function's operator calls into a graph (the tracer
+plugin), compile it with a backend (the inductor plugin by default), and reuse it while the
+guards hold. See docs/compile.md for the semantics."""
+import weakref
+
+from tessera.compiler._backends import list_backends, register_backend
+from tessera.compiler._capture import GraphBreakError, is_compiling
+from tessera.compiler._compiled import CompiledFunction, OptimizedModule, config
+from tessera.compiler._explain import ExplainOutput, explain
+
+__all__ = ["CompiledFunction", "ExplainOutput", "GraphBreakError", "OptimizedModule", "compile", "config", "explain", "is_compiling", "list_backends", "register_backend", "reset"]
+
+_compiled_functions = weakref.WeakSet()
+
+
+def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=None, options=None,
+            disable=False):
+    """torch.compile's signature: compiles a function or module; usable as a decorator."""
+    if model is None:
+        return lambda m: compile(m, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
+                                 options=options, disable=disable)
+    if mode is not None and options is not None:
+        raise RuntimeError("Either mode or options can be specified, but both can't be specified at the same time.")
+    if mode not in (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"):
+        raise RuntimeError(f"Unrecognized mode={mode}, should be one of: default, reduce-overhead, max-autotune, "
+                           "max-autotune-no-cudagraphs")
+    if not callable(model):
+        raise RuntimeError(f"ts.compile: expected a function or an nn.Module, got {type(model).__name__}")
+    if disable:
+        return model
+    import tessera
+    if isinstance(model, tessera.nn.Module):
+        compiled = CompiledFunction(model.__call__, backend, mode, dynamic, fullgraph, options, module=model)
+        _compiled_functions.add(compiled)
+        return OptimizedModule(model, compiled)
+    module = getattr(model, "__self__", None)
+    compiled = CompiledFunction(model, backend, mode, dynamic, fullgraph, options,
+                                module=module if isinstance(module, tessera.nn.Module) else None)
+    _compiled_functions.add(compiled)
+    return compiled
+
+
+def reset():
+    """Forgets every compiled graph (torch.compiler.reset)."""
+    for c in _compiled_functions:
+        c.reset()

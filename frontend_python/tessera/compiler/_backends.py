@@ -1,0 +1,49 @@
+"""Compiler backends, as torch's protocol: backend(gm, example_inputs) -> callable.
+Named ones: "eager" and "aot_eager" run the captured graph's generated Python (each operator
+through the dispatcher, so autograd records the replay), "inductor" compiles it with the
+compiler plugin (libtessera_inductor.so). Custom ones are registered with register_backend
+or passed as a callable."""
+_BACKENDS = {}
+
+
+def register_backend(compiler_fn=None, name=None):
+    """Registers a backend under `name` (default: the function's name); usable as a decorator."""
+    def register(fn):
+        key = name or fn.__name__
+        if key in _BACKENDS:
+            raise ValueError(f"register_backend: a backend named '{key}' is already registered")
+        _BACKENDS[key] = fn
+        return fn
+    return register if compiler_fn is None else register(compiler_fn)
+
+
+def list_backends(exclude_tags=()):
+    """The names of the registered backends."""
+    del exclude_tags
+    return sorted(_BACKENDS)
+
+
+def lookup_backend(backend):
+    if callable(backend):
+        return backend
+    if backend not in _BACKENDS:
+        raise ValueError(f"ts.compile: unknown backend '{backend}'; registered backends: {', '.join(list_backends())}")
+    return _BACKENDS[backend]
+
+
+@register_backend(name="eager")
+def eager(gm, example_inputs):
+    del example_inputs
+    return gm.forward
+
+
+@register_backend(name="aot_eager")
+def aot_eager(gm, example_inputs):
+    del example_inputs
+    return gm.forward
+
+
+@register_backend(name="inductor")
+def inductor(gm, example_inputs):
+    from tessera.compiler import _inductor
+    return _inductor.compile_graph(gm, example_inputs)

@@ -1,0 +1,117 @@
+"""One capture: run the function once with real tensors while the tracer plugin records
+every primitive it dispatches, and turn the recording into a GraphModule.
+
+The function's tensor arguments become the graph's inputs; tensors it reads without receiving
+them (parameters, buffers, closures) are lifted as constants and referenced by identity.
+Reading tensor data into Python (item, tolist, numpy, bool, printing) is a data-dependent value
+the graph cannot hold: a graph break, recorded with the source line that read it."""
+import linecache
+import sys
+import threading
+
+import tessera
+from tessera import _C
+from tessera.compiler._pytree import flatten
+from tessera.fx._from_ir import graph_module_from_ir, parse_ir
+
+_local = threading.local()
+
+
+class GraphBreakError(RuntimeError):
+    """A data-dependent read under ts.compile(fullgraph=True)."""
+
+
+def is_compiling():
+    """True while ts.compile is capturing a graph on this thread (torch.compiler.is_compiling)."""
+    return getattr(_local, "capturing", False)
+
+
+def _load_tracer():
+    if not _C.plugins_load_named("tracer", "graph capture (ts.compile)"):
+        raise RuntimeError("ts.compile: the tracer plugin (libtessera_tracer.so) is not on the plugin search path "
+                           f"{_C.plugins_search_path()}")
+
+
+def _user_frame():
+    """'file:line in function: code' of the innermost frame outside the tessera package."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if module != "tessera" and not module.startswith("tessera."):
+            line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+            return f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}: {line}"
+        frame = frame.f_back
+    return "<unknown location>"
+
+
+class Capture:
+    """What one capture produced: the graph (IR text and GraphModule), how the function's
+    tensor arguments map to graph inputs, and how graph outputs fold into its result."""
+
+    def __init__(self, ir_text, constants, input_positions, out_spec, out_leaves, reads):
+        self.ir_text = ir_text
+        self.ir = parse_ir(ir_text)
+        self.constants = constants
+        self.input_positions = input_positions  # leaf index of each graph input
+        self.out_spec = out_spec
+        # Per output leaf: ("graph", k) for the k-th graph output, ("const", value) otherwise.
+        self.out_leaves = out_leaves
+        self.reads = reads                      # [(what, where)] data-dependent reads
+        self._gm = None
+
+    @property
+    def graph_module(self):
+        if self._gm is None:
+            self._gm = graph_module_from_ir(self.ir, self.constants)
+            self._gm.meta = {"tessera_ir": self.ir_text, "tessera_constants": self.constants}
+        return self._gm
+
+
+def capture(fn, args, kwargs, fullgraph=False):
+    """Runs fn(*args, **kwargs) under capture; returns (its result, Capture)."""
+    _load_tracer()
+    leaves, _, _ = flatten((args, kwargs))
+    input_positions, seen = [], set()
+    for i, leaf in enumerate(leaves):
+        if isinstance(leaf, tessera.Tensor) and id(leaf) not in seen:
+            seen.add(id(leaf))
+            input_positions.append(i)
+    reads = []
+    me = threading.get_ident()
+
+    def on_read(what):
+        if threading.get_ident() != me:
+            return
+        where = _user_frame()
+        if fullgraph:
+            raise GraphBreakError(f"ts.compile(fullgraph=True): data-dependent Tensor.{what}() at {where} would "
+                                  "break the graph")
+        reads.append((f"Tensor.{what}()", where))
+
+    call = _C.call_op
+    call("tracer::begin", (), {})
+    _local.capturing = True
+    _C._set_data_read_hook(on_read)
+    try:
+        for i in input_positions:
+            call("tracer::input", (leaves[i],), {})
+        result = fn(*args, **kwargs)
+        out_leaves, _, out_spec = flatten(result)
+        graph_outputs, folded = [], []
+        for leaf in out_leaves:
+            if isinstance(leaf, tessera.Tensor):
+                folded.append(("graph", len(graph_outputs)))
+                graph_outputs.append(leaf)
+            else:
+                folded.append(("const", leaf))
+        text = call("tracer::end", (graph_outputs,), {})
+    except BaseException:
+        call("tracer::abort", (), {})
+        raise
+    finally:
+        _C._set_data_read_hook(None)
+        _local.capturing = False
+    constants = list(call("tracer::constants", (), {}))
+    for op in filter(None, call("tracer::data_dependent_reads", (), {}).split(",")):
+        reads.append((op, "inside an operator"))
+    return result, Capture(text, constants, input_positions, out_spec, folded, reads)

@@ -1,0 +1,124 @@
+"""A compiled function: captures on the first call, compiles with the backend, and reuses
+the compiled graph for every later call whose guards hold. A call that misses recompiles,
+up to `config.recompile_limit` graphs; past it, calls that miss run eagerly, and one line says
+which guard failed. A function whose capture read tensor data into Python (a graph break) runs
+eagerly from then on for those guards (the graph cannot hold a value Python branched on)."""
+import functools
+import warnings
+
+import tessera
+from tessera.compiler import _capture, _guards
+from tessera.compiler._backends import lookup_backend
+from tessera.compiler._pytree import unflatten
+
+
+class config:
+    """Compiler settings (torch._dynamo.config's names)."""
+    recompile_limit = 8
+    cache_size_limit = 8  # torch's older name of recompile_limit
+
+
+class _Entry:
+    __slots__ = ("run", "capture", "eager", "paths")
+
+    def __init__(self, run, capture, eager, paths):
+        self.run = run
+        self.capture = capture
+        self.eager = eager
+        self.paths = paths
+
+
+class CompiledFunction:
+    """What ts.compile returns for a function (or a module's __call__)."""
+
+    def __init__(self, fn, backend="inductor", mode=None, dynamic=None, fullgraph=False, options=None, module=None):
+        self._fn = fn
+        self._backend_name = backend if isinstance(backend, str) else getattr(backend, "__name__", repr(backend))
+        self._backend = lookup_backend(backend)
+        self._mode = mode
+        self._dynamic = dynamic
+        self._fullgraph = fullgraph
+        self._options = options or {}
+        self._module = module
+        self._entries = {}
+        self._last_key = None
+        self._warned_limit = False
+        self.graph_breaks = []     # [(reason, where)] of every capture
+        self.recompile_reasons = []
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args, **kwargs):
+        if _capture.is_compiling():  # inside another capture: trace through
+            return self._fn(*args, **kwargs)
+        key, leaves, paths = _guards.guard_key(args, kwargs, self._module)
+        entry = self._entries.get(key)
+        if entry is not None:
+            if entry.eager:
+                return self._fn(*args, **kwargs)
+            return self._run(entry, leaves)
+        if self._last_key is not None:
+            reason = _guards.explain_miss(self._last_key, key, paths)
+            if len(self._entries) >= max(config.recompile_limit, 1):
+                if not self._warned_limit:
+                    self._warned_limit = True
+                    warnings.warn(f"ts.compile: {getattr(self._fn, '__qualname__', self._fn)} reached the recompile "
+                                  f"limit ({config.recompile_limit}); running eagerly. Last guard failure: {reason}",
+                                  stacklevel=2)
+                return self._fn(*args, **kwargs)
+            self.recompile_reasons.append(reason)
+        return self._compile_and_run(key, args, kwargs, leaves, paths)
+
+    def _run(self, entry, leaves):
+        cap = entry.capture
+        outs = entry.run(*[leaves[i] for i in cap.input_positions])
+        folded = [outs[x] if kind == "graph" else x for kind, x in cap.out_leaves]
+        return unflatten(folded, cap.out_spec)
+
+    def _compile_and_run(self, key, args, kwargs, leaves, paths):
+        result, cap = _capture.capture(self._fn, args, kwargs, fullgraph=self._fullgraph)
+        self._last_key = key
+        if cap.reads:
+            self.graph_breaks.extend(cap.reads)
+            self._entries[key] = _Entry(None, cap, True, paths)
+            return result
+        gm = cap.graph_module
+        example_inputs = [leaves[i] for i in cap.input_positions]
+        run = self._backend(gm, example_inputs)
+        if not callable(run):
+            raise TypeError(f"ts.compile: backend '{self._backend_name}' returned {type(run).__name__}, expected a "
+                            "callable")
+        self._entries[key] = _Entry(run, cap, False, paths)
+        return result
+
+    @property
+    def entries(self):
+        return list(self._entries.items())
+
+    def reset(self):
+        self._entries.clear()
+        self._last_key = None
+        self._warned_limit = False
+        self.graph_breaks.clear()
+        self.recompile_reasons.clear()
+
+
+class OptimizedModule(tessera.nn.Module):
+    """What ts.compile(module) returns: calls go through the compiled module call; the
+    original is `_orig_mod` (its parameters are shared, so state_dict keys get that prefix)."""
+
+    def __init__(self, mod, compiled):
+        super().__init__()
+        self._orig_mod = mod
+        self.__dict__["_compiled_call"] = compiled
+
+    def __call__(self, *args, **kwargs):
+        return self._compiled_call(*args, **kwargs)
+
+    def forward(self, *args, **kwargs):
+        return self._compiled_call(*args, **kwargs)
+
+    def __getattr__(self, name):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self._modules["_orig_mod"], name)
