@@ -63,7 +63,8 @@ class Capture:
     def graph_module(self):
         if self._gm is None:
             self._gm = graph_module_from_ir(self.ir, self.constants)
-            self._gm.meta = {"tessera_ir": self.ir_text, "tessera_constants": self.constants}
+            self._gm.meta = {"tessera_ir": self.ir_text, "tessera_constants": self.constants,
+                             "tessera_code": self._gm.code}
         return self._gm
 
 

@@ -1,0 +1,139 @@
+#include "compiled_graph.h"
+#include "cpp_codegen.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <set>
+
+namespace tessera::inductor {
+namespace {
+namespace g = sdk::graph;
+}
+
+CompiledGraph::CompiledGraph(g::Graph graph) : graph_(std::move(graph)), plan_(plan_fusion(graph_)) {
+  operators_.assign(graph_.nodes.size(), nullptr);
+  for (size_t n = 0; n < graph_.nodes.size(); ++n) {
+    operators_[n] = sdk::host().find_operator(graph_.nodes[n].op.c_str());
+    if (!operators_[n])
+      throw sdk::Error(TS_ERROR_VALUE, "inductor::compile: the graph calls operator '" + graph_.nodes[n].op +
+                                           "', which is not registered in this process");
+  }
+  if (plan_.kernels.empty()) return;
+  CodegenOptions options;
+  options.vector_math = KernelCache::instance().vector_math_available();
+  library_ = KernelCache::instance().load(generate_cpp(graph_, plan_, options));
+  for (size_t k = 0; k < plan_.kernels.size(); ++k) {
+    auto fn = reinterpret_cast<KernelFn>(dlsym(library_.handle, kernel_symbol(k).c_str()));
+    if (!fn) throw sdk::Error(TS_ERROR, "inductor: '" + library_.path + "' has no " + kernel_symbol(k));
+    kernels_.push_back(fn);
+  }
+}
+
+void CompiledGraph::run_extern(ts_call call, size_t n, std::vector<sdk::TensorRef>& env) {
+  const g::Node& node = graph_.nodes[n];
+  std::vector<ts_value> values(std::max(node.args.size(), node.outputs.size()) + 1);
+  std::vector<std::vector<ts_tensor>> lists;  // Tensor[] arguments, alive through the call
+  lists.reserve(node.args.size());
+  for (size_t i = 0; i < node.args.size(); ++i) {
+    const g::Arg& a = node.args[i];
+    ts_value& v = values[i];
+    using K = g::Arg::Kind;
+    switch (a.kind) {
+      case K::None: v = sdk::none(); break;
+      case K::Tensor: v = sdk::value(env[size_t(a.tensor)]); break;
+      case K::TensorList: {
+        auto& l = lists.emplace_back();
+        for (int64_t id : a.tensors) l.push_back(id < 0 ? nullptr : env[size_t(id)].handle());
+        v = ts_value{TS_VALUE_TENSOR_LIST, 0, {}};
+        v.u.tensors.data = l.data();
+        v.u.tensors.size = int64_t(l.size());
+        break;
+      }
+      case K::Int: v = sdk::value(a.i); break;
+      case K::Double: v = sdk::value(a.d); break;
+      case K::Bool: v = sdk::value(a.i != 0); break;
+      case K::Ints: v = sdk::int_list_value(a.ints); break;
+      case K::Doubles:
+        v = ts_value{TS_VALUE_DOUBLE_LIST, 0, {}};
+        v.u.doubles.data = a.doubles.data();
+        v.u.doubles.size = int64_t(a.doubles.size());
+        break;
+      case K::Str: v = ts_value{TS_VALUE_STRING, 0, {}}, v.u.str = a.str.c_str(); break;
+      case K::Dtype: v = sdk::dtype_value(int32_t(a.i)); break;
+      case K::Device: v = ts_value{TS_VALUE_DEVICE, 0, {}}, v.u.device = a.device; break;
+    }
+  }
+  ts_stack stack{sizeof(ts_stack), values.data(), int32_t(node.args.size()), int32_t(values.size())};
+  sdk::check_host(sdk::host().call_operator(call, operators_[n], &stack));
+  for (size_t r = 0; r < node.outputs.size() && int32_t(r) < stack.size; ++r) {
+    const ts_value& out = values[r];
+    if (out.tag == TS_VALUE_TENSOR_LIST) {
+      for (int64_t j = 0; j < out.u.tensors.size; ++j) {
+        sdk::TensorRef t = sdk::TensorRef::adopt(out.u.tensors.data[j]);
+        if (size_t(j) < node.outputs[r].size() && node.outputs[r][size_t(j)] >= 0)
+          env[size_t(node.outputs[r][size_t(j)])] = std::move(t);
+      }
+    } else if (out.tag == TS_VALUE_TENSOR) {
+      sdk::TensorRef t = sdk::TensorRef::adopt(out.u.tensor);
+      if (node.outputs[r][0] >= 0) env[size_t(node.outputs[r][0])] = std::move(t);
+    }
+  }
+}
+
+bool CompiledGraph::inputs_match(size_t kernel, const std::vector<sdk::TensorRef>& env) const {
+  for (int64_t id : plan_.kernels[kernel].inputs) {
+    const sdk::TensorRef& t = env[size_t(id)];
+    const g::Value& v = graph_.value(id);
+    if (!t.defined() || t.dtype() != v.dtype || !std::ranges::equal(t.sizes(), v.shape) ||
+        !std::ranges::equal(t.strides(), v.strides))
+      return false;
+  }
+  return true;
+}
+
+std::vector<sdk::TensorRef> CompiledGraph::run(ts_call call, const std::vector<sdk::TensorRef>& arguments) {
+  const size_t expected = graph_.inputs.size() + graph_.constants.size();
+  if (arguments.size() != expected)
+    throw sdk::Error(TS_ERROR_VALUE, sdk::cat("inductor::run: the graph takes ", graph_.inputs.size(), " inputs and ",
+                                              graph_.constants.size(), " constants (", expected, " tensors), got ",
+                                              arguments.size()));
+  std::vector<sdk::TensorRef> env(graph_.values.size());
+  for (size_t i = 0; i < graph_.inputs.size(); ++i) env[size_t(graph_.inputs[i])] = arguments[i];
+  for (size_t i = 0; i < graph_.constants.size(); ++i)
+    env[size_t(graph_.constants[i])] = arguments[graph_.inputs.size() + i];
+  std::vector<void*> in, out;
+  for (const Step& step : plan_.steps) {
+    if (step.kind == Step::Kind::Extern) {
+      run_extern(call, step.index, env);
+      continue;
+    }
+    const FusedKernel& k = plan_.kernels[step.index];
+    if (!inputs_match(step.index, env)) {
+      for (size_t n : k.nodes) run_extern(call, n, env);
+      continue;
+    }
+    in.clear();
+    out.clear();
+    for (int64_t id : k.inputs) in.push_back(env[size_t(id)].data());
+    const ts_device device = env[size_t(k.inputs.empty() ? 0 : k.inputs[0])].device();
+    for (int64_t id : k.outputs) {
+      env[size_t(id)] = sdk::empty(call, k.shape, k.dtype, k.inputs.empty() ? ts_device{0, 0} : device);
+      out.push_back(env[size_t(id)].data());
+    }
+    kernels_[step.index](in.data(), out.data());
+  }
+  std::vector<sdk::TensorRef> results;
+  for (int64_t id : graph_.outputs) results.push_back(env[size_t(id)]);
+  return results;
+}
+
+std::string CompiledGraph::describe() const {
+  size_t fused_nodes = 0;
+  for (const auto& k : plan_.kernels) fused_nodes += k.nodes.size();
+  return sdk::cat("nodes=", graph_.nodes.size(), " kernels=", plan_.kernels.size(), " fused_nodes=", fused_nodes,
+                  " extern_calls=", graph_.nodes.size() - fused_nodes, " library=", library_.path,
+                  " from_cache=", library_.from_cache ? 1 : 0);
+}
+
+}  // namespace tessera::inductor

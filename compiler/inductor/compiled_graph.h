@@ -1,0 +1,36 @@
+#pragma once
+// A compiled graph: its schedule, the loaded fused kernels, and the operators of the nodes
+// that stay dispatcher calls, resolved once. run() takes the graph's inputs followed by its
+// constants and returns its outputs.
+#include "fusion_plan.h"
+#include "kernel_cache.h"
+
+#include <tessera/sdk/plugin.h>
+
+#include <string>
+#include <vector>
+
+namespace tessera::inductor {
+
+class CompiledGraph {
+ public:
+  explicit CompiledGraph(sdk::graph::Graph graph);
+  std::vector<sdk::TensorRef> run(ts_call call, const std::vector<sdk::TensorRef>& arguments);
+  // One paragraph for tests and explain(): kernels, dispatcher calls, the library.
+  std::string describe() const;
+
+ private:
+  using KernelFn = void (*)(void* const*, void* const*);
+  void run_extern(ts_call call, size_t node, std::vector<sdk::TensorRef>& env);
+  // A fused kernel's inputs must have the geometry it was generated for; otherwise its nodes
+  // run one by one through the dispatcher.
+  bool inputs_match(size_t kernel, const std::vector<sdk::TensorRef>& env) const;
+
+  sdk::graph::Graph graph_;
+  FusionPlan plan_;
+  std::vector<ts_operator> operators_;  // per node (nullptr for fused nodes)
+  std::vector<KernelFn> kernels_;
+  LoadedLibrary library_;
+};
+
+}  // namespace tessera::inductor

@@ -1,0 +1,38 @@
+#pragma once
+// Builds generated C++ into a shared object with the system C++ compiler found at run time,
+// and keeps it in an on-disk cache ($TESSERA_CACHE_DIR, default ~/.cache/tessera, under
+// inductor/). An entry is named by a hash of the source, the flags, the compiler's version and
+// the CPU's features; it is written to a temporary file and renamed into place, so two
+// processes building the same entry at once both end with a whole file. An entry that fails
+// to load, or whose embedded key differs from its name (a truncated or foreign file), is
+// rebuilt.
+#include <cstdint>
+#include <string>
+
+namespace tessera::inductor {
+
+struct LoadedLibrary {
+  void* handle = nullptr;
+  std::string path;
+  bool from_cache = false;  // found on disk rather than compiled now
+};
+
+class KernelCache {
+ public:
+  static KernelCache& instance();
+  // The compiled and loaded library of `source`; throws std::runtime_error naming what failed
+  // (no compiler on PATH, a compile error with the compiler's output, an unwritable cache).
+  LoadedLibrary load(const std::string& source);
+  std::string directory() const;
+  bool vector_math_available() const { return vector_math_; }
+
+ private:
+  KernelCache();
+  std::string compiler_, compiler_version_, cpu_features_, flags_;
+  bool vector_math_ = false;
+};
+
+// A stable 64-bit FNV-1a hash (std::hash differs between builds; a cache key must not).
+uint64_t stable_hash(const std::string& text, uint64_t seed = 1469598103934665603ull);
+
+}  // namespace tessera::inductor

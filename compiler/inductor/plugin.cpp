@@ -1,0 +1,109 @@
+// libtessera_inductor.so: Tessera's graph compiler, a plugin like any device. It implements
+// the compiler interface (sdk/README.md, "Compiler plugins") as operators:
+//   inductor::compile(str graph, str options) -> int      a serialised graph -> a handle
+//   inductor::run(int handle, Tensor[] arguments) -> Tensor[]   inputs then constants -> outputs
+//   inductor::describe(int handle) -> str
+//   inductor::release(int handle) -> ()
+// A compiled graph runs as one operator call, so the profiler and devices see it as such.
+#include "compiled_graph.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+
+namespace tessera::inductor {
+namespace {
+
+std::mutex registry_mutex;
+std::map<int64_t, std::shared_ptr<CompiledGraph>> registry;
+int64_t next_handle = 1;
+
+std::shared_ptr<CompiledGraph> lookup(const char* op, int64_t handle) {
+  std::lock_guard lock(registry_mutex);
+  auto it = registry.find(handle);
+  if (it == registry.end()) sdk::fail(TS_ERROR_VALUE, op, ": no compiled graph has handle ", handle);
+  return it->second;
+}
+
+void compile(sdk::Args& a) {
+  const std::string_view text = *a.optional_str(0);
+  sdk::graph::Graph graph;
+  try {
+    graph = sdk::graph::parse(text);
+  } catch (const std::exception& e) {
+    sdk::fail(TS_ERROR_VALUE, "inductor::compile: ", e.what());
+  }
+  std::shared_ptr<CompiledGraph> compiled;
+  try {
+    compiled = std::make_shared<CompiledGraph>(std::move(graph));
+  } catch (const sdk::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    sdk::fail(TS_ERROR, "inductor::compile: ", e.what());
+  }
+  std::lock_guard lock(registry_mutex);
+  const int64_t handle = next_handle++;
+  registry[handle] = std::move(compiled);
+  a.returns({sdk::value(handle)});
+}
+
+void run(sdk::Args& a) {
+  auto compiled = lookup("inductor::run", a.to_int(0));
+  std::vector<sdk::TensorRef> arguments = a.tensor_list(1);
+  std::vector<sdk::TensorRef> results = compiled->run(a.call(), arguments);
+  thread_local std::vector<ts_tensor> handles;  // the Tensor[] return lives until our next call
+  handles.clear();
+  for (auto& t : results) handles.push_back(t.defined() ? t.new_reference() : nullptr);
+  ts_value v{TS_VALUE_TENSOR_LIST, 0, {}};
+  v.u.tensors.data = handles.data();
+  v.u.tensors.size = int64_t(handles.size());
+  a.returns({v});
+}
+
+void describe(sdk::Args& a) {
+  thread_local std::string text;
+  text = lookup("inductor::describe", a.to_int(0))->describe();
+  ts_value v{TS_VALUE_STRING, 0, {}};
+  v.u.str = text.c_str();
+  a.returns({v});
+}
+
+void release(sdk::Args& a) {
+  const int64_t handle = a.to_int(0);
+  std::lock_guard lock(registry_mutex);
+  registry.erase(handle);
+  a.returns({});
+}
+
+void cache_dir(sdk::Args& a) {
+  thread_local std::string text;
+  text = KernelCache::instance().directory();
+  ts_value v{TS_VALUE_STRING, 0, {}};
+  v.u.str = text.c_str();
+  a.returns({v});
+}
+
+void register_inductor(sdk::Registrar& reg) {
+  struct Op {
+    const char* schema;
+    const char* name;
+    sdk::KernelFn fn;
+  };
+  const Op ops[] = {
+      {"inductor::compile(str graph, str options='') -> int", "inductor::compile", compile},
+      {"inductor::run(int handle, Tensor[] arguments) -> Tensor[]", "inductor::run", run},
+      {"inductor::describe(int handle) -> str", "inductor::describe", describe},
+      {"inductor::release(int handle) -> ()", "inductor::release", release},
+      {"inductor::cache_dir() -> str", "inductor::cache_dir", cache_dir},
+  };
+  for (const Op& op : ops) {
+    reg.def(op.schema);
+    reg.kernel(op.name, TS_KEY_CATCH_ALL, op.fn);
+  }
+}
+
+}  // namespace
+}  // namespace tessera::inductor
+
+// Needs host ABI 1.2 (Tensor[] returns).
+TESSERA_PLUGIN("inductor", "0.1.0", 2, tessera::inductor::register_inductor)
