@@ -1,0 +1,394 @@
+"""ts.compile: capture (the tracer plugin), guards and recompiles, graph breaks, explain, the
+backend protocol, and the inductor compiler plugin (fused C++ kernels, the on-disk cache and
+its faults). The oracle is Tessera eager (itself checked against NumPy and PyTorch elsewhere):
+a compiled function must compute what the same function computes uncompiled."""
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+from conftest import BUILD_PYTHON, to_np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tessera as ts
+import tessera.nn.functional as F
+from tessera.compiler import _inductor
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def close(a, b, atol=1e-6, rtol=1e-5):
+    np.testing.assert_allclose(to_np(a), to_np(b), atol=atol, rtol=rtol)
+
+
+def chain(x, y):
+    a = x * y
+    b = a + x
+    c = ts.sin(b)
+    d = c * y
+    e = d + 1.0
+    f = ts.exp(e)
+    g = ts.clamp(f, 0.0, 4.0)
+    h = g - x
+    return ts.tanh(h)
+
+
+# ---------------------------------------------------------------- capture and the graph
+def test_capture_records_primitives_after_composites_decompose():
+    lin = ts.nn.Linear(8, 4)
+    out = ts.compiler.explain(lambda x: F.gelu(lin(x)))(ts.randn(3, 8))
+    ops = out.ops_per_graph[0]
+    assert out.graph_count == 1 and out.graph_break_count == 0
+    assert not any("linear" in op for op in ops), ops  # linear is a composite: it decomposed
+    assert "tessera.ops.aten.gelu.default" in ops
+
+
+def test_eager_backend_matches_eager_and_reuses_the_graph():
+    calls = []
+
+    def backend(gm, example_inputs):
+        calls.append((gm, [tuple(t.shape) for t in example_inputs]))
+        return gm.forward
+
+    c = ts.compile(chain, backend=backend)
+    x, y = ts.randn(4, 3), ts.randn(3)
+    for _ in range(3):
+        close(c(x, y), chain(x, y))
+    assert len(calls) == 1 and calls[0][1] == [(4, 3), (3,)]
+    assert isinstance(calls[0][0], ts.fx.GraphModule)
+    assert "tessera.ops.aten.sin.default" in calls[0][0].code
+
+
+def test_size_change_recompiles_and_names_the_guard():
+    c = ts.compile(chain, backend="eager")
+    c(ts.randn(4, 3), ts.randn(3))
+    x = ts.randn(5, 3)
+    y = ts.randn(3)
+    close(c(x, y), chain(x, y))
+    assert c.recompile_reasons == ["args[0]: tensor size changed from [4, 3] to [5, 3]"]
+
+
+def test_dtype_and_python_scalar_changes_recompile_with_the_new_values():
+    def f(x, k):
+        return x * k
+    c = ts.compile(f, backend="eager")
+    x = ts.randn(4)
+    close(c(x, 2), x * 2)
+    close(c(x, 3), x * 3)  # not the constant 2 baked into the first graph
+    close(c(x.double(), 3), x.double() * 3)
+    assert c.recompile_reasons[0] == "args[1] changed value from 2 to 3"
+    assert "dtype changed" in c.recompile_reasons[1]
+
+
+def test_recompile_limit_runs_eagerly_and_says_so_once():
+    from tessera.compiler import config
+    old = config.recompile_limit
+    config.recompile_limit = 2
+    try:
+        c = ts.compile(lambda x: x.sin() + 1, backend="eager")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for n in range(1, 6):
+                x = ts.randn(n)
+                close(c(x), x.sin() + 1)
+        messages = [str(w.message) for w in caught if "recompile limit" in str(w.message)]
+        assert len(messages) == 1 and "tensor size changed from [2] to [3]" in messages[0]
+        assert len(c.entries) == 2
+    finally:
+        config.recompile_limit = old
+
+
+def test_module_training_flag_and_parameter_updates():
+    ts.manual_seed(0)
+    m = ts.nn.Sequential(ts.nn.Linear(6, 6), ts.nn.Dropout(0.5), ts.nn.ReLU())
+    cm = ts.compile(m, backend="eager")
+    x = ts.randn(8, 6)
+    cm(x)
+    m.eval()
+    close(cm(x), m(x))  # eval: a recompile, and no dropout
+    assert "training flag" in cm._compiled_call.recompile_reasons[0]
+    with ts.no_grad():
+        m[0].weight.add_(1.0)  # an in-place update (an optimizer step) is seen: parameters are read by identity
+    close(cm(x), m(x))
+
+
+def test_in_place_mutation_of_an_input_happens_once_per_call():
+    def f(x):
+        x.add_(1)
+        return x * 2
+    for backend in ("eager", "inductor"):
+        c = ts.compile(f, backend=backend)
+        x = ts.zeros(5)
+        for k in range(1, 4):
+            out = c(x)
+            close(x, ts.full((5,), float(k)))
+            close(out, ts.full((5,), 2.0 * k))
+
+
+def test_outputs_keep_structure_and_non_tensor_values():
+    def f(x):
+        return {"a": x + 1, "b": [x * 2, 7], "shape": tuple(x.shape)}
+    c = ts.compile(f)
+    x = ts.randn(3)
+    for _ in range(2):
+        out = c(x)
+        assert set(out) == {"a", "b", "shape"} and out["b"][1] == 7 and out["shape"] == (3,)
+        close(out["a"], x + 1)
+        close(out["b"][0], x * 2)
+
+
+# ---------------------------------------------------------------- graph breaks and explain
+def data_dependent(x):
+    if x.sum() > 0:  # reads a value into Python: a graph break
+        return x + 1
+    return x - 1
+
+
+def test_graph_break_is_reported_with_its_line_and_the_function_stays_correct():
+    out = ts.compiler.explain(data_dependent)(ts.ones(3))
+    assert out.graph_break_count == 1
+    reason, where = out.break_reasons[0]
+    assert reason == "Tensor.item()" and "if x.sum() > 0" in where and "test_compile.py" in where
+    assert "Break Reason 1" in str(out) and "Guards:" in str(out)
+    c = ts.compile(data_dependent)
+    close(c(ts.ones(3)), ts.full((3,), 2.0))
+    close(c(-ts.ones(3)), ts.full((3,), -2.0))  # the other branch: not a replay of the first
+
+
+def test_fullgraph_turns_a_break_into_an_error_naming_the_line():
+    with pytest.raises(ts.compiler.GraphBreakError, match=r"Tensor.item\(\).*if x.sum\(\) > 0"):
+        ts.compile(data_dependent, fullgraph=True)(ts.ones(3))
+
+
+def test_printing_and_tolist_are_breaks_too():
+    def f(x):
+        print(x)
+        return x.tolist(), x * 3
+    out = ts.compiler.explain(f)(ts.ones(2))
+    assert [r for r, _ in out.break_reasons] == ["Tensor.tolist()", "Tensor.tolist()"]
+
+
+def test_compile_arguments_are_checked_as_torch_does():
+    with pytest.raises(RuntimeError, match="Either mode or options can be specified"):
+        ts.compile(chain, mode="default", options={})
+    with pytest.raises(RuntimeError, match="Unrecognized mode=fast"):
+        ts.compile(chain, mode="fast")
+    with pytest.raises(ValueError, match="unknown backend 'nope'"):
+        ts.compile(chain, backend="nope")
+    assert {"eager", "aot_eager", "inductor"} <= set(ts.compiler.list_backends())
+
+
+def test_decorator_forms_and_module_compile_in_place():
+    @ts.compile
+    def f(x):
+        return x.cos()
+
+    @ts.compile(backend="eager")
+    def g(x):
+        return x.cos()
+    x = ts.randn(4)
+    close(f(x), x.cos())
+    close(g(x), x.cos())
+    m = ts.nn.Sequential(ts.nn.Linear(4, 4), ts.nn.Tanh())
+    expected = m(x)
+    m.compile(backend="eager")
+    close(m(x), expected)
+    assert m.__dict__["_compiled_call_impl"].entries
+
+
+# ---------------------------------------------------------------- ts.fx
+def test_fx_graph_built_by_hand_runs_and_can_be_edited():
+    g = ts.fx.Graph()
+    x = g.placeholder("x")
+    s = g.call_function(ts.ops.aten.sin.default, (x,))
+    dead = g.call_function(ts.ops.aten.cos.default, (x,))
+    out = g.call_function(ts.ops.aten.mul.Tensor, (s, x))
+    g.output(out)
+    assert g.eliminate_dead_code() and dead not in g.nodes
+    gm = ts.fx.GraphModule({}, g)
+    t = ts.randn(5)
+    close(gm(t), t.sin() * t)
+    s.target = ts.ops.aten.cos.default
+    gm.recompile()
+    close(gm(t), t.cos() * t)
+    assert "tessera.ops.aten.cos.default(x)" in gm.code
+
+
+def test_fx_print_tabular_and_lint(capsys):
+    gm = ts.compiler.explain(lambda a: a.exp() + 1)(ts.randn(2)).graphs[0]
+    gm.graph.print_tabular()
+    text = capsys.readouterr().out
+    assert "opcode" in text and "placeholder" in text and "tessera.ops.aten.exp.default" in text
+    g = ts.fx.Graph()
+    a = g.placeholder("a")
+    late = ts.fx.Node(g, "late", "call_function", ts.ops.aten.exp.default, (a,))
+    g.call_function(ts.ops.aten.neg.default, (late,))
+    with pytest.raises(RuntimeError, match="uses 'late' before it is defined"):
+        g.lint()
+
+
+def test_ir_of_another_version_is_refused():
+    with pytest.raises(ValueError, match="version 1"):
+        ts.fx.graph_module_from_ir('{"format": "tessera.graph", "version": 99}', [])
+    _inductor._load()
+    with pytest.raises(Exception, match="tessera.graph: this reader understands versions 1..1, got version 7"):
+        ts.ops.inductor.compile('{"format": "tessera.graph", "version": 7}', "")
+    with pytest.raises(Exception, match="not valid JSON"):
+        ts.ops.inductor.compile("{", "")
+
+
+# ---------------------------------------------------------------- the inductor plugin
+def test_inductor_fuses_the_chain_into_one_kernel_and_matches_eager():
+    c = ts.compile(chain)
+    for shape in [(1000,), (33, 17), (1 << 16,)]:
+        x, y = ts.randn(*shape), ts.randn(*shape)
+        c(x, y)
+        close(c(x, y), chain(x, y))
+    handle = c.entries[0][1].run.handle
+    assert _inductor.describe(handle).startswith("nodes=9 kernels=1 fused_nodes=9 extern_calls=0")
+
+
+def test_inductor_broadcasting_float64_where_and_nan():
+    def f(x, bias, mask):
+        y = ts.relu(x + bias) * 0.5
+        y = ts.where(mask, y, -y)
+        return ts.clamp(y, -0.25, None), ts.maximum(y, x)
+    c = ts.compile(f)
+    for dtype in (ts.float32, ts.float64):
+        x = ts.randn(6, 5, dtype=dtype)
+        x[1, 2] = float("nan")
+        bias = ts.randn(5, dtype=dtype)
+        mask = ts.randn(6, 1) > 0
+        c(x, bias, mask)
+        for got, want in zip(c(x, bias, mask), f(x, bias, mask)):
+            np.testing.assert_allclose(to_np(got), to_np(want), rtol=1e-6, equal_nan=True)
+            assert np.isnan(to_np(got)[1, 2])
+
+
+def test_inductor_keeps_library_calls_and_fuses_around_them():
+    lin = ts.nn.Linear(16, 16)
+
+    def block(x):
+        h = lin(x)
+        return F.gelu(h) + x, ts.softmax(h, -1)
+    c = ts.compile(block)
+    x = ts.randn(32, 16)
+    with ts.no_grad():
+        c(x)
+        for got, want in zip(c(x), block(x)):
+            close(got, want, atol=1e-5)
+        handle = c.entries[0][1].run.handle
+    text = _inductor.describe(handle)
+    assert "kernels=0" not in text and "extern_calls=0" not in text, text
+
+
+def test_inductor_training_graph_is_differentiable():
+    lin = ts.nn.Linear(4, 3)
+    c = ts.compile(lambda x: ts.tanh(lin(x)).sum())
+    x = ts.randn(5, 4, requires_grad=True)
+    for _ in range(2):
+        x.grad = None
+        lin.zero_grad()
+        c(x).backward()
+    got = (x.grad.clone(), lin.weight.grad.clone())
+    x.grad = None
+    lin.zero_grad()
+    ts.tanh(lin(x)).sum().backward()
+    close(got[0], x.grad)
+    close(got[1], lin.weight.grad)
+
+
+UNARY = ["sin", "cos", "exp", "tanh", "sigmoid", "relu", "neg", "abs", "silu", "erf"]
+BINARY = ["add", "sub", "mul", "maximum", "minimum"]
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(UNARY), st.tuples(st.sampled_from(BINARY), st.booleans())),
+                min_size=1, max_size=8),
+       st.sampled_from([(7,), (4, 9), (3, 1, 5)]))
+def test_random_fused_chains_match_eager(steps, shape):
+    def f(x, b):
+        for s in steps:
+            if isinstance(s, str):
+                x = getattr(ts, s)(x)
+            else:
+                op, use_scalar = s
+                other = 0.75 if use_scalar and op in ("add", "sub", "mul") else b
+                x = getattr(ts, op)(x, other)
+        return x
+    x = ts.randn(*shape)
+    b = ts.randn(shape[-1])
+    c = ts.compile(f)
+    c(x, b)
+    np.testing.assert_allclose(to_np(c(x, b)), to_np(f(x, b)), rtol=2e-6, atol=2e-6)
+
+
+# ---------------------------------------------------------------- the on-disk cache and its faults
+SCRIPT = textwrap.dedent("""
+    import sys, warnings
+    sys.path.insert(0, {path!r}) if {path!r} else None
+    import tessera as ts
+    from tessera.compiler import _inductor
+    warnings.simplefilter("always")
+    def f(x, y):
+        return ts.tanh(ts.sin(x * y) + {salt})
+    x, y = ts.arange(12.0).reshape(3, 4), ts.ones(4)
+    c = ts.compile(f)
+    c(x, y)
+    got = c(x, y)
+    run = c.entries[0][1].run
+    print("DESCRIBE", _inductor.describe(run.handle) if hasattr(run, "handle") else "eager")
+    print("OK", float((got - f(x, y)).abs().max()))
+""")
+
+
+def run_script(cache, salt=0.5, env_extra=None):
+    env = dict(os.environ, TESSERA_CACHE_DIR=str(cache), **(env_extra or {}))
+    code = SCRIPT.format(path=BUILD_PYTHON or "", salt=salt)
+    return subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def finish(proc):
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    error = float(out.split("OK ")[1])
+    assert error < 1e-6, out
+    return out, err
+
+
+def test_cache_is_reused_by_a_new_process(tmp_path):
+    first, _ = finish(run_script(tmp_path))
+    second, _ = finish(run_script(tmp_path))
+    assert "from_cache=0" in first and "from_cache=1" in second
+
+
+def test_truncated_cache_entry_is_detected_and_rebuilt(tmp_path):
+    finish(run_script(tmp_path))
+    (so,) = (tmp_path / "inductor").glob("*.so")
+    so.write_bytes(so.read_bytes()[:200])
+    out, _ = finish(run_script(tmp_path))
+    assert "from_cache=0" in out
+    out, _ = finish(run_script(tmp_path))
+    assert "from_cache=1" in out
+
+
+def test_two_processes_building_the_same_entry_at_once(tmp_path):
+    procs = [run_script(tmp_path, salt=0.25) for _ in range(2)]
+    for p in procs:
+        finish(p)
+    assert len(list((tmp_path / "inductor").glob("*.so"))) == 1
+    assert not list((tmp_path / "inductor").glob("*.tmp"))
+
+
+def test_missing_compiler_falls_back_to_eager_with_one_warning(tmp_path):
+    out, err = finish(run_script(tmp_path, env_extra={"PATH": str(tmp_path), "TESSERA_CXX": "", "CXX": ""}))
+    assert "DESCRIBE eager" in out
+    assert err.count("no C++ compiler found") == 1, err
