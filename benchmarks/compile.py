@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""ts.compile beside Tessera eager, PyTorch eager and torch.compile, in one run.
+
+Rows: the 8-op element-wise chain on two 16M-float tensors; LayerNorm + GELU + residual and
+softmax over rows of 1024; the per-call cost of a compiled function of 4 small inputs; compile
+time cold (empty cache) and warm (a new process, cache on disk). Medians of interleaved runs.
+
+    PYTHONPATH=build/release/python python3 benchmarks/compile.py [--quick] [--no-torch-compile]
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD_PYTHON = os.path.join(ROOT, "build", "release", "python")
+if os.path.isdir(os.path.join(BUILD_PYTHON, "tessera")) and BUILD_PYTHON not in sys.path:
+    sys.path.insert(0, BUILD_PYTHON)
+
+import tessera as ts  # noqa: E402
+
+try:
+    import torch  # noqa: E402
+except ImportError:
+    torch = None
+
+
+def median_time(fn, reps):
+    fn()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def chain(lib):
+    def f(x, y):
+        a = x * y
+        b = a + x
+        c = lib.sin(b)
+        d = c * y
+        e = d + 1.0
+        g = lib.exp(e)
+        h = lib.clamp(g, 0.0, 4.0)
+        k = h - x
+        return lib.tanh(k)
+    return f
+
+
+def ln_gelu_residual(lib, ln):
+    def f(x):
+        return lib.nn.functional.gelu(ln(x)) + x
+    return f
+
+
+def row(name, figures, base="ts eager"):
+    ref = figures[base]
+    cells = "  ".join(f"{k} {v * 1e3:8.2f} ms" for k, v in figures.items())
+    ratios = "  ".join(f"{base}/{k} {ref / v:5.2f}x" for k, v in figures.items() if k != base)
+    print(f"{name:<34} {cells}\n{'':<34} {ratios}")
+
+
+def compare(name, ts_fn, ts_args, torch_fn, torch_args, reps, use_torch_compile):
+    figures = {"ts eager": median_time(lambda: ts_fn(*ts_args), reps)}
+    compiled = ts.compile(ts_fn)
+    figures["ts.compile"] = median_time(lambda: compiled(*ts_args), reps)
+    if torch is not None:
+        figures["torch eager"] = median_time(lambda: torch_fn(*torch_args), reps)
+        if use_torch_compile:
+            tc = torch.compile(torch_fn)
+            figures["torch.compile"] = median_time(lambda: tc(*torch_args), reps)
+    row(name, figures)
+    return figures
+
+
+def compile_times():
+    """First call with an empty cache, then a new process with the cache warm."""
+    script = ("import sys, time; sys.path.insert(0, %r); import tessera as ts\n"
+              "f = lambda x, y: ts.tanh(ts.exp(ts.sin(x * y + x) * y + 1.0).clamp(0, 4) - x)\n"
+              "x = ts.randn(1024); y = ts.randn(1024); c = ts.compile(f)\n"
+              "t0 = time.perf_counter(); c(x, y); print(time.perf_counter() - t0)") % BUILD_PYTHON
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, TESSERA_CACHE_DIR=cache)
+        cold = float(subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                                    check=True).stdout)
+        warm = float(subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                                    check=True).stdout)
+    print(f"{'compile time (first call)':<34} cold cache {cold * 1e3:8.1f} ms   warm cache, new process "
+          f"{warm * 1e3:8.1f} ms")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--no-torch-compile", action="store_true")
+    args = ap.parse_args()
+    reps = 3 if args.quick else 9
+    use_tc = torch is not None and not args.no_torch_compile
+    print(f"threads: tessera {ts.get_num_threads()}" + (f", torch {torch.get_num_threads()}" if torch else ""))
+    ts.manual_seed(0)
+
+    n = 16 << 20
+    x, y = ts.randn(n), ts.randn(n)
+    tx, ty = (torch.from_numpy(x.numpy()), torch.from_numpy(y.numpy())) if torch else (None, None)
+    with ts.no_grad():
+        compare("8-op chain, 2 x 16M float32", chain(ts), (x, y), chain(torch) if torch else None, (tx, ty), reps,
+                use_tc)
+
+        rows = ts.randn(8192, 1024)
+        ln = ts.nn.LayerNorm(1024)
+        trows = torch.from_numpy(rows.numpy()) if torch else None
+        tln = torch.nn.LayerNorm(1024) if torch else None
+        with_torch = torch.no_grad() if torch else None
+        if with_torch:
+            with_torch.__enter__()
+        compare("LayerNorm+GELU+residual 8192x1024", ln_gelu_residual(ts, ln), (rows,),
+                ln_gelu_residual(torch, tln) if torch else None, (trows,), reps, use_tc)
+        compare("softmax rows of 1024, 8192 rows", lambda t: ts.softmax(t, -1), (rows,),
+                (lambda t: torch.softmax(t, -1)) if torch else None, (trows,), reps, use_tc)
+
+        small = [ts.randn(4) for _ in range(4)]
+        tsmall = [torch.randn(4) for _ in range(4)] if torch else None
+
+        def four(a, b, c, d):
+            return a + b + c + d
+        calls = 2000
+        eager = median_time(lambda: [four(*small) for _ in range(calls)], 5) / calls
+        compiled = ts.compile(four)
+        comp = median_time(lambda: [compiled(*small) for _ in range(calls)], 5) / calls
+        line = f"{'4 small inputs, per call':<34} ts eager {eager * 1e6:6.2f} us  ts.compile {comp * 1e6:6.2f} us"
+        if torch is not None:
+            tc_eager = median_time(lambda: [four(*tsmall) for _ in range(calls)], 5) / calls
+            line += f"  torch eager {tc_eager * 1e6:6.2f} us"
+            if use_tc:
+                tcf = torch.compile(four)
+                tcc = median_time(lambda: [tcf(*tsmall) for _ in range(calls)], 5) / calls
+                line += f"  torch.compile {tcc * 1e6:6.2f} us"
+        print(line)
+        if with_torch:
+            with_torch.__exit__(None, None, None)
+    compile_times()
+
+
+if __name__ == "__main__":
+    main()
