@@ -10,6 +10,7 @@ PYBIND11_MODULE(_C, m) {
   tessera::python::bind_plugins(m);
   tessera::python::bind_interop(m);
   tessera::python::bind_serialization(m);
+  tessera::python::bind_guards(m);
   tessera::python::bind_callbacks(m);
   tessera::python::bind_streams(m);
 }

@@ -392,3 +392,23 @@ def test_missing_compiler_falls_back_to_eager_with_one_warning(tmp_path):
     out, err = finish(run_script(tmp_path, env_extra={"PATH": str(tmp_path), "TESSERA_CXX": "", "CXX": ""}))
     assert "DESCRIBE eager" in out
     assert err.count("no C++ compiler found") == 1, err
+
+
+def test_fast_guards_see_requires_grad_aliasing_and_replaced_parameters():
+    lin = ts.nn.Linear(3, 3)
+    c = ts.compile(lin, backend="eager")
+    x = ts.randn(2, 3)
+    for _ in range(2):
+        close(c(x), lin(x))
+    x.requires_grad_()
+    out = c(x)
+    assert out.requires_grad and "requires_grad changed from False to True" in c._compiled_call.recompile_reasons[-1]
+    lin.weight = ts.nn.Parameter(ts.ones(3, 3))  # a new tensor, not an in-place update
+    with ts.no_grad():
+        close(c(x.detach()), lin(x.detach()))
+    add = ts.compile(lambda a, b: a + b, backend="eager")
+    y = ts.randn(3)
+    z = ts.randn(3)
+    close(add(y, z), y + z)
+    close(add(y, y), y + y)  # the same tensor twice is another graph (one input)
+    close(add(y, z), y + z)

@@ -9,7 +9,7 @@ import warnings
 import tessera
 from tessera.compiler import _capture, _guards
 from tessera.compiler._backends import lookup_backend
-from tessera.compiler._pytree import unflatten
+from tessera.compiler._pytree import LEAF, unflatten
 
 
 class config:
@@ -19,13 +19,22 @@ class config:
 
 
 class _Entry:
-    __slots__ = ("run", "capture", "eager", "paths")
+    __slots__ = ("run", "capture", "eager", "paths", "positional", "single_output", "all_outputs")
 
     def __init__(self, run, capture, eager, paths):
         self.run = run
         self.capture = capture
         self.eager = eager
         self.paths = paths
+        # The common shapes of a call, served without the general pytree code: every
+        # argument is a distinct tensor and a graph input, and the result is one tensor or a
+        # tuple of graph outputs in order.
+        n = len(capture.input_positions)
+        self.positional = capture.input_positions == list(range(n))
+        folded = capture.out_leaves
+        self.single_output = capture.out_spec is LEAF and folded == [("graph", 0)]
+        self.all_outputs = (capture.out_spec.kind == "tuple" and all(c is LEAF for c in capture.out_spec.children)
+                            and folded == [("graph", k) for k in range(len(folded))])
 
 
 class CompiledFunction:
@@ -41,6 +50,7 @@ class CompiledFunction:
         self._options = options or {}
         self._module = module
         self._entries = {}
+        self._fast_entries = {}  # the same entries, by _guards.fast_key
         self._last_key = None
         self._warned_limit = False
         self.graph_breaks = []     # [(reason, where)] of every capture
@@ -50,9 +60,21 @@ class CompiledFunction:
     def __call__(self, *args, **kwargs):
         if _capture.is_compiling():  # inside another capture: trace through
             return self._fn(*args, **kwargs)
+        fast = None if kwargs else _guards.fast_key(args, self._module)
+        if fast is not None:
+            entry = self._fast_entries.get(fast)
+            if entry is not None and not entry.eager and entry.positional:
+                outs = entry.run(*args)
+                if entry.single_output:
+                    return outs[0]
+                if entry.all_outputs:
+                    return tuple(outs)
+                return self._fold(entry, outs)
         key, leaves, paths = _guards.guard_key(args, kwargs, self._module)
         entry = self._entries.get(key)
         if entry is not None:
+            if fast is not None:
+                self._fast_entries[fast] = entry
             if entry.eager:
                 return self._fn(*args, **kwargs)
             return self._run(entry, leaves)
@@ -69,8 +91,11 @@ class CompiledFunction:
         return self._compile_and_run(key, args, kwargs, leaves, paths)
 
     def _run(self, entry, leaves):
+        return self._fold(entry, entry.run(*[leaves[i] for i in entry.capture.input_positions]))
+
+    @staticmethod
+    def _fold(entry, outs):
         cap = entry.capture
-        outs = entry.run(*[leaves[i] for i in cap.input_positions])
         folded = [outs[x] if kind == "graph" else x for kind, x in cap.out_leaves]
         return unflatten(folded, cap.out_spec)
 
@@ -96,6 +121,7 @@ class CompiledFunction:
 
     def reset(self):
         self._entries.clear()
+        self._fast_entries.clear()
         self._last_key = None
         self._warned_limit = False
         self.graph_breaks.clear()

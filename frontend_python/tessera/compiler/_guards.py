@@ -5,7 +5,9 @@ module) every submodule's `training` flag and the identity of its parameters and
 A key that matches no cached entry recompiles; `explain_miss` says which part changed."""
 import tessera
 from tessera.autograd.grad_mode import is_grad_enabled
-from tessera.compiler._pytree import flatten
+from tessera._C import _guard_signature
+from tessera.compiler._pytree import LEAF, flatten
+from tessera.nn.modules.module import STATE_VERSION
 
 
 def _tensor_guard(t):
@@ -20,13 +22,30 @@ def _value_guard(v):
         return (type(v), id(v))  # an unhashable object: the same object
 
 
+_module_states = {}  # id(module) -> (STATE_VERSION when computed, state)
+
+
 def module_state(module):
-    """(training flags, parameter and buffer identities) of a module tree, or None."""
+    """(training flags, parameter and buffer identities) of a module tree, or None; recomputed
+    only when some module changed since (nn.modules.module.STATE_VERSION)."""
     if module is None:
         return None
+    version = STATE_VERSION[0]
+    cached = _module_states.get(id(module))
+    if cached is not None and cached[0] == version and cached[2] is module:
+        return cached[1]
     training = tuple(m.training for m in module.modules())
     tensors = tuple(id(t) for t in module.parameters()) + tuple(id(b) for b in module.buffers())
+    _module_states[id(module)] = (version, (training, tensors), module)
     return training, tensors
+
+
+def fast_key(args, module):
+    """The guard key of a call whose arguments are all tensors (no kwargs), or None."""
+    signature = _guard_signature(args)
+    if signature is None:
+        return None
+    return signature, is_grad_enabled(), module_state(module)
 
 
 def guard_key(args, kwargs, module):

@@ -10,6 +10,9 @@ from tessera.nn import _autograd
 from tessera.nn.parameter import Buffer, Parameter
 
 _Tensor = tessera.Tensor
+# Bumped by every change of any module's attributes, parameters, buffers, submodules or mode:
+# ts.compile's guards recompute a module's state only when it moved.
+STATE_VERSION = [0]
 
 
 class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
@@ -95,6 +98,7 @@ class Module:
     def register_buffer(self, name, tensor, persistent=True):
         """Adds a tensor (or None) that is part of the module's state but not a parameter;
         non-persistent buffers are left out of state_dict()."""
+        STATE_VERSION[0] += 1
         self._check_name("buffer", name)
         if hasattr(self, name) and name not in self._buffers:
             raise KeyError(f"attribute '{name}' already exists")
@@ -112,6 +116,7 @@ class Module:
 
     def register_parameter(self, name, param):
         """Adds a parameter (or None) under `name`."""
+        STATE_VERSION[0] += 1
         self._check_name("parameter", name)
         if hasattr(self, name) and name not in self._parameters:
             raise KeyError(f"attribute '{name}' already exists")
@@ -122,6 +127,7 @@ class Module:
 
     def add_module(self, name, module):
         """Adds a child module (or None) under `name`."""
+        STATE_VERSION[0] += 1
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"{type(module).__name__} is not a Module subclass")
         self._check_name("module", name)
@@ -162,6 +168,7 @@ class Module:
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __setattr__(self, name, value):
+        STATE_VERSION[0] += 1
         d = self.__dict__
         params = d.get("_parameters")
 
@@ -206,6 +213,7 @@ class Module:
             object.__setattr__(self, name, value)
 
     def __delattr__(self, name):
+        STATE_VERSION[0] += 1
         for key in ("_parameters", "_buffers", "_modules"):
             if name in self.__dict__.get(key, ()):
                 del self.__dict__[key][name]
