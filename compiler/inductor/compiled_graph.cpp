@@ -118,7 +118,8 @@ std::vector<sdk::TensorRef> CompiledGraph::run(ts_call call, const std::vector<s
     for (int64_t id : k.inputs) in.push_back(env[size_t(id)].data());
     const ts_device device = env[size_t(k.inputs.empty() ? 0 : k.inputs[0])].device();
     for (int64_t id : k.outputs) {
-      env[size_t(id)] = sdk::empty(call, k.shape, k.dtype, k.inputs.empty() ? ts_device{0, 0} : device);
+      const g::Value& v = graph_.value(id);  // mean and rstd of a layer norm are not k.shape
+      env[size_t(id)] = sdk::empty(call, v.shape, v.dtype, k.inputs.empty() ? ts_device{0, 0} : device);
       out.push_back(env[size_t(id)].data());
     }
     kernels_[step.index](in.data(), out.data());
@@ -130,7 +131,7 @@ std::vector<sdk::TensorRef> CompiledGraph::run(ts_call call, const std::vector<s
 
 std::string CompiledGraph::describe() const {
   size_t fused_nodes = 0;
-  for (const auto& k : plan_.kernels) fused_nodes += k.nodes.size();
+  for (const auto& k : plan_.kernels) fused_nodes += k.nodes.size() + (k.head != RowHead::None ? 1 : 0);
   return sdk::cat("nodes=", graph_.nodes.size(), " kernels=", plan_.kernels.size(), " fused_nodes=", fused_nodes,
                   " extern_calls=", graph_.nodes.size() - fused_nodes, " library=", library_.path,
                   " from_cache=", library_.from_cache ? 1 : 0);

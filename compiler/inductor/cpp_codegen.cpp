@@ -1,6 +1,7 @@
 #include "cpp_codegen.h"
 #include "pointwise_ops.h"
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 
@@ -80,7 +81,94 @@ int64_t inner_stride(const g::Value& v, const std::vector<int64_t>& out_shape) {
   return v.shape.back() == 1 && out_shape.back() != 1 ? 0 : v.strides.back();
 }
 
+std::string index_of(const std::vector<int64_t>& inputs, int64_t id) {
+  return std::to_string(std::find(inputs.begin(), inputs.end(), id) - inputs.begin());
+}
+
+// A kernel headed by a row reduction: per row, the statistics (max and sum of exp, or mean and
+// variance, accumulated in double), then one vectorised pass computing the head's result and the
+// element-wise nodes after it.
+void generate_row_kernel(std::ostringstream& s, const g::Graph& graph, const FusedKernel& k, size_t index) {
+  const std::string t = ctype(k.dtype);
+  const g::Node& head = graph.nodes[k.head_node];
+  const int64_t d = k.shape.back();
+  int64_t numel = 1;
+  for (int64_t e : k.shape) numel *= e;
+  const int64_t rows = numel / d;
+  const std::string x = "in" + index_of(k.inputs, head.args[0].tensor) + " + r * " + std::to_string(d);
+  s << "\nextern \"C\" void " << kernel_symbol(index) << "(void* const* in, void* const* out) {\n";
+  for (size_t i = 0; i < k.inputs.size(); ++i) {
+    const g::Value& v = graph.value(k.inputs[i]);
+    s << "  const " << ctype(v.dtype) << "* __restrict in" << i << " = (const " << ctype(v.dtype) << "*)in[" << i
+      << "];\n";
+  }
+  for (size_t i = 0; i < k.outputs.size(); ++i) s << "  " << t << "* __restrict out" << i << " = (" << t << "*)out[" << i << "];\n";
+  s << "  #pragma omp parallel for schedule(static) if(" << numel << " >= " << kParallelThreshold << ")\n";
+  s << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n";
+  s << "    const " << t << "* __restrict xr = " << x << ";\n";
+  std::map<int64_t, std::string> name;
+  const int64_t result = head.outputs[0][0];
+  if (k.head == RowHead::LayerNorm) {
+    s << "    double sum = 0;\n    #pragma omp simd reduction(+:sum)\n    for (int64_t j = 0; j < " << d
+      << "; ++j) sum += xr[j];\n";
+    s << "    const " << t << " mean = " << t << "(sum / " << d << ");\n";
+    s << "    double sq = 0;\n    #pragma omp simd reduction(+:sq)\n    for (int64_t j = 0; j < " << d
+      << "; ++j) { const double c = double(xr[j]) - double(mean); sq += c * c; }\n";
+    s << "    const " << t << " rstd = " << t << "(1.0 / __builtin_sqrt(sq / " << d << " + " << head.args[4].d
+      << "));\n";
+    for (size_t o = 1; o < head.outputs.size() && o < 3; ++o) {
+      const int64_t id = head.outputs[o][0];
+      auto it = std::find(k.outputs.begin(), k.outputs.end(), id);
+      if (id >= 0 && it != k.outputs.end())
+        s << "    out" << (it - k.outputs.begin()) << "[r] = " << (o == 1 ? "mean" : "rstd") << ";\n";
+    }
+    std::string y = "(xr[j] - mean) * rstd";
+    if (head.args[2].kind == g::Arg::Kind::Tensor) y += " * in" + index_of(k.inputs, head.args[2].tensor) + "[j]";
+    if (head.args[3].kind == g::Arg::Kind::Tensor) y = "(" + y + ") + in" + index_of(k.inputs, head.args[3].tensor) + "[j]";
+    name[result] = "(" + y + ")";
+    if (head.outputs.size() >= 3) {  // element-wise nodes may read the row's statistics too
+      if (head.outputs[1][0] >= 0) name[head.outputs[1][0]] = "mean";
+      if (head.outputs[2][0] >= 0) name[head.outputs[2][0]] = "rstd";
+    }
+  } else {
+    s << "    " << t << " mx = xr[0];\n    for (int64_t j = 1; j < " << d << "; ++j) mx = ts_max(mx, xr[j]);\n";
+    s << "    double sum = 0;\n    #pragma omp simd reduction(+:sum)\n    for (int64_t j = 0; j < " << d
+      << "; ++j) sum += " << (t == "float" ? "expf" : "exp") << "(xr[j] - mx);\n";
+    if (k.head == RowHead::Softmax) {
+      s << "    const " << t << " inv = " << t << "(1.0 / sum);\n";
+      name[result] = std::string("(") + (t == "float" ? "expf" : "exp") + "(xr[j] - mx) * inv)";
+    } else {
+      s << "    const " << t << " lse = mx + " << t << "(__builtin_log(sum));\n";
+      name[result] = "(xr[j] - lse)";
+    }
+  }
+  for (size_t i = 0; i < k.inputs.size(); ++i) {
+    const g::Value& v = graph.value(k.inputs[i]);
+    if (v.shape.size() > k.shape.size()) continue;  // not read by the element-wise part
+    s << "    const int64_t base" << i << " = " << row_offset(v, k.shape) << ";\n";
+    name.emplace(k.inputs[i], "in" + std::to_string(i) + "[base" + std::to_string(i) + " + j * " +
+                                  std::to_string(inner_stride(v, k.shape)) + "]");
+  }
+  s << "    #pragma omp simd\n    for (int64_t j = 0; j < " << d << "; ++j) {\n";
+  s << "      const int64_t i = r * " << d << " + j;\n";
+  s << "      const " << t << " v" << result << " = " << name[result] << ";\n";
+  name[result] = "v" + std::to_string(result);
+  for (size_t n : k.nodes) {
+    const g::Node& node = graph.nodes[n];
+    auto operand = [&](int i) { return name.at(node.args[size_t(i)].tensor); };
+    const int64_t out = node.outputs[0][0];
+    s << "      const " << t << " v" << out << " = " << *lower_pointwise(node, operand, t) << ";\n";
+    name[out] = "v" + std::to_string(out);
+  }
+  for (size_t i = 0; i < k.outputs.size(); ++i) {
+    const g::Value& v = graph.value(k.outputs[i]);
+    if (v.shape == k.shape) s << "      out" << i << "[i] = v" << k.outputs[i] << ";\n";
+  }
+  s << "    }\n  }\n}\n";
+}
+
 void generate_kernel(std::ostringstream& s, const g::Graph& graph, const FusedKernel& k, size_t index) {
+  if (k.head != RowHead::None) return generate_row_kernel(s, graph, k, index);
   const std::string t = ctype(k.dtype);
   int64_t numel = 1;
   for (int64_t d : k.shape) numel *= d;

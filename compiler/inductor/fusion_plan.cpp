@@ -1,6 +1,7 @@
 #include "fusion_plan.h"
 #include "pointwise_ops.h"
 
+#include <algorithm>
 #include <set>
 
 namespace tessera::inductor {
@@ -36,6 +37,41 @@ bool fusible(const g::Graph& graph, const g::Node& node) {
   return lower_pointwise(node, [](int) { return std::string("x"); }, "float").has_value();
 }
 
+// A softmax, log_softmax or layer_norm over the last dimension of a contiguous CPU float tensor.
+RowHead row_head(const g::Graph& graph, const g::Node& node) {
+  RowHead head = RowHead::None;
+  if (node.op == "softmax.int" || node.op == "_softmax") head = RowHead::Softmax;
+  else if (node.op == "log_softmax.int" || node.op == "_log_softmax") head = RowHead::LogSoftmax;
+  else if (node.op == "native_layer_norm") head = RowHead::LayerNorm;
+  if (head == RowHead::None || node.in_place() || node.args.empty() || node.args[0].kind != g::Arg::Kind::Tensor)
+    return RowHead::None;
+  const g::Value& x = graph.value(node.args[0].tensor);
+  if (x.device.type != 0 || (x.dtype != TS_FLOAT32 && x.dtype != TS_FLOAT64) || x.shape.empty() ||
+      !x.is_contiguous() || x.numel() == 0)
+    return RowHead::None;
+  const int64_t nd = int64_t(x.shape.size());
+  if (head == RowHead::LayerNorm) {
+    if (node.args.size() < 5 || node.args[1].kind != g::Arg::Kind::Ints || node.args[1].ints.size() != 1 ||
+        node.args[1].ints[0] != x.shape.back())
+      return RowHead::None;
+    for (size_t i : {2, 3}) {  // weight and bias: None or [D] contiguous of x's dtype
+      const g::Arg& a = node.args[i];
+      if (a.kind == g::Arg::Kind::None) continue;
+      if (a.kind != g::Arg::Kind::Tensor) return RowHead::None;
+      const g::Value& w = graph.value(a.tensor);
+      if (w.shape != std::vector<int64_t>{x.shape.back()} || w.strides != std::vector<int64_t>{1} ||
+          w.dtype != x.dtype || w.device.type != 0)
+        return RowHead::None;
+    }
+    return node.args[4].kind == g::Arg::Kind::Double ? head : RowHead::None;
+  }
+  if (node.args.size() < 3 || node.args[1].kind != g::Arg::Kind::Int) return RowHead::None;
+  const int64_t dim = node.args[1].i < 0 ? node.args[1].i + nd : node.args[1].i;
+  const bool keeps_dtype = node.args[2].kind == g::Arg::Kind::None ||
+                           (node.args[2].kind == g::Arg::Kind::Bool && node.args[2].i == 0);
+  return dim == nd - 1 && keeps_dtype ? head : RowHead::None;
+}
+
 }  // namespace
 
 FusionPlan plan_fusion(const g::Graph& graph) {
@@ -53,19 +89,30 @@ FusionPlan plan_fusion(const g::Graph& graph) {
   for (auto [position, id] : graph.mutated_inputs) is_output[size_t(id)] = true;
 
   auto close = [&](FusedKernel& k) {
-    if (k.nodes.empty()) return;
+    if (k.nodes.empty() && k.head == RowHead::None) return;
     std::set<size_t> members(k.nodes.begin(), k.nodes.end());
     std::set<int64_t> produced;
-    for (size_t n : k.nodes) produced.insert(graph.nodes[n].outputs[0][0]);
-    for (size_t n : k.nodes) {
+    std::vector<size_t> all = k.nodes;
+    if (k.head != RowHead::None) {
+      all.insert(all.begin(), k.head_node);
+      members.insert(k.head_node);
+    }
+    for (size_t n : all)
+      for (const auto& ids : graph.nodes[n].outputs)
+        for (int64_t id : ids)
+          if (id >= 0) produced.insert(id);
+    for (size_t n : all) {
       for (const g::Arg& a : graph.nodes[n].args)
         if (a.kind == g::Arg::Kind::Tensor && !produced.count(a.tensor) &&
             std::find(k.inputs.begin(), k.inputs.end(), a.tensor) == k.inputs.end())
           k.inputs.push_back(a.tensor);
-      const int64_t out = graph.nodes[n].outputs[0][0];
-      bool escapes = is_output[size_t(out)];
-      for (size_t u : users[size_t(out)]) escapes |= !members.count(u);
-      if (escapes) k.outputs.push_back(out);
+      for (const auto& ids : graph.nodes[n].outputs)
+        for (int64_t out : ids) {
+          if (out < 0) continue;
+          bool escapes = is_output[size_t(out)];
+          for (size_t u : users[size_t(out)]) escapes |= !members.count(u);
+          if (escapes) k.outputs.push_back(out);
+        }
     }
     plan.steps.push_back({Step::Kind::Fused, plan.kernels.size()});
     plan.kernels.push_back(std::move(k));
@@ -75,10 +122,20 @@ FusionPlan plan_fusion(const g::Graph& graph) {
   FusedKernel current;
   for (size_t n = 0; n < graph.nodes.size(); ++n) {
     const g::Node& node = graph.nodes[n];
+    if (RowHead head = row_head(graph, node); head != RowHead::None) {
+      close(current);
+      const g::Value& out = graph.value(node.outputs[0][0]);
+      current.head = head;
+      current.head_node = n;
+      current.shape = out.shape;
+      current.dtype = out.dtype;
+      continue;
+    }
     if (fusible(graph, node)) {
       const g::Value& out = graph.value(node.outputs[0][0]);
-      if (!current.nodes.empty() && (out.shape != current.shape || out.dtype != current.dtype)) close(current);
-      if (current.nodes.empty()) current.shape = out.shape, current.dtype = out.dtype;
+      const bool open = !current.nodes.empty() || current.head != RowHead::None;
+      if (open && (out.shape != current.shape || out.dtype != current.dtype)) close(current);
+      if (current.nodes.empty() && current.head == RowHead::None) current.shape = out.shape, current.dtype = out.dtype;
       current.nodes.push_back(n);
       continue;
     }

@@ -1,8 +1,9 @@
 #pragma once
 // The schedule of a graph: runs of consecutive element-wise nodes with one output shape and
-// one floating dtype become fused kernels; every other node is a call through the dispatcher
-// (matmul, convolution and reductions stay library kernels). Values used only inside a kernel
-// live in registers; the rest are written to buffers.
+// one floating dtype become fused kernels, each optionally headed by a row reduction over the
+// last dimension (softmax, log_softmax, layer_norm) whose result the run consumes row by row;
+// every other node is a call through the dispatcher (matmul and convolution stay library
+// kernels). Values used only inside a kernel live in registers; the rest are written to buffers.
 #include <tessera/sdk/graph_ir.h>
 
 #include <cstdint>
@@ -10,8 +11,14 @@
 
 namespace tessera::inductor {
 
+// A row reduction a kernel may start with: it reads whole rows (the last dimension) of its
+// input, and the kernel's element-wise nodes then work on its result, row by row.
+enum class RowHead { None, LayerNorm, Softmax, LogSoftmax };
+
 struct FusedKernel {
-  std::vector<size_t> nodes;      // indices into graph.nodes, in order
+  RowHead head = RowHead::None;
+  size_t head_node = 0;           // the reduction's index in graph.nodes (head != None)
+  std::vector<size_t> nodes;      // element-wise nodes, indices into graph.nodes, in order
   std::vector<int64_t> inputs;    // value ids read from buffers
   std::vector<int64_t> outputs;   // value ids written to buffers
   std::vector<int64_t> shape;     // the common output shape

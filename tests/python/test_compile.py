@@ -412,3 +412,36 @@ def test_fast_guards_see_requires_grad_aliasing_and_replaced_parameters():
     close(add(y, z), y + z)
     close(add(y, y), y + y)  # the same tensor twice is another graph (one input)
     close(add(y, z), y + z)
+
+
+@pytest.mark.parametrize("dtype", [ts.float32, ts.float64])
+def test_row_reductions_fuse_with_what_follows(dtype):
+    ln = ts.nn.LayerNorm(48).to(dtype)
+    bias = ts.randn(48, dtype=dtype)
+
+    def f(x):
+        return (F.gelu(ln(x)) + x,
+                ts.softmax(x, -1) * 3 + bias,
+                ts.log_softmax(x, dim=1).neg(),
+                F.layer_norm(x, (48,)) - 1,
+                ts.ops.aten.native_layer_norm(x, [48], None, None, 1e-5))
+    c = ts.compile(f)
+    x = ts.randn(20, 48, dtype=dtype) * 3
+    with ts.no_grad():
+        c(x)
+        got, want = c(x), f(x)
+        for a, b in zip(got[:4], want[:4]):
+            close(a, b, atol=1e-5)
+        for a, b in zip(got[4], want[4]):  # the layer norm's mean and rstd leave the kernel too
+            close(a, b, atol=1e-5)
+        text = _inductor.describe(c.entries[0][1].run.handle)
+    assert "extern_calls=0" in text, text
+
+
+def test_softmax_over_another_dimension_stays_a_library_call():
+    c = ts.compile(lambda x: ts.softmax(x, 0) + 1)
+    x = ts.randn(6, 5)
+    with ts.no_grad():
+        c(x)
+        close(c(x), ts.softmax(x, 0) + 1)
+        assert "extern_calls=1" in _inductor.describe(c.entries[0][1].run.handle)
