@@ -76,6 +76,9 @@ void constants(sdk::Args& a) {
   a.returns({v});
 }
 
+// The number of nodes recorded so far: where the backward part of a joint capture starts.
+void mark(sdk::Args& a) { a.returns({sdk::value(int64_t(recorder("tracer::mark").node_count()))}); }
+
 // "op1,op2": the operators of the last finished capture that read a number out of a tensor.
 void data_dependent_reads(sdk::Args& a) {
   thread_local std::string text;
@@ -92,6 +95,12 @@ ts_status trace_fallback(void*, ts_call call, ts_keyset, ts_stack* stack) noexce
   ts_operator op = host.call_operator_of(call);
   // Arguments are read before the call: its returns overwrite the stack.
   std::vector<ts_value> arguments(stack->values, stack->values + stack->size);
+  // Version counters before the call: a kernel that writes an argument it does not return
+  // (batch norm's running statistics) bumps it, and the node records that argument as written.
+  std::vector<uint64_t> versions(arguments.size(), 0);
+  for (size_t i = 0; i < arguments.size(); ++i)
+    if (arguments[i].tag == TS_VALUE_TENSOR && arguments[i].u.tensor)
+      versions[i] = host.tensor_version(arguments[i].u.tensor);
   ts_status status;
   {
     sdk::ExcludeKeysGuard below(tracer_bit());  // kernels' own inner calls are not the program's
@@ -99,7 +108,7 @@ ts_status trace_fallback(void*, ts_call call, ts_keyset, ts_stack* stack) noexce
   }
   if (status != TS_OK || !active) return status;
   try {
-    active->record(host.operator_name(op), arguments, stack);
+    active->record(host.operator_name(op), arguments, versions, stack);
     return TS_OK;
   } catch (const sdk::HostFailure& e) {
     return e.status;
@@ -121,6 +130,7 @@ void register_tracer(sdk::Registrar& reg) {
       {"tracer::input(Tensor x) -> ()", "tracer::input", input},
       {"tracer::end(Tensor[] outputs) -> str", "tracer::end", end},
       {"tracer::abort() -> ()", "tracer::abort", abort_capture},
+      {"tracer::mark() -> int", "tracer::mark", mark},
       {"tracer::constants() -> Tensor[]", "tracer::constants", constants},
       {"tracer::data_dependent_reads() -> str", "tracer::data_dependent_reads", data_dependent_reads},
   };

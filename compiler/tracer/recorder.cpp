@@ -1,5 +1,8 @@
 #include "recorder.h"
 
+#include <algorithm>
+#include <set>
+
 namespace tessera::tracer {
 namespace {
 
@@ -20,6 +23,15 @@ void set_tag(ts_tensor t, uint64_t trace, int64_t value) {
 
 }  // namespace
 
+std::string Recorder::geometry_key(ts_tensor t) {
+  sdk::TensorRef ref = sdk::TensorRef::borrow(t);
+  std::string key = sdk::cat(ref.view().data, ":", ref.storage_offset(), ":", ref.dtype(), ":");
+  for (int64_t s : ref.sizes()) key += sdk::cat(s, ",");
+  key += ":";
+  for (int64_t s : ref.strides()) key += sdk::cat(s, ",");
+  return key;
+}
+
 int64_t Recorder::new_value(ts_tensor t, g::ValueKind kind) {
   sdk::TensorRef ref = sdk::TensorRef::borrow(t);
   g::Value v;
@@ -32,6 +44,7 @@ int64_t Recorder::new_value(ts_tensor t, g::ValueKind kind) {
   v.device = ref.device();
   graph_.values.push_back(std::move(v));
   set_tag(t, trace_id_, graph_.values.back().id);
+  if (ref.view().data) by_geometry_[geometry_key(t)] = graph_.values.back().id;
   return graph_.values.back().id;
 }
 
@@ -43,6 +56,11 @@ void Recorder::add_input(ts_tensor t) {
 
 int64_t Recorder::value_of(ts_tensor t) {
   if (const SlotTag* tag = tag_of(t); tag && tag->trace == trace_id_) return tag->value;
+  if (sdk::TensorRef::borrow(t).view().data)
+    if (auto it = by_geometry_.find(geometry_key(t)); it != by_geometry_.end()) {
+      set_tag(t, trace_id_, it->second);
+      return it->second;
+    }
   const int64_t id = new_value(t, g::ValueKind::Constant);
   graph_.constants.push_back(id);
   constants_.push_back(sdk::TensorRef::retain(t));
@@ -79,10 +97,15 @@ g::Arg Recorder::encode(const ts_value& v) {
   return a;
 }
 
-void Recorder::record(const char* op_name, const std::vector<ts_value>& arguments, const ts_stack* stack) {
+void Recorder::record(const char* op_name, const std::vector<ts_value>& arguments,
+                      const std::vector<uint64_t>& versions, const ts_stack* stack) {
   g::Node node;
   node.op = op_name;
   for (const ts_value& v : arguments) node.args.push_back(encode(v));
+  for (size_t i = 0; i < arguments.size(); ++i)  // written in place without being returned
+    if (arguments[i].tag == TS_VALUE_TENSOR && arguments[i].u.tensor &&
+        sdk::host().tensor_version(arguments[i].u.tensor) != versions[i])
+      node.mutates.push_back(int(i));
   // Storage identity of the tensor arguments: an output sharing one is a view or in-place result.
   auto storage_of = [](ts_tensor t) { return sdk::TensorRef::borrow(t).view().data; };
   for (int32_t r = 0; r < stack->size; ++r) {
@@ -109,7 +132,8 @@ void Recorder::record(const char* op_name, const std::vector<ts_value>& argument
         if (alias < 0 && storage_of(a.u.tensor) && storage_of(a.u.tensor) == storage_of(t))
           alias = node.args[i].tensor;
       }
-      if (mutated >= 0) node.mutates.push_back(mutated);
+      if (mutated >= 0 && std::find(node.mutates.begin(), node.mutates.end(), mutated) == node.mutates.end())
+        node.mutates.push_back(mutated);
       const int64_t id = new_value(t, g::ValueKind::Node);  // an in-place result is a new SSA value
       graph_.values[size_t(id)].alias_of = alias;
       ids.push_back(id);
@@ -121,9 +145,12 @@ void Recorder::record(const char* op_name, const std::vector<ts_value>& argument
 
 std::string Recorder::finish(const std::vector<ts_tensor>& outputs) {
   for (ts_tensor t : outputs) graph_.outputs.push_back(value_of(t));
+  std::set<int64_t> written;  // values written in place without a new SSA value
+  for (const g::Node& n : graph_.nodes)
+    for (int i : n.mutates) written.insert(n.args[size_t(i)].tensor);
   for (size_t i = 0; i < input_tensors_.size(); ++i) {
     const SlotTag* tag = tag_of(input_tensors_[i]);
-    if (tag && tag->trace == trace_id_ && tag->value != graph_.inputs[i])
+    if (tag && tag->trace == trace_id_ && (tag->value != graph_.inputs[i] || written.count(graph_.inputs[i])))
       graph_.mutated_inputs.emplace_back(int64_t(i), tag->value);
   }
   return g::to_json(graph_);

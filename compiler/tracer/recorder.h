@@ -5,6 +5,7 @@
 #include <tessera/sdk/plugin.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -16,14 +17,17 @@ class Recorder {
 
   // The next graph input.
   void add_input(ts_tensor t);
-  // Records one operator call: `arguments` is the stack before the call, `stack` after it.
-  void record(const char* op_name, const std::vector<ts_value>& arguments, const ts_stack* stack);
+  // Records one operator call: `arguments` is the stack before the call (with the tensors'
+  // version counters then), `stack` after it.
+  void record(const char* op_name, const std::vector<ts_value>& arguments, const std::vector<uint64_t>& versions,
+              const ts_stack* stack);
   // Finishes the graph with its outputs (and the inputs written in place) and serialises it.
   std::string finish(const std::vector<ts_tensor>& outputs);
 
   // The lifted constants, in the order of graph.constants.
   const std::vector<sdk::TensorRef>& constants() const { return constants_; }
   const std::vector<std::string>& data_dependent_reads() const { return reads_; }
+  size_t node_count() const { return graph_.nodes.size(); }
   void note_data_dependent_read(std::string op) { reads_.push_back(std::move(op)); }
 
  private:
@@ -31,6 +35,12 @@ class Recorder {
   int64_t value_of(ts_tensor t);
   int64_t new_value(ts_tensor t, sdk::graph::ValueKind kind);
   sdk::graph::Arg encode(const ts_value& v);
+
+  // The latest value of each storage geometry (data, offset, sizes, strides, dtype): a tensor
+  // the capture never saw that has one is an alias made outside the dispatcher (autograd's
+  // saved tensors are such aliases of the outputs they save) and stands for that value.
+  static std::string geometry_key(ts_tensor t);
+  std::map<std::string, int64_t> by_geometry_;
 
   uint64_t trace_id_;
   sdk::graph::Graph graph_;

@@ -39,8 +39,13 @@ def eager(gm, example_inputs):
 
 @register_backend(name="aot_eager")
 def aot_eager(gm, example_inputs):
-    del example_inputs
-    return gm.forward
+    """Forward and backward captured together and run operator by operator (one autograd node)."""
+    from tessera.compiler import _aot
+    from tessera.fx._from_ir import graph_module_from_ir
+    capture = _aot.training_capture(gm, example_inputs)
+    if capture is None:
+        return gm.forward
+    return _aot.make_training_callable(capture, example_inputs, lambda ir: graph_module_from_ir(ir, []).forward)
 
 
 @register_backend(name="inductor")

@@ -64,7 +64,7 @@ class Capture:
         if self._gm is None:
             self._gm = graph_module_from_ir(self.ir, self.constants)
             self._gm.meta = {"tessera_ir": self.ir_text, "tessera_constants": self.constants,
-                             "tessera_code": self._gm.code}
+                             "tessera_code": self._gm.code, "tessera_capture": self}
         return self._gm
 
 

@@ -1,16 +1,17 @@
 """The "inductor" backend: hands the captured graph's serialised IR to the compiler plugin
 (libtessera_inductor.so), which fuses element-wise runs into C++ kernels built by the system
-compiler and keeps every other operator a dispatcher call. Where it cannot help, the graph
+compiler and keeps every other operator a dispatcher call. A graph that needs gradients is
+captured again with its backward (_aot) and both halves are compiled. Where it cannot help, the graph
 runs as the eager GraphModule:
-  - a graph that needs gradients (grad mode on and an input or parameter requiring grad):
-    fused kernels have no derivative yet, the GraphModule replay is differentiable;
   - a graph a custom pass edited (its IR no longer describes it);
   - no working C++ compiler: one warning, then eager."""
+import json
 import warnings
 import weakref
 
 from tessera import _C
 from tessera.autograd.grad_mode import is_grad_enabled
+from tessera.compiler import _aot
 
 _warned = set()
 
@@ -32,17 +33,24 @@ def compile_graph(gm, example_inputs):
     ir, constants = meta.get("tessera_ir"), meta.get("tessera_constants")
     if ir is None or meta.get("tessera_code") not in (None, gm.code):
         return gm.forward
-    if is_grad_enabled() and any(t.requires_grad for t in list(example_inputs) + list(constants)):
-        return gm.forward
     try:
-        _load()
-        handle = _C.call_op("inductor::compile", (ir, ""), {})
+        capture = _aot.training_capture(gm, example_inputs)
+        if capture is not None:
+            return _aot.make_training_callable(capture, example_inputs, lambda g: _compile_ir(json.dumps(g), []))
+        if is_grad_enabled() and any(t.requires_grad for t in list(example_inputs) + list(constants)):
+            return gm.forward  # an edited graph that needs gradients: replay it through autograd
+        return _compile_ir(ir, list(constants))
     except RuntimeError as e:
         _warn_once(str(e).split("\n")[0], f"ts.compile: the inductor backend could not compile this graph, so it runs "
                                            f"eagerly: {e}")
         return gm.forward
+
+
+def _compile_ir(ir_text, constants):
+    """A callable of the graph's inputs returning its outputs (a list), compiled by the plugin."""
+    _load()
+    handle = _C.call_op("inductor::compile", (ir_text, ""), {})
     call = _C.call_op
-    constants = list(constants)
 
     def compiled(*inputs):
         return call("inductor::run", (handle, [*inputs, *constants]), {})

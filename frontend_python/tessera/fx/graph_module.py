@@ -36,7 +36,8 @@ class GraphModule(Module):
         """Regenerates `code` (and the forward that runs it) from `graph`."""
         self._graph.lint()
         self._code = self._graph.python_code("self")
-        scope = {"tessera": tessera, "operator": operator, "math": math, "inf": math.inf, "nan": math.nan}
+        scope = {"tessera": tessera, "operator": operator, "math": math, "inf": math.inf, "nan": math.nan,
+                 "device": tessera.device}  # repr(ts.device("cpu")) is "device(type='cpu')"
         exec(compile(self._code, f"<{self._class_name} generated code>", "exec"), scope)  # noqa: S102
         self._forward = scope["forward"]
 

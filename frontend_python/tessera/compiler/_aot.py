@@ -1,0 +1,162 @@
+"""Training graphs, as AOTAutograd: the forward graph is replayed once more under capture with
+stand-ins for its inputs and parameters, and autograd.grad runs inside the same capture, so
+the derivative formulas' operators are recorded after the forward's. The joint graph is cut
+there: the forward graph returns its outputs and the values the backward reads (saved
+tensors); the backward graph takes those and the output gradients and returns the input
+gradients. Both are compiled, and a ts.autograd.Function joins them into one autograd node."""
+import copy
+
+import tessera
+from tessera import _C
+from tessera.autograd import Function, grad as autograd_grad
+from tessera.fx._from_ir import graph_module_from_ir, parse_ir
+
+
+def _differentiable(t):
+    return t.requires_grad and (t.is_floating_point() or t.is_complex())
+
+
+def _dead_code_eliminated(ir):
+    """The IR without nodes whose results nobody reads (in-place nodes stay)."""
+    live = set(ir["outputs"]) | {vid for _, vid in ir.get("mutated_inputs", [])}
+    kept = []
+    for node in reversed(ir["nodes"]):
+        outs = [i for o in node["outputs"] for i in (o if isinstance(o, list) else [o]) if i is not None and i >= 0]
+        if node.get("mutates") or any(o in live for o in outs):
+            kept.append(node)
+            for a in node["args"]:
+                (kind, v), = a.items()
+                if kind == "tensor":
+                    live.add(v)
+                elif kind == "tensors":
+                    live.update(i for i in v if i is not None)
+    ir["nodes"] = kept[::-1]
+    return ir
+
+
+def _used_ids(nodes):
+    used = set()
+    for node in nodes:
+        for a in node["args"]:
+            (kind, v), = a.items()
+            if kind == "tensor":
+                used.add(v)
+            elif kind == "tensors":
+                used.update(i for i in v if i is not None)
+    return used
+
+
+def _produced_ids(nodes):
+    out = set()
+    for node in nodes:
+        for o in node["outputs"]:
+            out.update(i for i in (o if isinstance(o, list) else [o]) if i is not None and i >= 0)
+    return out
+
+
+def joint_capture(capture, example_inputs):
+    """(forward IR, backward IR, layout) of a captured graph that needs gradients."""
+    ir = capture.ir
+    primals = list(example_inputs) + list(capture.constants)
+    mutated = {vid for node in ir["nodes"] for i in node.get("mutates", []) for vid in [node["args"][i].get("tensor")]}
+    input_ids = ir["inputs"] + ir["constants"]
+    stand_ins = []
+    for p, vid in zip(primals, input_ids):
+        if _differentiable(p):
+            stand_ins.append(p.detach().requires_grad_())
+        elif vid in mutated:
+            stand_ins.append(p.detach().clone())  # the real buffer is written by the real calls only
+        else:
+            stand_ins.append(p.detach())
+    replay = graph_module_from_ir(ir, stand_ins[len(example_inputs):])
+    call = _C.call_op
+    call("tracer::begin", (), {})
+    try:
+        for t in stand_ins:
+            call("tracer::input", (t,), {})
+        with tessera.enable_grad():
+            outs = list(replay(*stand_ins[:len(example_inputs)]))
+        mark = call("tracer::mark", (), {})
+        diff_out = [k for k, o in enumerate(outs) if _differentiable(o)]
+        diff_in = [k for k, p in enumerate(stand_ins) if _differentiable(p)]
+        tangents = [tessera.zeros_like(outs[k]) for k in diff_out]
+        for t in tangents:
+            call("tracer::input", (t,), {})
+        grads = autograd_grad([outs[k] for k in diff_out], [stand_ins[k] for k in diff_in], grad_outputs=tangents,
+                              allow_unused=True)
+        present = [j for j, g in enumerate(grads) if g is not None]
+        text = call("tracer::end", (outs + [grads[j] for j in present],), {})
+    except BaseException:
+        call("tracer::abort", (), {})
+        raise
+    joint = parse_ir(text)
+    if joint["constants"]:
+        readers = sorted({n["op"] for n in joint["nodes"] for a in n["args"]
+                          if a.get("tensor") in joint["constants"]})
+        raise RuntimeError("ts.compile: the joint forward/backward capture read tensors it was not given "
+                           f"({len(joint['constants'])}, read by {', '.join(readers)})")
+    n_primals = len(stand_ins)
+    primal_ids = joint["inputs"][:n_primals]
+    tangent_ids = joint["inputs"][n_primals:]
+    fwd_out_ids = joint["outputs"][:len(outs)]
+    grad_ids = joint["outputs"][len(outs):]
+
+    bwd_nodes = joint["nodes"][mark:]
+    bwd = {**joint, "nodes": bwd_nodes, "outputs": grad_ids, "mutated_inputs": []}
+    bwd = _dead_code_eliminated(bwd)
+    produced_bwd = _produced_ids(bwd["nodes"])
+    saved = sorted((_used_ids(bwd["nodes"]) | set(grad_ids)) - produced_bwd - set(tangent_ids))
+    fwd = {**joint, "nodes": joint["nodes"][:mark], "inputs": primal_ids, "outputs": fwd_out_ids + saved}
+    fwd = _dead_code_eliminated(fwd)
+    bwd["inputs"] = saved + tangent_ids
+    for graph in (fwd, bwd):
+        graph["values"] = copy.deepcopy(graph["values"])
+        for vid in graph["inputs"]:
+            graph["values"][vid]["kind"] = "input"
+        graph["constants"] = []
+    layout = {"n_outputs": len(outs), "n_saved": len(saved), "diff_out": diff_out, "diff_in": diff_in,
+              "present": present, "n_primals": n_primals}
+    return fwd, bwd, layout
+
+
+def training_capture(gm, example_inputs):
+    """The Capture behind `gm` when calling it needs gradients (grad mode on and an input or
+    parameter requiring grad) and gm is unedited; else None."""
+    from tessera.autograd.grad_mode import is_grad_enabled
+    meta = getattr(gm, "meta", None) or {}
+    capture = meta.get("tessera_capture")
+    if capture is None or meta.get("tessera_code") != gm.code or not is_grad_enabled():
+        return None
+    if not any(_differentiable(t) for t in list(example_inputs) + list(capture.constants)):
+        return None
+    return capture
+
+
+def make_training_callable(capture, example_inputs, compile_ir):
+    """A callable of the graph's inputs returning its outputs, differentiable, with forward and
+    backward each compiled by compile_ir(ir_dict) -> callable(*tensors) -> list of tensors."""
+    fwd_ir, bwd_ir, layout = joint_capture(capture, example_inputs)
+    run_fwd, run_bwd = compile_ir(fwd_ir), compile_ir(bwd_ir)
+    n_out, diff_out, diff_in = layout["n_outputs"], layout["diff_out"], layout["diff_in"]
+    present, n_primals = layout["present"], layout["n_primals"]
+    constants = list(capture.constants)
+
+    class CompiledGraphFunction(Function):
+        @staticmethod
+        def forward(ctx, *primals):
+            results = run_fwd(*primals)
+            ctx.save_for_backward(*results[n_out:])
+            return tuple(results[:n_out])
+
+        @staticmethod
+        def backward(ctx, *grad_outputs):
+            tangents = [grad_outputs[k] for k in diff_out]
+            grads = run_bwd(*ctx.saved_tensors, *tangents)
+            result = [None] * n_primals
+            for g, j in zip(grads, present):
+                result[diff_in[j]] = g
+            return tuple(result)
+
+    def run(*inputs):
+        return CompiledGraphFunction.apply(*inputs, *constants)
+    return run
