@@ -19,6 +19,7 @@ CompiledGraph::CompiledGraph(g::Graph graph) : graph_(std::move(graph)), plan_(p
       throw sdk::Error(TS_ERROR_VALUE, "inductor::compile: the graph calls operator '" + graph_.nodes[n].op +
                                            "', which is not registered in this process");
   }
+  plan_releases();
   if (plan_.kernels.empty()) return;
   CodegenOptions options;
   options.vector_math = KernelCache::instance().vector_math_available();
@@ -28,6 +29,37 @@ CompiledGraph::CompiledGraph(g::Graph graph) : graph_(std::move(graph)), plan_(p
     if (!fn) throw sdk::Error(TS_ERROR, "inductor: '" + library_.path + "' has no " + kernel_symbol(k));
     kernels_.push_back(fn);
   }
+}
+
+void CompiledGraph::plan_releases() {
+  const size_t none = plan_.steps.size();
+  std::vector<size_t> last(graph_.values.size(), none);  // last step reading or writing each value
+  auto touch = [&](int64_t id, size_t step) {
+    if (id >= 0) last[size_t(id)] = last[size_t(id)] == none ? step : std::max(last[size_t(id)], step);
+  };
+  auto touch_node = [&](const g::Node& node, size_t step) {
+    for (const g::Arg& a : node.args) {
+      if (a.kind == g::Arg::Kind::Tensor) touch(a.tensor, step);
+      for (int64_t id : a.tensors) touch(id, step);
+    }
+    for (const auto& ids : node.outputs)
+      for (int64_t id : ids) touch(id, step);
+  };
+  for (size_t s = 0; s < plan_.steps.size(); ++s) {
+    const Step& step = plan_.steps[s];
+    if (step.kind == Step::Kind::Extern) {
+      touch_node(graph_.nodes[step.index], s);
+      continue;
+    }
+    const FusedKernel& k = plan_.kernels[step.index];
+    for (int64_t id : k.inputs) touch(id, s);
+    for (int64_t id : k.outputs) touch(id, s);
+  }
+  std::vector<bool> keep(graph_.values.size(), false);
+  for (int64_t id : graph_.outputs) keep[size_t(id)] = true;
+  release_after_.assign(plan_.steps.size(), {});
+  for (size_t id = 0; id < last.size(); ++id)
+    if (!keep[id] && last[id] != none) release_after_[last[id]].push_back(int64_t(id));
 }
 
 void CompiledGraph::run_extern(ts_call call, size_t n, std::vector<sdk::TensorRef>& env) {
@@ -104,12 +136,21 @@ std::vector<sdk::TensorRef> CompiledGraph::run(ts_call call, const std::vector<s
     env[size_t(graph_.constants[i])] = arguments[graph_.inputs.size() + i];
   std::vector<void*> in, out;
   for (const Step& step : plan_.steps) {
+    const size_t s = size_t(&step - plan_.steps.data());
+    struct Release {  // after the step, also when it throws
+      std::vector<sdk::TensorRef>& env;
+      const std::vector<int64_t>& ids;
+      ~Release() {
+        for (int64_t id : ids) env[size_t(id)] = sdk::TensorRef();
+      }
+    } release{env, release_after_[s]};
     if (step.kind == Step::Kind::Extern) {
       run_extern(call, step.index, env);
       continue;
     }
     const FusedKernel& k = plan_.kernels[step.index];
     if (!inputs_match(step.index, env)) {
+      if (k.head != RowHead::None) run_extern(call, k.head_node, env);
       for (size_t n : k.nodes) run_extern(call, n, env);
       continue;
     }

@@ -22,6 +22,7 @@ class CompiledGraph {
  private:
   using KernelFn = void (*)(void* const*, void* const*);
   void run_extern(ts_call call, size_t node, std::vector<sdk::TensorRef>& env);
+  void plan_releases();
   // A fused kernel's inputs must have the geometry it was generated for; otherwise its nodes
   // run one by one through the dispatcher.
   bool inputs_match(size_t kernel, const std::vector<sdk::TensorRef>& env) const;
@@ -30,6 +31,9 @@ class CompiledGraph {
   FusionPlan plan_;
   std::vector<ts_operator> operators_;  // per node (nullptr for fused nodes)
   std::vector<KernelFn> kernels_;
+  // Per step, the values no later step reads: released after it, so buffers go back to the
+  // allocator as soon as eager would release them (graph outputs are kept).
+  std::vector<std::vector<int64_t>> release_after_;
   LoadedLibrary library_;
 };
 
