@@ -56,6 +56,10 @@ template <class T> static inline T ts_tanh(T x) {
   T small = p * x2 * a + a;
   return __builtin_copysign(a < T(0.5) ? small : big, x);
 }
+// d/dx of gelu's tanh form, given t = tanh(k (x + 0.044715 x^3)).
+template <class T> static inline T ts_gelu_tanh_grad(T x, T t, T k) {
+  return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * k * (T(1) + T(3 * 0.044715) * x * x);
+}
 )";
   return s.str();
 }
@@ -130,6 +134,15 @@ void generate_row_kernel(std::ostringstream& s, const g::Graph& graph, const Fus
       if (head.outputs[1][0] >= 0) name[head.outputs[1][0]] = "mean";
       if (head.outputs[2][0] >= 0) name[head.outputs[2][0]] = "rstd";
     }
+  } else if (k.head == RowHead::SoftmaxBackward || k.head == RowHead::LogSoftmaxBackward) {
+    // x: the gradient of the output; yr: the output. softmax: y (g - sum(g y)); log: g - exp(y) sum(g).
+    const bool log = k.head == RowHead::LogSoftmaxBackward;
+    s << "    const " << t << "* __restrict yr = in" << index_of(k.inputs, head.args[1].tensor) << " + r * " << d << ";\n";
+    s << "    double dot = 0;\n    #pragma omp simd reduction(+:dot)\n    for (int64_t j = 0; j < " << d
+      << "; ++j) dot += " << (log ? "xr[j]" : "double(xr[j]) * double(yr[j])") << ";\n";
+    s << "    const " << t << " sdot = " << t << "(dot);\n";
+    name[result] = log ? std::string("(xr[j] - ") + (t == "float" ? "expf" : "exp") + "(yr[j]) * sdot)"
+                       : std::string("(yr[j] * (xr[j] - sdot))");
   } else {
     s << "    " << t << " mx = xr[0];\n    for (int64_t j = 1; j < " << d << "; ++j) mx = ts_max(mx, xr[j]);\n";
     s << "    double sum = 0;\n    #pragma omp simd reduction(+:sum)\n    for (int64_t j = 0; j < " << d

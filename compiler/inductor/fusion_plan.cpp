@@ -29,7 +29,7 @@ bool fusible(const g::Graph& graph, const g::Node& node) {
     if (a.kind == g::Arg::Kind::TensorList) return false;
     if (a.kind != g::Arg::Kind::Tensor) continue;
     const g::Value& v = graph.value(a.tensor);
-    const bool condition = node.op == "where.self" && i == 0;
+    const bool condition = bool_argument(node.op) == int(i);
     if (v.device.type != 0 || !broadcasts_to(v.shape, out.shape)) return false;
     if (condition ? v.dtype != TS_BOOL : v.dtype != out.dtype) return false;
   }
@@ -40,6 +40,22 @@ bool fusible(const g::Graph& graph, const g::Node& node) {
 // A softmax, log_softmax or layer_norm over the last dimension of a contiguous CPU float tensor.
 RowHead row_head(const g::Graph& graph, const g::Node& node) {
   RowHead head = RowHead::None;
+  if (node.op == "_softmax_backward_data" || node.op == "_log_softmax_backward_data") {
+    // (grad_output, output, dim, input_dtype): both rows contiguous, of one shape and dtype
+    if (node.args.size() < 4 || node.args[0].kind != g::Arg::Kind::Tensor || node.args[1].kind != g::Arg::Kind::Tensor ||
+        node.args[2].kind != g::Arg::Kind::Int || node.in_place())
+      return RowHead::None;
+    const g::Value& grad = graph.value(node.args[0].tensor);
+    const g::Value& out = graph.value(node.args[1].tensor);
+    const int64_t nd = int64_t(out.shape.size());
+    const int64_t dim = node.args[2].i < 0 ? node.args[2].i + nd : node.args[2].i;
+    if (grad.shape != out.shape || grad.dtype != out.dtype || !grad.is_contiguous() || !out.is_contiguous() ||
+        out.device.type != 0 || grad.device.type != 0 || (out.dtype != TS_FLOAT32 && out.dtype != TS_FLOAT64) ||
+        nd == 0 || dim != nd - 1 || out.numel() == 0 ||
+        (node.args[3].kind == g::Arg::Kind::Dtype && node.args[3].i != out.dtype))
+      return RowHead::None;
+    return node.op == "_softmax_backward_data" ? RowHead::SoftmaxBackward : RowHead::LogSoftmaxBackward;
+  }
   if (node.op == "softmax.int" || node.op == "_softmax") head = RowHead::Softmax;
   else if (node.op == "log_softmax.int" || node.op == "_log_softmax") head = RowHead::LogSoftmax;
   else if (node.op == "native_layer_norm") head = RowHead::LayerNorm;

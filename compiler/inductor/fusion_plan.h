@@ -13,7 +13,7 @@ namespace tessera::inductor {
 
 // A row reduction a kernel may start with: it reads whole rows (the last dimension) of its
 // input, and the kernel's element-wise nodes then work on its result, row by row.
-enum class RowHead { None, LayerNorm, Softmax, LogSoftmax };
+enum class RowHead { None, LayerNorm, Softmax, LogSoftmax, SoftmaxBackward, LogSoftmaxBackward };
 
 struct FusedKernel {
   RowHead head = RowHead::None;

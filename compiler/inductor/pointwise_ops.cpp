@@ -157,6 +157,27 @@ const std::unordered_map<std::string, Lowering>& table() {
        }},
       {"clamp_min", binary_fn([](auto& a, auto& b, auto&) { return nan_max(a, b); })},
       {"clamp_max", binary_fn([](auto& a, auto& b, auto&) { return nan_min(a, b); })},
+      {"gelu_backward", [](const Ctx& c) -> std::optional<std::string> {
+         if (!is_tensor(c.n, 0) || !is_tensor(c.n, 1)) return std::nullopt;
+         const std::string g = "(" + c.x(0) + ")", x = "(" + c.x(1) + ")";
+         const std::string mode = c.n.args.size() > 2 && c.n.args[2].kind == Kind::Str ? c.n.args[2].str : "none";
+         if (mode == "none")  // d/dx x Phi(x) = Phi(x) + x phi(x)
+           return g + " * (" + c.lit(0.5) + " * (" + c.lit(1) + " + " + fn("erf", c.t) + "(" + x + " * " +
+                  c.lit(M_SQRT1_2) + ")) + " + x + " * " + fn("exp", c.t) + "(" + c.lit(-0.5) + " * " + x + " * " + x +
+                  ") * " + c.lit(0.5 * M_2_SQRTPI * M_SQRT1_2) + ")";
+         if (mode == "tanh") {
+           const double k = std::sqrt(2 / M_PI);
+           const std::string t = "ts_tanh(" + c.lit(k) + " * (" + x + " + " + c.lit(0.044715) + " * " + x + " * " + x +
+                                 " * " + x + "))";
+           return g + " * ts_gelu_tanh_grad(" + x + ", " + t + ", " + c.lit(k) + ")";
+         }
+         return std::nullopt;
+       }},
+      {"masked_fill.Scalar", [](const Ctx& c) -> std::optional<std::string> {
+         auto v = scalar(c.n, 2);
+         if (!is_tensor(c.n, 0) || !is_tensor(c.n, 1) || !v) return std::nullopt;
+         return "(" + c.x(1) + " ? " + c.lit(*v) + " : " + c.x(0) + ")";
+       }},
       {"where.self", [](const Ctx& c) -> std::optional<std::string> {
          if (!is_tensor(c.n, 0) || !is_tensor(c.n, 1) || !is_tensor(c.n, 2)) return std::nullopt;
          return "(" + c.x(0) + " ? " + c.x(1) + " : " + c.x(2) + ")";
@@ -168,6 +189,12 @@ const std::unordered_map<std::string, Lowering>& table() {
 }  // namespace
 
 bool is_pointwise(const std::string& op) { return table().count(op) != 0; }
+
+int bool_argument(const std::string& op) {
+  if (op == "where.self") return 0;
+  if (op == "masked_fill.Scalar") return 1;
+  return -1;
+}
 
 std::optional<std::string> lower_pointwise(const g::Node& node, const OperandFn& operand, const std::string& ctype) {
   auto it = table().find(node.op);

@@ -21,4 +21,7 @@ std::optional<std::string> lower_pointwise(const sdk::graph::Node& node, const O
 // True when `op` is in the table (its arguments may still be unsupported).
 bool is_pointwise(const std::string& op);
 
+// The argument of `op` that is a bool mask (where's condition, masked_fill's mask), or -1.
+int bool_argument(const std::string& op);
+
 }  // namespace tessera::inductor
