@@ -144,8 +144,13 @@ void generate_row_kernel(std::ostringstream& s, const g::Graph& graph, const Fus
     name[result] = log ? std::string("(xr[j] - ") + (t == "float" ? "expf" : "exp") + "(yr[j]) * sdot)"
                        : std::string("(yr[j] * (xr[j] - sdot))");
   } else {
-    s << "    " << t << " mx = xr[0];\n    for (int64_t j = 1; j < " << d << "; ++j) mx = ts_max(mx, xr[j]);\n";
-    s << "    double sum = 0;\n    #pragma omp simd reduction(+:sum)\n    for (int64_t j = 0; j < " << d
+    // The row's max, vectorised (a NaN anywhere makes it NaN, as torch's max), then the sum of
+    // exp(x - max) in the row's own precision, as the CPU plugin's softmax sums.
+    s << "    " << t << " mx = xr[0];\n    bool has_nan = false;\n";
+    s << "    #pragma omp simd reduction(max:mx) reduction(|:has_nan)\n    for (int64_t j = 0; j < " << d
+      << "; ++j) { mx = xr[j] > mx ? xr[j] : mx; has_nan |= xr[j] != xr[j]; }\n";
+    s << "    if (has_nan) mx = " << t << "(__builtin_nan(\"\"));\n";
+    s << "    " << t << " sum = 0;\n    #pragma omp simd reduction(+:sum)\n    for (int64_t j = 0; j < " << d
       << "; ++j) sum += " << (t == "float" ? "expf" : "exp") << "(xr[j] - mx);\n";
     if (k.head == RowHead::Softmax) {
       s << "    const " << t << " inv = " << t << "(1.0 / sum);\n";

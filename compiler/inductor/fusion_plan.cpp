@@ -106,6 +106,11 @@ FusionPlan plan_fusion(const g::Graph& graph) {
 
   auto close = [&](FusedKernel& k) {
     if (k.nodes.empty() && k.head == RowHead::None) return;
+    if (k.nodes.empty()) {  // a row reduction alone: the library's kernel is as good, keep it
+      plan.steps.push_back({Step::Kind::Extern, k.head_node});
+      k = FusedKernel{};
+      return;
+    }
     std::set<size_t> members(k.nodes.begin(), k.nodes.end());
     std::set<int64_t> produced;
     std::vector<size_t> all = k.nodes;
