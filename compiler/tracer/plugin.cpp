@@ -76,6 +76,15 @@ void constants(sdk::Args& a) {
   a.returns({v});
 }
 
+// What record_resizes records: resizes `self` (contiguous) as the host resizes an out= tensor.
+void resize(sdk::Args& a) {
+  sdk::TensorRef self = a.tensor(0);
+  const auto size = a.int_list(1);
+  std::vector<int64_t> shape(size.begin(), size.end());
+  sdk::resize(a.call(), self, shape);
+  a.return_argument(self);
+}
+
 // The number of nodes recorded so far: where the backward part of a joint capture starts.
 void mark(sdk::Args& a) { a.returns({sdk::value(int64_t(recorder("tracer::mark").node_count()))}); }
 
@@ -101,6 +110,14 @@ ts_status trace_fallback(void*, ts_call call, ts_keyset, ts_stack* stack) noexce
   for (size_t i = 0; i < arguments.size(); ++i)
     if (arguments[i].tag == TS_VALUE_TENSOR && arguments[i].u.tensor)
       versions[i] = host.tensor_version(arguments[i].u.tensor);
+  if (active) {
+    try {
+      active->record_resizes(arguments);
+    } catch (const std::exception& e) {
+      host.set_error(call, e.what());
+      return TS_ERROR;
+    }
+  }
   ts_status status;
   {
     sdk::ExcludeKeysGuard below(tracer_bit());  // kernels' own inner calls are not the program's
@@ -131,6 +148,7 @@ void register_tracer(sdk::Registrar& reg) {
       {"tracer::end(Tensor[] outputs) -> str", "tracer::end", end},
       {"tracer::abort() -> ()", "tracer::abort", abort_capture},
       {"tracer::mark() -> int", "tracer::mark", mark},
+      {"tracer::resize_(Tensor(a!) self, int[] size) -> Tensor(a!)", "tracer::resize_", resize},
       {"tracer::constants() -> Tensor[]", "tracer::constants", constants},
       {"tracer::data_dependent_reads() -> str", "tracer::data_dependent_reads", data_dependent_reads},
   };

@@ -143,6 +143,32 @@ void Recorder::record(const char* op_name, const std::vector<ts_value>& argument
   graph_.nodes.push_back(std::move(node));
 }
 
+void Recorder::record_resizes(const std::vector<ts_value>& arguments) {
+  for (const ts_value& a : arguments) {
+    if (a.tag != TS_VALUE_TENSOR || !a.u.tensor) continue;
+    const SlotTag* tag = tag_of(a.u.tensor);
+    if (!tag || tag->trace != trace_id_) continue;
+    sdk::TensorRef t = sdk::TensorRef::borrow(a.u.tensor);
+    const g::Value& known = graph_.values[size_t(tag->value)];
+    if (std::ranges::equal(t.sizes(), known.shape) && std::ranges::equal(t.strides(), known.strides)) continue;
+    g::Node node;
+    node.op = "tracer::resize_";
+    g::Arg self;
+    self.kind = g::Arg::Kind::Tensor;
+    self.tensor = tag->value;
+    g::Arg size;
+    size.kind = g::Arg::Kind::Ints;
+    size.ints = t.shape_vector();
+    node.args = {self, size};
+    node.mutates = {0};
+    const int64_t alias = tag->value;
+    const int64_t id = new_value(a.u.tensor, g::ValueKind::Node);
+    graph_.values[size_t(id)].alias_of = alias;
+    node.outputs = {{id}};
+    graph_.nodes.push_back(std::move(node));
+  }
+}
+
 std::string Recorder::finish(const std::vector<ts_tensor>& outputs) {
   for (ts_tensor t : outputs) graph_.outputs.push_back(value_of(t));
   std::set<int64_t> written;  // values written in place without a new SSA value

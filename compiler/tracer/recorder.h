@@ -21,6 +21,10 @@ class Recorder {
   // version counters then), `stack` after it.
   void record(const char* op_name, const std::vector<ts_value>& arguments, const std::vector<uint64_t>& versions,
               const ts_stack* stack);
+  // Before a call: an argument whose sizes or strides changed since its value was recorded was
+  // resized outside the dispatcher (an out= composite resizes through the host); record that as
+  // a tracer::resize_ node so a replay resizes too.
+  void record_resizes(const std::vector<ts_value>& arguments);
   // Finishes the graph with its outputs (and the inputs written in place) and serialises it.
   std::string finish(const std::vector<ts_tensor>& outputs);
 
