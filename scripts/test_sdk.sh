@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The SDK's out-of-tree check: builds the example device plugin (sdk/examples/simdevice) with
+# The SDK's out-of-tree check: builds the example device plugin (sdk/examples/simdevice) and the
+# example compiler plugin (sdk/examples/tinycompiler) with
 # clang++ and libc++ against an *installed* Tessera, checks that the plugin imports nothing of
 # the host's C++ (no libstdc++, no tessera:: symbols), then runs its C++ and Python tests,
 # including two builds of it (simdev and simdev2) loaded at once; then sdk/README.md's walkthrough
@@ -97,6 +98,15 @@ if ! python3 -c 'import tessera' 2>/dev/null; then
 fi
 python3 -c 'import tessera, os; print("tessera package:", os.path.dirname(tessera.__file__))'
 python3 -m pytest -q -p no:cacheprovider "$ROOT/sdk/examples/simdevice/tests/test_simdevice.py"
+
+step "tinycompiler, the example compiler plugin (clang++ -stdlib=libc++), behind ts.compile(backend=\"tinycompiler\")"
+CC=clang CXX=clang++ cmake -S "$ROOT/sdk/examples/tinycompiler" -B "$WORK/tinycompiler" -G Ninja \
+  -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PREFIX" -DTINY_LIBCXX=ON >/dev/null
+cmake --build "$WORK/tinycompiler" -j "$JOBS" >/dev/null
+TINYCOMPILER_PLUGIN=$WORK/tinycompiler/plugins/libtessera_tinycompiler.so
+check_imports "$TINYCOMPILER_PLUGIN"
+TINYCOMPILER_PLUGIN=$TINYCOMPILER_PLUGIN python3 -m pytest -q -p no:cacheprovider \
+  "$ROOT/sdk/examples/tinycompiler/tests/test_tinycompiler.py"
 
 step "sdk/README.md's walkthrough, run from its own code blocks (the device template, g++ and clang++/libc++)"
 TESSERA_PREFIX=$PREFIX bash "$ROOT/scripts/test_sdk_walkthrough.sh" >"$WORK/walkthrough.log" 2>&1 ||

@@ -1,6 +1,8 @@
 #include "compiled_graph.h"
 #include "cpp_codegen.h"
 
+#include <tessera/sdk/graph_call.h>
+
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -63,54 +65,7 @@ void CompiledGraph::plan_releases() {
 }
 
 void CompiledGraph::run_extern(ts_call call, size_t n, std::vector<sdk::TensorRef>& env) {
-  const g::Node& node = graph_.nodes[n];
-  std::vector<ts_value> values(std::max(node.args.size(), node.outputs.size()) + 1);
-  std::vector<std::vector<ts_tensor>> lists;  // Tensor[] arguments, alive through the call
-  lists.reserve(node.args.size());
-  for (size_t i = 0; i < node.args.size(); ++i) {
-    const g::Arg& a = node.args[i];
-    ts_value& v = values[i];
-    using K = g::Arg::Kind;
-    switch (a.kind) {
-      case K::None: v = sdk::none(); break;
-      case K::Tensor: v = sdk::value(env[size_t(a.tensor)]); break;
-      case K::TensorList: {
-        auto& l = lists.emplace_back();
-        for (int64_t id : a.tensors) l.push_back(id < 0 ? nullptr : env[size_t(id)].handle());
-        v = ts_value{TS_VALUE_TENSOR_LIST, 0, {}};
-        v.u.tensors.data = l.data();
-        v.u.tensors.size = int64_t(l.size());
-        break;
-      }
-      case K::Int: v = sdk::value(a.i); break;
-      case K::Double: v = sdk::value(a.d); break;
-      case K::Bool: v = sdk::value(a.i != 0); break;
-      case K::Ints: v = sdk::int_list_value(a.ints); break;
-      case K::Doubles:
-        v = ts_value{TS_VALUE_DOUBLE_LIST, 0, {}};
-        v.u.doubles.data = a.doubles.data();
-        v.u.doubles.size = int64_t(a.doubles.size());
-        break;
-      case K::Str: v = ts_value{TS_VALUE_STRING, 0, {}}, v.u.str = a.str.c_str(); break;
-      case K::Dtype: v = sdk::dtype_value(int32_t(a.i)); break;
-      case K::Device: v = ts_value{TS_VALUE_DEVICE, 0, {}}, v.u.device = a.device; break;
-    }
-  }
-  ts_stack stack{sizeof(ts_stack), values.data(), int32_t(node.args.size()), int32_t(values.size())};
-  sdk::check_host(sdk::host().call_operator(call, operators_[n], &stack));
-  for (size_t r = 0; r < node.outputs.size() && int32_t(r) < stack.size; ++r) {
-    const ts_value& out = values[r];
-    if (out.tag == TS_VALUE_TENSOR_LIST) {
-      for (int64_t j = 0; j < out.u.tensors.size; ++j) {
-        sdk::TensorRef t = sdk::TensorRef::adopt(out.u.tensors.data[j]);
-        if (size_t(j) < node.outputs[r].size() && node.outputs[r][size_t(j)] >= 0)
-          env[size_t(node.outputs[r][size_t(j)])] = std::move(t);
-      }
-    } else if (out.tag == TS_VALUE_TENSOR) {
-      sdk::TensorRef t = sdk::TensorRef::adopt(out.u.tensor);
-      if (node.outputs[r][0] >= 0) env[size_t(node.outputs[r][0])] = std::move(t);
-    }
-  }
+  g::call_node(call, operators_[n], graph_.nodes[n], env);
 }
 
 bool CompiledGraph::inputs_match(size_t kernel, const std::vector<sdk::TensorRef>& env) const {

@@ -297,7 +297,8 @@ void Dispatcher::call_with_keys(OperatorHandle op, DispatchKeySet key_set, ts_st
       // (torch.linalg's operators name themselves "linalg.inv" for "linalg_inv", as PyTorch.)
       std::string dotted = op->schema().name;
       if (dotted.starts_with("linalg_")) dotted[6] = '.';
-      bool named = ctx.error.starts_with(op->schema().name) || ctx.error.starts_with(dotted);
+      bool named = ctx.error.starts_with(op->schema().name) || ctx.error.starts_with(dotted) ||
+                   ctx.error.starts_with(op->name() + ":");
       raise_for_status(status, fmt::format("{}{}{} [plugin '{}', key {}, device {}]", named ? "" : op->name(),
                                        named ? "" : ": ", ctx.error, kernel->plugin, dispatch_key_name(key),
                                        first_device(stack)));

@@ -24,10 +24,16 @@ def list_backends(exclude_tags=()):
 
 
 def lookup_backend(backend):
+    """A registered backend, or a compiler plugin of that name (loaded now)."""
     if callable(backend):
         return backend
     if backend not in _BACKENDS:
-        raise ValueError(f"ts.compile: unknown backend '{backend}'; registered backends: {', '.join(list_backends())}")
+        from tessera.compiler import _plugin_backend
+        if isinstance(backend, str) and backend.isidentifier() and _plugin_backend.load(backend):
+            _BACKENDS[backend] = _plugin_backend.backend_for(backend)
+        else:
+            raise ValueError(f"ts.compile: unknown backend '{backend}': not registered ({', '.join(list_backends())}) "
+                             f"and no compiler plugin libtessera_{backend}.so defines {backend}::compile")
     return _BACKENDS[backend]
 
 
@@ -50,5 +56,5 @@ def aot_eager(gm, example_inputs):
 
 @register_backend(name="inductor")
 def inductor(gm, example_inputs):
-    from tessera.compiler import _inductor
-    return _inductor.compile_graph(gm, example_inputs)
+    from tessera.compiler import _plugin_backend
+    return _plugin_backend.compile_graph(gm, example_inputs, "inductor")

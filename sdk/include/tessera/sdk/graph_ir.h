@@ -160,7 +160,9 @@ inline Arg arg_from(const nlohmann::json& j) {
   using K = Arg::Kind;
   if (!j.is_object() || j.size() != 1)
     throw std::invalid_argument("tessera.graph: an argument is an object with one key, got " + j.dump());
-  const auto& [key, v] = *j.items().begin();
+  const auto it = j.begin();  // (not j.items(): its proxy would die before `key` is read)
+  const std::string key = it.key();
+  const nlohmann::json& v = it.value();
   Arg a;
   if (key == "none") a.kind = K::None;
   else if (key == "tensor") a.kind = K::Tensor, a.tensor = v.get<int64_t>();

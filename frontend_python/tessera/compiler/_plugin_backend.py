@@ -1,0 +1,86 @@
+"""Backends that are compiler plugins: "inductor" (libtessera_inductor.so, which fuses
+element-wise runs into C++ kernels built by the system compiler and keeps every other operator
+a dispatcher call) and any plugin that implements the compiler interface (sdk/README.md,
+"Compiler plugins": <name>::compile, run, describe, release), named by ts.compile(backend=name).
+The captured graph's serialised IR goes to <name>::compile; a graph that needs gradients is
+captured again with its backward (_aot) and both halves are compiled. Where it cannot help, the
+graph runs as the eager GraphModule:
+  - a graph a custom pass edited (its IR no longer describes it);
+  - no working C++ compiler: one warning, then eager."""
+import json
+import warnings
+import weakref
+
+from tessera import _C
+from tessera.autograd.grad_mode import is_grad_enabled
+from tessera.compiler import _aot
+
+_warned = set()
+
+
+def _warn_once(key, message):
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(message, stacklevel=4)
+
+
+def load(compiler="inductor"):
+    """Loads the compiler plugin `compiler`; False when there is none by that name."""
+    if f"{compiler}::compile" in _C.op_names():
+        return True
+    return bool(_C.plugins_load_named(compiler, f"the compiler plugin '{compiler}' (ts.compile's backend)")) and \
+        f"{compiler}::compile" in _C.op_names()
+
+
+def _load(compiler="inductor"):
+    if not load(compiler):
+        raise RuntimeError(f"the compiler plugin libtessera_{compiler}.so is not on the plugin search path "
+                           f"{_C.plugins_search_path()}, or it does not define {compiler}::compile")
+
+
+def backend_for(compiler):
+    """The ts.compile backend that hands graphs to the compiler plugin `compiler`."""
+    def backend(gm, example_inputs):
+        return compile_graph(gm, example_inputs, compiler)
+    backend.__name__ = compiler
+    return backend
+
+
+def compile_graph(gm, example_inputs, compiler="inductor"):
+    meta = getattr(gm, "meta", None) or {}
+    ir, constants = meta.get("tessera_ir"), meta.get("tessera_constants")
+    if ir is None or meta.get("tessera_code") not in (None, gm.code):
+        return gm.forward
+    try:
+        capture = _aot.training_capture(gm, example_inputs)
+        if capture is not None:
+            return _aot.make_training_callable(capture, example_inputs,
+                                               lambda g: _compile_ir(json.dumps(g), [], compiler))
+        if is_grad_enabled() and any(t.requires_grad for t in list(example_inputs) + list(constants)):
+            return gm.forward  # an edited graph that needs gradients: replay it through autograd
+        return _compile_ir(ir, list(constants), compiler)
+    except RuntimeError as e:
+        _warn_once(str(e).split("\n")[0], f"ts.compile: the {compiler} backend could not compile this graph, so it "
+                                           f"runs eagerly: {e}")
+        return gm.forward
+
+
+def _compile_ir(ir_text, constants, compiler):
+    """A callable of the graph's inputs returning its outputs (a list), compiled by the plugin."""
+    _load(compiler)
+    handle = _C.call_op(f"{compiler}::compile", (ir_text, ""), {})
+    call, run = _C.call_op, f"{compiler}::run"
+
+    def compiled(*inputs):
+        return call(run, (handle, [*inputs, *constants]), {})
+
+    compiled.handle = handle
+    compiled.compiler = compiler
+    weakref.finalize(compiled, _C.call_op, f"{compiler}::release", (handle,), {})
+    return compiled
+
+
+def describe(handle, compiler="inductor"):
+    """What the compiler made of a graph (for inductor: kernels, fused nodes, dispatcher calls,
+    its library)."""
+    return _C.call_op(f"{compiler}::describe", (handle,), {})
