@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -90,8 +91,9 @@ KernelCache& KernelCache::instance() {
 
 KernelCache::KernelCache() {
   compiler_ = find_executable({env("TESSERA_CXX"), env("CXX"), "c++", "g++", "clang++"});
+  timeout_ = find_executable({"timeout"});
   if (!compiler_.empty()) {
-    auto [status, version] = run(quote(compiler_) + " --version");
+    auto [status, version] = run((timeout_.empty() ? "" : quote(timeout_) + " 30 ") + quote(compiler_) + " --version");
     compiler_version_ = status == 0 ? version.substr(0, version.find('\n')) : "unknown";
   }
   cpu_features_ = cpu_flags();
@@ -152,8 +154,16 @@ LoadedLibrary KernelCache::load(const std::string& source) {
     if (!out) throw std::runtime_error("inductor: cannot write '" + cpp_tmp + "' in the cache directory");
   }
   std::rename(cpp_tmp.c_str(), cpp.c_str());
-  const std::string command = quote(compiler_) + " " + flags_ + " " + quote(cpp) + " -o " + quote(so_tmp) + link;
+  std::string command = quote(compiler_) + " " + flags_ + " " + quote(cpp) + " -o " + quote(so_tmp) + link;
+  // No wait without a limit: coreutils' timeout stops a compiler that hangs.
+  const int limit = env("TESSERA_COMPILE_TIMEOUT").empty() ? 300 : std::atoi(env("TESSERA_COMPILE_TIMEOUT").c_str());
+  if (!timeout_.empty()) command = quote(timeout_) + " --kill-after=10 " + std::to_string(limit) + " " + command;
   auto [status, output] = run(command);
+  if (!timeout_.empty() && WIFEXITED(status) && (WEXITSTATUS(status) == 124 || WEXITSTATUS(status) == 137)) {
+    std::remove(so_tmp.c_str());
+    throw std::runtime_error("inductor: the C++ compiler did not finish compiling '" + cpp + "' within " +
+                             std::to_string(limit) + " s (TESSERA_COMPILE_TIMEOUT)");
+  }
   if (status != 0) {
     std::remove(so_tmp.c_str());
     throw std::runtime_error("inductor: the C++ compiler failed on '" + cpp + "':\n" + command + "\n" +

@@ -28,7 +28,7 @@ class KernelCache {
 
  private:
   KernelCache();
-  std::string compiler_, compiler_version_, cpu_features_, flags_;
+  std::string compiler_, compiler_version_, cpu_features_, flags_, timeout_;
   bool vector_math_ = false;
 };
 

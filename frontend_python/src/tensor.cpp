@@ -118,9 +118,10 @@ PyObject* tolist_rec(const TensorImpl* t, const char* base, int64_t isz, int64_t
 }  // namespace
 
 PyObject* g_data_read_hook = nullptr;
+thread_local bool t_watch_data_reads = false;  // a capture is open on this thread
 
 void note_data_read(const char* what) {
-  if (!g_data_read_hook) [[likely]] return;
+  if (!t_watch_data_reads || !g_data_read_hook) [[likely]] return;
   PyObject* r = PyObject_CallFunction(g_data_read_hook, "s", what);
   if (!r) throw py::error_already_set();
   Py_DECREF(r);
@@ -572,7 +573,11 @@ void bind_tensor(py::module_& m) {
         Py_XDECREF(g_data_read_hook);
         g_data_read_hook = hook.is_none() ? nullptr : hook.inc_ref().ptr();
       },
-      py::arg("hook"), "Calls hook(what) on every read of tensor data into Python (None: no hook).");
+      py::arg("hook"), "Calls hook(what) on every read of tensor data into Python on a thread that watches "
+                       "(_set_data_read_watch); None: no hook.");
+  m.def(
+      "_set_data_read_watch", [](bool on) { t_watch_data_reads = on; }, py::arg("on"),
+      "Whether this thread's reads of tensor data into Python go to the data-read hook.");
   m.def(
       "tensor",
       [](py::handle data, py::handle dtype, py::handle device) {

@@ -507,3 +507,58 @@ def test_backward_graph_fuses_its_element_wise_and_row_formulas():
     f(x).backward()
     close(got[0], x.grad, atol=1e-5)
     close(got[1], w.grad, atol=1e-5)
+
+
+def test_two_threads_capture_at_once_and_keep_their_own_breaks():
+    import threading
+    barrier = threading.Barrier(2, timeout=60)
+    results, errors = {}, []
+
+    def reads(x):
+        barrier.wait()
+        return x * 2 if x.sum().item() > 0 else x  # a data-dependent read: a break in this thread only
+
+    def pure(x):
+        barrier.wait()
+        return ts.sin(x) + 1
+
+    def work(name, fn):
+        try:
+            c = ts.compile(fn, backend="eager")
+            x = ts.ones(64)
+            results[name] = (c(x), fn.__name__ == "reads" or c(x), c.graph_breaks)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+            barrier.abort()
+
+    threads = [threading.Thread(target=work, args=(n, f)) for n, f in (("reads", reads), ("pure", pure))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+        assert not t.is_alive(), "a capture thread did not finish within 120 s"
+    assert not errors, errors
+    assert [r for r, _ in results["reads"][2]] == ["Tensor.item()"]
+    assert results["pure"][2] == []
+    close(results["pure"][0], ts.sin(ts.ones(64)) + 1)
+    close(results["reads"][0], ts.full((64,), 2.0))
+
+
+def test_unwritable_cache_falls_back_to_eager_with_a_warning(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("TESSERA_CACHE_DIR", str(blocker / "cache"))
+    c = ts.compile(lambda x: ts.cos(x) * 3 + 0.125)
+    x = ts.randn(10)
+    with pytest.warns(UserWarning, match="cannot create the cache directory"):
+        c(x)
+    close(c(x), ts.cos(x) * 3 + 0.125)
+
+
+def test_a_compiler_that_hangs_is_stopped_by_the_timeout(tmp_path):
+    slow = tmp_path / "slow-c++"
+    slow.write_text('#!/bin/sh\nif [ "$1" = --version ]; then echo slow 1.0; exit 0; fi\nsleep 60\n')
+    slow.chmod(0o755)
+    out, err = finish(run_script(tmp_path, env_extra={"TESSERA_CXX": str(slow), "TESSERA_COMPILE_TIMEOUT": "1"}))
+    assert "DESCRIBE eager" in out
+    assert "did not finish compiling" in err and "within 1 s" in err, err

@@ -44,6 +44,24 @@ def _user_frame():
     return "<unknown location>"
 
 
+def _dispatch_read(what):
+    """The process's one data-read hook (called only on threads that watch, see capture()):
+    tells the capture open on this thread."""
+    on_read = getattr(_local, "on_read", None)
+    if on_read is not None:
+        on_read(what)
+
+
+_hook_installed = False
+
+
+def _install_read_hook():
+    global _hook_installed
+    if not _hook_installed:
+        _C._set_data_read_hook(_dispatch_read)
+        _hook_installed = True
+
+
 class Capture:
     """What one capture produced: the graph (IR text and GraphModule), how the function's
     tensor arguments map to graph inputs, and how graph outputs fold into its result."""
@@ -78,11 +96,8 @@ def capture(fn, args, kwargs, fullgraph=False):
             seen.add(id(leaf))
             input_positions.append(i)
     reads = []
-    me = threading.get_ident()
 
     def on_read(what):
-        if threading.get_ident() != me:
-            return
         where = _user_frame()
         if fullgraph:
             raise GraphBreakError(f"ts.compile(fullgraph=True): data-dependent Tensor.{what}() at {where} would "
@@ -92,7 +107,9 @@ def capture(fn, args, kwargs, fullgraph=False):
     call = _C.call_op
     call("tracer::begin", (), {})
     _local.capturing = True
-    _C._set_data_read_hook(on_read)
+    _local.on_read = on_read
+    _install_read_hook()
+    _C._set_data_read_watch(True)
     try:
         for i in input_positions:
             call("tracer::input", (leaves[i],), {})
@@ -110,7 +127,8 @@ def capture(fn, args, kwargs, fullgraph=False):
         call("tracer::abort", (), {})
         raise
     finally:
-        _C._set_data_read_hook(None)
+        _C._set_data_read_watch(False)
+        _local.on_read = None
         _local.capturing = False
     constants = list(call("tracer::constants", (), {}))
     for op in filter(None, call("tracer::data_dependent_reads", (), {}).split(",")):
