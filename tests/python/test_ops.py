@@ -440,6 +440,22 @@ def test_mean_var_std(dim, layout):
     assert_close(x.std(dim, correction=0), np.std(a, axis=axis))
 
 
+@pytest.mark.parametrize("shape,dims", [((8, 256, 1536), (0, 1)), ((2048, 384), (0,)), ((3, 5, 65), (0,)),
+                                        ((1000, 7), (0,)), ((4, 3, 2, 1030), (0, 1, 2))], ids=str)
+@pytest.mark.parametrize("dtype", [ts.float32, ts.float64], ids=lambda d: d.name)
+def test_sum_and_mean_over_leading_dims(shape, dims, dtype):
+    # The column-block path (bias gradients): blocks split among threads, partial last blocks.
+    x, a = make(shape, dtype, low=-2, high=2)
+    expected = np.sum(a.astype(np.float64), axis=dims, keepdims=True)
+    tol = 1e-5 if dtype == ts.float32 else None
+    assert_close(x.sum(list(dims), keepdim=True), expected.astype(a.dtype), dtype, rtol=tol, atol=tol)
+    assert_close(x.mean(list(dims)), (expected / np.prod([shape[d] for d in dims])).squeeze(dims).astype(a.dtype),
+                 dtype, rtol=tol, atol=tol)
+    out = ts.empty(0, dtype=dtype)
+    ts.sum(x, list(dims), out=out)
+    assert_close(out, expected.squeeze(dims).astype(a.dtype), dtype, rtol=tol, atol=tol)
+
+
 def test_mean_of_integers_needs_a_dtype():
     x = ts.tensor([1, 2, 4])
     with pytest.raises(TypeError, match="mean"):

@@ -7,6 +7,7 @@
 #include "simd_table.h"
 #include "tensor_iterator.h"
 
+#include <algorithm>
 #include <cmath>
 #include <complex>
 #include <limits>
@@ -236,6 +237,39 @@ void check_nonempty(const char* op, const TensorRef& in, const std::vector<bool>
            shape_str(in.sizes()));
 }
 
+// A sum over the leading dims of a contiguous float tensor (bias gradients: x.sum([0, 1]) of a
+// [B, T, C] activation): out[j] = sum over rows r of x[r, j]. The generic driver folds each
+// column with a strided walk; here each thread owns a block of columns and adds whole rows into
+// double accumulators, reading memory in order.
+template <class T>
+void sum_leading(const T* x, T* out, int64_t rows, int64_t cols, bool mean) {
+  constexpr int64_t kMaxBlock = 512;  // accumulators per thread: 4 KiB of doubles, in L1
+  const int threads = int(std::max<int64_t>(1, std::min<int64_t>(sdk::host().num_threads(), rows * cols / 32768)));
+  // As wide as the columns split among the threads (so each reads long runs of every row).
+  const int64_t block = std::min(kMaxBlock, (((cols + threads - 1) / threads) + 15) / 16 * 16);
+  const int64_t blocks = (cols + block - 1) / block;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t j0 = b * block, n = std::min(block, cols - j0);
+    double acc[kMaxBlock] = {};
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* row = x + r * cols + j0;
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) acc[j] += double(row[j]);
+    }
+    for (int64_t j = 0; j < n; ++j) out[j0 + j] = T(mean ? acc[j] / double(rows) : acc[j]);
+  }
+}
+
+// True when `mask` reduces exactly a leading run of dims and keeps the rest.
+bool reduces_leading_dims(const std::vector<bool>& mask) {
+  size_t k = 0;
+  while (k < mask.size() && mask[k]) ++k;
+  for (size_t d = k; d < mask.size(); ++d)
+    if (mask[d]) return false;
+  return k > 0 && k < mask.size();
+}
+
 // sum.dim_IntList / mean.dim / prod.dim_IntList (Tensor self, int[1]? dim, bool keepdim, *, ScalarType? dtype)
 enum class SumKind { Sum, Mean, Prod };
 void sum_like(sdk::Args& a, SumKind kind, std::optional<int> out_index) {
@@ -253,6 +287,15 @@ void sum_like(sdk::Args& a, SumKind kind, std::optional<int> out_index) {
   }
   const TensorRef in = dtype ? to_dtype(a.call(), self, *dtype, name) : self;
   Reduction r = make_reduction(a.call(), in, mask, keepdim, out_dtype);
+  if (kind != SumKind::Prod && (in.dtype() == TS_FLOAT32 || in.dtype() == TS_FLOAT64) && out_dtype == in.dtype() &&
+      in.is_contiguous() && reduces_leading_dims(mask) && in.numel() > 0) {
+    int64_t rows = 1;
+    for (size_t d = 0; mask[d]; ++d) rows *= in.size(int64_t(d));
+    const int64_t cols = in.numel() / rows;
+    if (in.dtype() == TS_FLOAT32) sum_leading(in.data<float>(), r.out.data<float>(), rows, cols, kind == SumKind::Mean);
+    else sum_leading(in.data<double>(), r.out.data<double>(), rows, cols, kind == SumKind::Mean);
+    return deliver(a, name, std::move(r.out), out_index);
+  }
   TS_DISPATCH_ALL_AND_COMPLEX(in.dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"), {
     if (kind == SumKind::Prod) run_reduction(r.geom, ProdOp<scalar_t>{out_dtype});
     else run_reduction(r.geom, SumOp<scalar_t>{out_dtype, kind == SumKind::Mean, double(r.geom.n_reduce)});
