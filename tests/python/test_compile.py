@@ -562,3 +562,29 @@ def test_a_compiler_that_hangs_is_stopped_by_the_timeout(tmp_path):
     out, err = finish(run_script(tmp_path, env_extra={"TESSERA_CXX": str(slow), "TESSERA_COMPILE_TIMEOUT": "1"}))
     assert "DESCRIBE eager" in out
     assert "did not finish compiling" in err and "within 1 s" in err, err
+
+
+def test_joint_capture_is_cached_on_disk_and_a_truncated_entry_is_rebuilt(tmp_path):
+    import json
+    lin = ts.nn.Linear(6, 4)
+    x = ts.randn(3, 6, requires_grad=True)
+
+    def grads(backend_fn):
+        x.grad = None
+        lin.zero_grad()
+        backend_fn(x).backward()
+        return x.grad.clone(), lin.weight.grad.clone()
+
+    def fn(t):
+        return ts.tanh(lin(t)).sum()
+    want = grads(fn)
+    got = grads(ts.compile(fn))
+    (entry,) = (tmp_path / "cache" / "aot").glob("*.json")
+    assert set(json.loads(entry.read_text())) == {"forward", "backward", "layout"}
+    for a, b in zip(got, want):
+        close(a, b)
+    entry.write_text(entry.read_text()[:100])  # truncated: a reader must not trust it
+    again = grads(ts.compile(fn))
+    for a, b in zip(again, want):
+        close(a, b)
+    json.loads(entry.read_text())  # rewritten whole

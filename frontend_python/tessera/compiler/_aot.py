@@ -132,10 +132,47 @@ def training_capture(gm, example_inputs):
     return capture
 
 
+def _cache_path(capture, example_inputs):
+    """Where the joint capture of this forward graph is kept on disk: it depends only on the
+    forward IR (shapes, dtypes and operators included) and on which inputs need gradients."""
+    import hashlib
+    import os
+    base = os.environ.get("TESSERA_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "tessera")
+    needs = "".join("1" if _differentiable(t) else "0" for t in list(example_inputs) + list(capture.constants))
+    key = hashlib.sha256(f"aot/1\n{needs}\n{capture.ir_text}".encode()).hexdigest()[:32]
+    return os.path.join(base, "aot", key + ".json")
+
+
+def cached_joint_capture(capture, example_inputs):
+    """joint_capture, read from the on-disk cache when an earlier process wrote it (a file that
+    does not parse is recomputed and rewritten; files are written whole, then renamed)."""
+    import json
+    import os
+    import tempfile
+    path = _cache_path(capture, example_inputs)
+    try:
+        with open(path) as f:
+            entry = json.load(f)
+        return entry["forward"], entry["backward"], entry["layout"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    fwd_ir, bwd_ir, layout = joint_capture(capture, example_inputs)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump({"forward": fwd_ir, "backward": bwd_ir, "layout": layout}, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # an unwritable cache only costs the next process this capture
+    return fwd_ir, bwd_ir, layout
+
+
 def make_training_callable(capture, example_inputs, compile_ir):
     """A callable of the graph's inputs returning its outputs, differentiable, with forward and
     backward each compiled by compile_ir(ir_dict) -> callable(*tensors) -> list of tensors."""
-    fwd_ir, bwd_ir, layout = joint_capture(capture, example_inputs)
+    fwd_ir, bwd_ir, layout = cached_joint_capture(capture, example_inputs)
     run_fwd, run_bwd = compile_ir(fwd_ir), compile_ir(bwd_ir)
     n_out, diff_out, diff_in = layout["n_outputs"], layout["diff_out"], layout["diff_in"]
     present, n_primals = layout["present"], layout["n_primals"]
