@@ -140,7 +140,8 @@ def _cache_path(capture, example_inputs):
     base = os.environ.get("TESSERA_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "tessera")
     needs = "".join("1" if _differentiable(t) else "0" for t in list(example_inputs) + list(capture.constants))
-    key = hashlib.sha256(f"aot/1\n{needs}\n{capture.ir_text}".encode()).hexdigest()[:32]
+    # The derivative formulas are the library's: another Tessera version captures again.
+    key = hashlib.sha256(f"aot/1\n{tessera.__version__}\n{needs}\n{capture.ir_text}".encode()).hexdigest()[:32]
     return os.path.join(base, "aot", key + ".json")
 
 
