@@ -67,8 +67,22 @@ _install_autograd_methods()
 from tessera import nn  # noqa: E402  (pure Python over the operators above)
 from tessera import optim  # noqa: E402
 from tessera import utils  # noqa: E402
-from tessera import compiler, fx  # noqa: E402,F401  (ts.compile; the tracer plugin loads on first use)
-from tessera.compiler import compile  # noqa: E402,F401
+
+
+def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=None, options=None,
+            disable=False):
+    """torch.compile: see tessera.compiler.compile (imported on first use: `import tessera` stays light)."""
+    from tessera.compiler import compile as compile_
+    return compile_(model, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode, options=options,
+                    disable=disable)
+
+
+def __getattr__(name):
+    # ts.compiler and ts.fx load on first use, as ts.profiler does.
+    if name in ("compiler", "fx"):
+        import importlib
+        return importlib.import_module(f"tessera.{name}")
+    raise AttributeError(f"module 'tessera' has no attribute '{name}'")
 from tessera import accelerator, testing  # noqa: E402,F401
 from tessera._legacy import (  # noqa: E402,F401  (torch.FloatTensor(...) and friends)
     BFloat16Tensor, BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor, LongTensor,
