@@ -22,6 +22,8 @@ from tessera.compiler import _plugin_backend as _inductor
 @pytest.fixture(autouse=True)
 def _private_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path / "cache"))
+    # Small test graphs often fuse nothing; they run compiled all the same (one test checks the default).
+    monkeypatch.setattr(ts.compiler.config, "eager_when_nothing_fuses", False)
 
 
 def close(a, b, atol=1e-6, rtol=1e-5):
@@ -608,3 +610,20 @@ def test_views_and_mutation_through_them(backend):
             close(a, b)
         close(x, xe)  # the input was written the same way
         assert got[1]._same_storage(x) and got[2]._same_storage(x)  # views of the input stay views
+
+
+def test_a_graph_that_fuses_nothing_runs_the_function_itself(monkeypatch):
+    monkeypatch.setattr(ts.compiler.config, "eager_when_nothing_fuses", True)
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        return ts.matmul(x, x)  # a library call and nothing to fuse with it
+    c = ts.compile(f)
+    x = ts.randn(3, 3)
+    c(x)
+    c(x)
+    assert len(calls) == 2 and c.entries[0][1].eager  # the second call ran f itself
+    g = ts.compile(lambda t: ts.sin(t) * 2 + 1)  # three nodes in one kernel: compiled
+    g(x)
+    assert not g.entries[0][1].eager

@@ -197,4 +197,5 @@ def make_training_callable(capture, example_inputs, compile_ir):
 
     def run(*inputs):
         return CompiledGraphFunction.apply(*inputs, *constants)
+    run.fuses = getattr(run_fwd, "fuses", True) or getattr(run_bwd, "fuses", True)
     return run

@@ -76,8 +76,19 @@ def _compile_ir(ir_text, constants, compiler):
 
     compiled.handle = handle
     compiled.compiler = compiler
+    compiled.fuses = _fuses(compiler, handle)
     weakref.finalize(compiled, _C.call_op, f"{compiler}::release", (handle,), {})
     return compiled
+
+
+def _fuses(compiler, handle):
+    """Whether the compiled graph fuses anything (a kernel of two or more nodes). A graph that
+    does not runs no faster than eager, and eager runs the function with less around it, so the
+    caller runs such a function eagerly. Other compilers are taken to gain."""
+    if compiler != "inductor":
+        return True
+    fields = dict(f.split("=", 1) for f in describe(handle, compiler).split() if "=" in f)
+    return int(fields["fused_nodes"]) > int(fields["kernels"])
 
 
 def describe(handle, compiler="inductor"):
