@@ -627,3 +627,10 @@ def test_a_graph_that_fuses_nothing_runs_the_function_itself(monkeypatch):
     g = ts.compile(lambda t: ts.sin(t) * 2 + 1)  # three nodes in one kernel: compiled
     g(x)
     assert not g.entries[0][1].eager
+
+
+def test_dynamic_true_says_what_it_does():
+    with pytest.warns(UserWarning, match="symbolic shapes are not built yet"):
+        c = ts.compile(lambda x: x + 1, dynamic=True, backend="eager")
+    for n in (2, 3):
+        close(c(ts.ones(n)), ts.full((n,), 2.0))

@@ -52,6 +52,9 @@ class CompiledFunction:
         self._fullgraph = fullgraph
         self._options = options or {}
         self._module = module
+        if dynamic:
+            warnings.warn("ts.compile(dynamic=True): symbolic shapes are not built yet; each new input size is "
+                          "captured and compiled again (up to config.recompile_limit graphs)", stacklevel=3)
         self._entries = {}
         self._fast_entries = {}  # the same entries, by _guards.fast_key
         self._last_key = None
