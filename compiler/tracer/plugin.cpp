@@ -14,6 +14,7 @@ namespace {
 
 ts_dispatch_key tracer_key = -1;
 ts_keyset tracer_bit() { return ts_keyset(1) << tracer_key; }
+ts_keyset autograd_bits = 0;  // grad mode is off while the thread excludes these
 
 thread_local std::unique_ptr<Recorder> active;
 thread_local std::unique_ptr<Recorder> finished;  // the last capture, until its constants are taken
@@ -125,7 +126,9 @@ ts_status trace_fallback(void*, ts_call call, ts_keyset, ts_stack* stack) noexce
   }
   if (status != TS_OK || !active) return status;
   try {
-    active->record(host.operator_name(op), arguments, versions, stack);
+    ts_keyset included = 0, excluded = 0;
+    host.tls_keys(&included, &excluded);
+    active->record(host.operator_name(op), arguments, versions, stack, (excluded & autograd_bits) == 0);
     return TS_OK;
   } catch (const sdk::HostFailure& e) {
     return e.status;
@@ -137,6 +140,10 @@ ts_status trace_fallback(void*, ts_call call, ts_keyset, ts_stack* stack) noexce
 
 void register_tracer(sdk::Registrar& reg) {
   sdk::check_host(sdk::host().find_dispatch_key("Tracer", &tracer_key));
+  for (const char* name : {"AutogradCPU", "AutogradCUDA", "AutogradHIP", "AutogradOther"}) {
+    ts_dispatch_key k = -1;
+    if (sdk::host().find_dispatch_key(name, &k) == TS_OK && k >= 0) autograd_bits |= ts_keyset(1) << k;
+  }
   struct Op {
     const char* schema;
     const char* name;

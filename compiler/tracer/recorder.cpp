@@ -98,9 +98,10 @@ g::Arg Recorder::encode(const ts_value& v) {
 }
 
 void Recorder::record(const char* op_name, const std::vector<ts_value>& arguments,
-                      const std::vector<uint64_t>& versions, const ts_stack* stack) {
+                      const std::vector<uint64_t>& versions, const ts_stack* stack, bool grad_enabled) {
   g::Node node;
   node.op = op_name;
+  node.grad_enabled = grad_enabled;
   for (const ts_value& v : arguments) node.args.push_back(encode(v));
   for (size_t i = 0; i < arguments.size(); ++i)  // written in place without being returned
     if (arguments[i].tag == TS_VALUE_TENSOR && arguments[i].u.tensor &&

@@ -20,7 +20,7 @@ class Recorder {
   // Records one operator call: `arguments` is the stack before the call (with the tensors'
   // version counters then), `stack` after it.
   void record(const char* op_name, const std::vector<ts_value>& arguments, const std::vector<uint64_t>& versions,
-              const ts_stack* stack);
+              const ts_stack* stack, bool grad_enabled);
   // Before a call: an argument whose sizes or strides changed since its value was recorded was
   // resized outside the dispatcher (an out= composite resizes through the host); record that as
   // a tracer::resize_ node so a replay resizes too.

@@ -634,3 +634,21 @@ def test_dynamic_true_says_what_it_does():
         c = ts.compile(lambda x: x + 1, dynamic=True, backend="eager")
     for n in (2, 3):
         close(c(ts.ones(n)), ts.full((n,), 2.0))
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_no_grad_blocks_inside_a_compiled_function_stay_without_gradient(backend):
+    def f(x):
+        with ts.no_grad():
+            scale = ts.sigmoid(x * 2).sum()  # a statistic, not differentiated
+        return (x * scale).tanh().sum()
+    c = ts.compile(f, backend=backend)
+    for _ in range(2):
+        x = ts.randn(6, requires_grad=True)
+        c(x).backward()
+        got = x.grad.clone()
+        x.grad = None
+        f(x).backward()
+        close(got, x.grad)
+    code = ts.compiler.explain(f)(ts.randn(6)).graphs[0].code
+    assert "with tessera.no_grad():" in code

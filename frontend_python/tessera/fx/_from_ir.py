@@ -87,7 +87,7 @@ def graph_module_from_ir(text, constants, input_names=None):
                 args.append(v)
         args = tuple(args)
         outputs = node["outputs"]
-        meta = {"mutates": node.get("mutates", [])}
+        meta = {"mutates": node.get("mutates", []), "grad_enabled": node.get("grad_enabled", True)}
         if len(outputs) == 1 and not isinstance(outputs[0], list):
             meta["val"] = value_meta(values[outputs[0]]) if outputs[0] >= 0 else None
             env[outputs[0]] = g.call_function(target, args, kwargs, meta=meta)

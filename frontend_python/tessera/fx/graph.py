@@ -150,6 +150,9 @@ class Graph:
                 call_args = [_source(a) for a in n.args] + [f"{k}={_source(v)}" for k, v in n.kwargs.items()]
                 if n.target is operator.getitem:
                     lines.append(f"    {n.name} = {_source(n.args[0])}[{_source(n.args[1])}]")
+                elif n.meta.get("grad_enabled", True) is False:  # called under no_grad when captured
+                    lines.append("    with tessera.no_grad():")
+                    lines.append(f"        {n.name} = {_target_name(n.target)}({', '.join(call_args)})")
                 else:
                     lines.append(f"    {n.name} = {_target_name(n.target)}({', '.join(call_args)})")
             elif n.op == "output":

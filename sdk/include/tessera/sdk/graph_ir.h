@@ -11,7 +11,7 @@
 //     "constants": [value id, ...]     tensors the function read but did not receive
 //                                      (parameters, closures); passed after the inputs
 //     "nodes":     [ {"op": "add.Tensor", "args": [arg, ...], "outputs": [id | [ids]],
-//                     "mutates": [argument index, ...]} ]
+//                     "mutates": [argument index, ...], "grad_enabled": false (only when so)} ]
 //     "outputs":   [value id, ...]
 //     "mutated_inputs": [[input position, value id holding its final contents], ...] }
 // An arg is {"tensor": id}, {"tensors": [id | null, ...]}, {"int": n}, {"double": x | "inf" |
@@ -82,6 +82,7 @@ struct Node {
   std::vector<Arg> args;
   std::vector<std::vector<int64_t>> outputs;  // one entry per return; a Tensor[] return has several ids
   std::vector<int> mutates;                // argument positions written in place
+  bool grad_enabled = true;                // false: called under no_grad (written only then)
   bool in_place() const { return !mutates.empty(); }
   // The single tensor output of the common one-return case, or -1.
   int64_t output() const { return outputs.size() == 1 && outputs[0].size() == 1 ? outputs[0][0] : -1; }
@@ -206,7 +207,9 @@ inline std::string to_json(const Graph& g) {
     for (const Arg& a : n.args) args.push_back(detail::arg_json(a));
     nlohmann::json outputs = nlohmann::json::array();
     for (const auto& ids : n.outputs) outputs.push_back(ids.size() == 1 ? nlohmann::json(ids[0]) : nlohmann::json(ids));
-    nodes.push_back({{"op", n.op}, {"args", args}, {"outputs", outputs}, {"mutates", n.mutates}});
+    nlohmann::json node = {{"op", n.op}, {"args", args}, {"outputs", outputs}, {"mutates", n.mutates}};
+    if (!n.grad_enabled) node["grad_enabled"] = false;
+    nodes.push_back(std::move(node));
   }
   j["nodes"] = nodes;
   return j.dump();
@@ -256,6 +259,7 @@ inline Graph parse(std::string_view text) {
       for (const auto& o : n.at("outputs"))
         node.outputs.push_back(o.is_array() ? o.get<std::vector<int64_t>>() : std::vector<int64_t>{o.get<int64_t>()});
       node.mutates = n.value("mutates", std::vector<int>());
+      node.grad_enabled = n.value("grad_enabled", true);
       g.nodes.push_back(std::move(node));
     }
   } catch (const nlohmann::json::exception& e) {
