@@ -88,6 +88,27 @@ RowHead row_head(const g::Graph& graph, const g::Node& node) {
   return dim == nd - 1 && keeps_dtype ? head : RowHead::None;
 }
 
+// The values the open kernel `k` produces so far (its head's outputs and its nodes').
+std::set<int64_t> open_values(const g::Graph& graph, const FusedKernel& k) {
+  std::set<int64_t> ids;
+  auto add = [&](size_t n) {
+    for (const auto& out : graph.nodes[n].outputs)
+      for (int64_t id : out) ids.insert(id);
+  };
+  if (k.head != RowHead::None) add(k.head_node);
+  for (size_t n : k.nodes) add(n);
+  return ids;
+}
+
+bool reads_any(const g::Node& node, const std::set<int64_t>& ids) {
+  for (const g::Arg& a : node.args) {
+    if (a.kind == g::Arg::Kind::Tensor && ids.count(a.tensor)) return true;
+    for (int64_t id : a.tensors)
+      if (ids.count(id)) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 FusionPlan plan_fusion(const g::Graph& graph) {
@@ -158,6 +179,13 @@ FusionPlan plan_fusion(const g::Graph& graph) {
       if (open && (out.shape != current.shape || out.dtype != current.dtype)) close(current);
       if (current.nodes.empty() && current.head == RowHead::None) current.shape = out.shape, current.dtype = out.dtype;
       current.nodes.push_back(n);
+      continue;
+    }
+    // A call that reads nothing the open kernel computes, and writes nothing, can run before
+    // that kernel: the kernel then goes on past it (a causal mask built between the scaling
+    // of the scores and the masked_fill does not split them into two kernels).
+    if (!node.in_place() && !reads_any(node, open_values(graph, current))) {
+      plan.steps.push_back({Step::Kind::Extern, n});
       continue;
     }
     close(current);
