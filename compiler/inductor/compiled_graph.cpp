@@ -105,6 +105,7 @@ std::vector<sdk::TensorRef> CompiledGraph::run(ts_call call, const std::vector<s
     }
     const FusedKernel& k = plan_.kernels[step.index];
     if (!inputs_match(step.index, env)) {
+      for (size_t n : k.prologue) run_extern(call, n, env);
       if (k.head != RowHead::None) run_extern(call, k.head_node, env);
       for (size_t n : k.nodes) run_extern(call, n, env);
       continue;
@@ -127,7 +128,8 @@ std::vector<sdk::TensorRef> CompiledGraph::run(ts_call call, const std::vector<s
 
 std::string CompiledGraph::describe() const {
   size_t fused_nodes = 0;
-  for (const auto& k : plan_.kernels) fused_nodes += k.nodes.size() + (k.head != RowHead::None ? 1 : 0);
+  for (const auto& k : plan_.kernels)
+    fused_nodes += k.prologue.size() + k.nodes.size() + (k.head != RowHead::None ? 1 : 0);
   return sdk::cat("nodes=", graph_.nodes.size(), " kernels=", plan_.kernels.size(), " fused_nodes=", fused_nodes,
                   " extern_calls=", graph_.nodes.size() - fused_nodes, " library=", library_.path,
                   " from_cache=", library_.from_cache ? 1 : 0);

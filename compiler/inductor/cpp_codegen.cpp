@@ -94,12 +94,12 @@ std::string index_of(const std::vector<int64_t>& inputs, int64_t id) {
 // element-wise nodes after it.
 void generate_row_kernel(std::ostringstream& s, const g::Graph& graph, const FusedKernel& k, size_t index) {
   const std::string t = ctype(k.dtype);
+  const std::string exp_fn = t == "float" ? "expf" : "exp";
   const g::Node& head = graph.nodes[k.head_node];
   const int64_t d = k.shape.back();
   int64_t numel = 1;
   for (int64_t e : k.shape) numel *= e;
   const int64_t rows = numel / d;
-  const std::string x = "in" + index_of(k.inputs, head.args[0].tensor) + " + r * " + std::to_string(d);
   s << "\nextern \"C\" void " << kernel_symbol(index) << "(void* const* in, void* const* out) {\n";
   for (size_t i = 0; i < k.inputs.size(); ++i) {
     const g::Value& v = graph.value(k.inputs[i]);
@@ -109,15 +109,41 @@ void generate_row_kernel(std::ostringstream& s, const g::Graph& graph, const Fus
   for (size_t i = 0; i < k.outputs.size(); ++i) s << "  " << t << "* __restrict out" << i << " = (" << t << "*)out[" << i << "];\n";
   s << "  #pragma omp parallel for schedule(static) if(" << numel << " >= " << kParallelThreshold << ")\n";
   s << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n";
-  s << "    const " << t << "* __restrict xr = " << x << ";\n";
   std::map<int64_t, std::string> name;
+  for (size_t i = 0; i < k.inputs.size(); ++i) {
+    const g::Value& v = graph.value(k.inputs[i]);
+    if (v.shape.size() > k.shape.size()) continue;  // not read element by element
+    s << "    const int64_t base" << i << " = " << row_offset(v, k.shape) << ";\n";
+    name.emplace(k.inputs[i], "in" + std::to_string(i) + "[base" + std::to_string(i) + " + j * " +
+                                  std::to_string(inner_stride(v, k.shape)) + "]");
+  }
+  // The element-wise nodes that compute the head's row input(s), evaluated in every pass.
+  auto emit_nodes = [&](const std::vector<size_t>& nodes, const std::string& indent) {
+    std::ostringstream code;
+    for (size_t n : nodes) {
+      const g::Node& node = graph.nodes[n];
+      auto operand = [&](int i) { return name.at(node.args[size_t(i)].tensor); };
+      const int64_t out = node.outputs[0][0];
+      code << indent << "const " << t << " v" << out << " = " << *lower_pointwise(node, operand, t) << ";\n";
+      name[out] = "v" + std::to_string(out);
+    }
+    return code.str();
+  };
+  const std::string pro = emit_nodes(k.prologue, "      ");
+  // A row input of the head: a prologue value, or the input buffer's row.
+  auto row_input = [&](int64_t id) { return name.at(id); };
+  auto pass = [&](const std::string& reduction, const std::string& body) {
+    s << "    #pragma omp simd " << reduction << "\n    for (int64_t j = 0; j < " << d << "; ++j) {\n" << pro
+      << "      " << body << "\n    }\n";
+  };
+  const std::string X = row_input(head.args[0].tensor);
   const int64_t result = head.outputs[0][0];
+  std::string result_expr;
   if (k.head == RowHead::LayerNorm) {
-    s << "    double sum = 0;\n    #pragma omp simd reduction(+:sum)\n    for (int64_t j = 0; j < " << d
-      << "; ++j) sum += xr[j];\n";
-    s << "    const " << t << " mean = " << t << "(sum / " << d << ");\n";
-    s << "    double sq = 0;\n    #pragma omp simd reduction(+:sq)\n    for (int64_t j = 0; j < " << d
-      << "; ++j) { const double c = double(xr[j]) - double(mean); sq += c * c; }\n";
+    s << "    double sum = 0;\n";
+    pass("reduction(+:sum)", "sum += " + X + ";");
+    s << "    const " << t << " mean = " << t << "(sum / " << d << ");\n    double sq = 0;\n";
+    pass("reduction(+:sq)", "const double c = double(" + X + ") - double(mean); sq += c * c;");
     s << "    const " << t << " rstd = " << t << "(1.0 / __builtin_sqrt(sq / " << d << " + " << head.args[4].d
       << "));\n";
     for (size_t o = 1; o < head.outputs.size() && o < 3; ++o) {
@@ -126,58 +152,43 @@ void generate_row_kernel(std::ostringstream& s, const g::Graph& graph, const Fus
       if (id >= 0 && it != k.outputs.end())
         s << "    out" << (it - k.outputs.begin()) << "[r] = " << (o == 1 ? "mean" : "rstd") << ";\n";
     }
-    std::string y = "(xr[j] - mean) * rstd";
+    std::string y = "(" + X + " - mean) * rstd";
     if (head.args[2].kind == g::Arg::Kind::Tensor) y += " * in" + index_of(k.inputs, head.args[2].tensor) + "[j]";
     if (head.args[3].kind == g::Arg::Kind::Tensor) y = "(" + y + ") + in" + index_of(k.inputs, head.args[3].tensor) + "[j]";
-    name[result] = "(" + y + ")";
+    result_expr = "(" + y + ")";
     if (head.outputs.size() >= 3) {  // element-wise nodes may read the row's statistics too
       if (head.outputs[1][0] >= 0) name[head.outputs[1][0]] = "mean";
       if (head.outputs[2][0] >= 0) name[head.outputs[2][0]] = "rstd";
     }
   } else if (k.head == RowHead::SoftmaxBackward || k.head == RowHead::LogSoftmaxBackward) {
-    // x: the gradient of the output; yr: the output. softmax: y (g - sum(g y)); log: g - exp(y) sum(g).
+    // X: the gradient of the output; Y: the output. softmax: y (g - sum(g y)); log: g - exp(y) sum(g).
     const bool log = k.head == RowHead::LogSoftmaxBackward;
-    s << "    const " << t << "* __restrict yr = in" << index_of(k.inputs, head.args[1].tensor) << " + r * " << d << ";\n";
-    s << "    double dot = 0;\n    #pragma omp simd reduction(+:dot)\n    for (int64_t j = 0; j < " << d
-      << "; ++j) dot += " << (log ? "xr[j]" : "double(xr[j]) * double(yr[j])") << ";\n";
+    const std::string Y = row_input(head.args[1].tensor);
+    s << "    double dot = 0;\n";
+    pass("reduction(+:dot)", "dot += " + (log ? X : "double(" + X + ") * double(" + Y + ")") + ";");
     s << "    const " << t << " sdot = " << t << "(dot);\n";
-    name[result] = log ? std::string("(xr[j] - ") + (t == "float" ? "expf" : "exp") + "(yr[j]) * sdot)"
-                       : std::string("(yr[j] * (xr[j] - sdot))");
+    result_expr = log ? "(" + X + " - " + exp_fn + "(" + Y + ") * sdot)" : "(" + Y + " * (" + X + " - sdot))";
   } else {
     // The row's max, vectorised (a NaN anywhere makes it NaN, as torch's max), then the sum of
     // exp(x - max) in the row's own precision, as the CPU plugin's softmax sums.
-    s << "    " << t << " mx = xr[0];\n    bool has_nan = false;\n";
-    s << "    #pragma omp simd reduction(max:mx) reduction(|:has_nan)\n    for (int64_t j = 0; j < " << d
-      << "; ++j) { mx = xr[j] > mx ? xr[j] : mx; has_nan |= xr[j] != xr[j]; }\n";
-    s << "    if (has_nan) mx = " << t << "(__builtin_nan(\"\"));\n";
-    s << "    " << t << " sum = 0;\n    #pragma omp simd reduction(+:sum)\n    for (int64_t j = 0; j < " << d
-      << "; ++j) sum += " << (t == "float" ? "expf" : "exp") << "(xr[j] - mx);\n";
+    s << "    " << t << " mx = -" << t << "(__builtin_inf());\n    bool has_nan = false;\n";
+    pass("reduction(max:mx) reduction(|:has_nan)",
+         "const " + t + " xv = " + X + "; mx = xv > mx ? xv : mx; has_nan |= xv != xv;");
+    s << "    if (has_nan) mx = " << t << "(__builtin_nan(\"\"));\n    " << t << " sum = 0;\n";
+    pass("reduction(+:sum)", "sum += " + exp_fn + "(" + X + " - mx);");
     if (k.head == RowHead::Softmax) {
       s << "    const " << t << " inv = " << t << "(1.0 / sum);\n";
-      name[result] = std::string("(") + (t == "float" ? "expf" : "exp") + "(xr[j] - mx) * inv)";
+      result_expr = "(" + exp_fn + "(" + X + " - mx) * inv)";
     } else {
       s << "    const " << t << " lse = mx + " << t << "(__builtin_log(sum));\n";
-      name[result] = "(xr[j] - lse)";
+      result_expr = "(" + X + " - lse)";
     }
   }
-  for (size_t i = 0; i < k.inputs.size(); ++i) {
-    const g::Value& v = graph.value(k.inputs[i]);
-    if (v.shape.size() > k.shape.size()) continue;  // not read by the element-wise part
-    s << "    const int64_t base" << i << " = " << row_offset(v, k.shape) << ";\n";
-    name.emplace(k.inputs[i], "in" + std::to_string(i) + "[base" + std::to_string(i) + " + j * " +
-                                  std::to_string(inner_stride(v, k.shape)) + "]");
-  }
   s << "    #pragma omp simd\n    for (int64_t j = 0; j < " << d << "; ++j) {\n";
-  s << "      const int64_t i = r * " << d << " + j;\n";
-  s << "      const " << t << " v" << result << " = " << name[result] << ";\n";
+  s << "      const int64_t i = r * " << d << " + j;\n" << pro;
+  s << "      const " << t << " v" << result << " = " << result_expr << ";\n";
   name[result] = "v" + std::to_string(result);
-  for (size_t n : k.nodes) {
-    const g::Node& node = graph.nodes[n];
-    auto operand = [&](int i) { return name.at(node.args[size_t(i)].tensor); };
-    const int64_t out = node.outputs[0][0];
-    s << "      const " << t << " v" << out << " = " << *lower_pointwise(node, operand, t) << ";\n";
-    name[out] = "v" + std::to_string(out);
-  }
+  s << emit_nodes(k.nodes, "      ");
   for (size_t i = 0; i < k.outputs.size(); ++i) {
     const g::Value& v = graph.value(k.outputs[i]);
     if (v.shape == k.shape) s << "      out" << i << "[i] = v" << k.outputs[i] << ";\n";

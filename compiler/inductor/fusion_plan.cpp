@@ -95,6 +95,7 @@ std::set<int64_t> open_values(const g::Graph& graph, const FusedKernel& k) {
     for (const auto& out : graph.nodes[n].outputs)
       for (int64_t id : out) ids.insert(id);
   };
+  for (size_t n : k.prologue) add(n);
   if (k.head != RowHead::None) add(k.head_node);
   for (size_t n : k.nodes) add(n);
   return ids;
@@ -127,18 +128,20 @@ FusionPlan plan_fusion(const g::Graph& graph) {
 
   auto close = [&](FusedKernel& k) {
     if (k.nodes.empty() && k.head == RowHead::None) return;
-    if (k.nodes.empty()) {  // a row reduction alone: the library's kernel is as good, keep it
+    if (k.nodes.empty() && k.prologue.empty()) {  // a row reduction alone: the library's kernel is as good
       plan.steps.push_back({Step::Kind::Extern, k.head_node});
       k = FusedKernel{};
       return;
     }
     std::set<size_t> members(k.nodes.begin(), k.nodes.end());
     std::set<int64_t> produced;
-    std::vector<size_t> all = k.nodes;
+    std::vector<size_t> all = k.prologue;
     if (k.head != RowHead::None) {
-      all.insert(all.begin(), k.head_node);
+      all.push_back(k.head_node);
       members.insert(k.head_node);
     }
+    all.insert(all.end(), k.nodes.begin(), k.nodes.end());
+    members.insert(k.prologue.begin(), k.prologue.end());
     for (size_t n : all)
       for (const auto& ids : graph.nodes[n].outputs)
         for (int64_t id : ids)
@@ -165,8 +168,18 @@ FusionPlan plan_fusion(const g::Graph& graph) {
   for (size_t n = 0; n < graph.nodes.size(); ++n) {
     const g::Node& node = graph.nodes[n];
     if (RowHead head = row_head(graph, node); head != RowHead::None) {
-      close(current);
       const g::Value& out = graph.value(node.outputs[0][0]);
+      // An open element-wise run of the head's shape that computes its row input becomes the
+      // head's prologue: the row is computed in each pass instead of read from a buffer.
+      const std::set<int64_t> open = open_values(graph, current);
+      const bool feeds = current.head == RowHead::None && !current.nodes.empty() && current.shape == out.shape &&
+                         current.dtype == out.dtype && open.count(node.args[0].tensor);
+      if (feeds) {
+        current.prologue = std::move(current.nodes);
+        current.nodes.clear();
+      } else {
+        close(current);
+      }
       current.head = head;
       current.head_node = n;
       current.shape = out.shape;

@@ -18,6 +18,7 @@ enum class RowHead { None, LayerNorm, Softmax, LogSoftmax, SoftmaxBackward, LogS
 struct FusedKernel {
   RowHead head = RowHead::None;
   size_t head_node = 0;           // the reduction's index in graph.nodes (head != None)
+  std::vector<size_t> prologue;   // element-wise nodes computing the head's row input(s), per pass
   std::vector<size_t> nodes;      // element-wise nodes, indices into graph.nodes, in order
   std::vector<int64_t> inputs;    // value ids read from buffers
   std::vector<int64_t> outputs;   // value ids written to buffers

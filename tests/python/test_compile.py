@@ -652,3 +652,23 @@ def test_no_grad_blocks_inside_a_compiled_function_stay_without_gradient(backend
         close(got, x.grad)
     code = ts.compiler.explain(f)(ts.randn(6)).graphs[0].code
     assert "with tessera.no_grad():" in code
+
+
+@pytest.mark.parametrize("dtype", [ts.float32, ts.float64])
+def test_element_wise_work_before_a_row_reduction_is_fused_into_it(dtype):
+    mask = ts.randn(16, 16) > 0.8
+    w = ts.randn(16, dtype=dtype)
+
+    def f(scores, x, y):
+        attn = ts.softmax((scores * 0.125).masked_fill(mask, float("-inf")), -1)
+        residual = x + y
+        normed = F.layer_norm(residual, (16,), w) * 2
+        return attn, normed, residual  # the residual leaves the kernel too
+    c = ts.compile(f)
+    args = [ts.randn(4, 16, 16, dtype=dtype) * 4, ts.randn(4, 16, 16, dtype=dtype), ts.randn(16, dtype=dtype)]
+    with ts.no_grad():
+        c(*args)
+        for got, want in zip(c(*args), f(*args)):
+            close(got, want, atol=1e-5)
+        text = _inductor.describe(c.entries[0][1].run.handle)
+    assert "nodes=6 kernels=2 fused_nodes=6 extern_calls=0" in text, text  # two row kernels, each with its prologue
