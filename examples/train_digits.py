@@ -1,6 +1,7 @@
 """Train a small CNN on scikit-learn's 8x8 digits with tessera.nn / tessera.optim.
 
     python examples/train_digits.py [--epochs 10] [--batch-size 32] [--lr 1e-2] [--seed 0] [--out digits.safetensors]
+                                    [--compile]
 
 No download: sklearn.datasets.load_digits() ships with scikit-learn (1797 images). Seeded end to
 end (ts.manual_seed for the weights and dropout-free training, DataLoader(seed=...) for the
@@ -50,6 +51,7 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None, help="where to save the weights (default: a temporary file)")
     ap.add_argument("--min-accuracy", type=float, default=0.97)
+    ap.add_argument("--compile", action="store_true", help="model.compile() (ts.compile) before training")
     args = ap.parse_args(argv)
 
     digits = load_digits()
@@ -61,6 +63,8 @@ def main(argv=None):
 
     ts.manual_seed(args.seed)
     model = make_model()
+    if args.compile:
+        model.compile()
     opt = ts.optim.Adam(model.parameters(), lr=args.lr)
     sched = ts.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=args.epochs)
     loss_fn = nn.CrossEntropyLoss()

@@ -672,3 +672,18 @@ def test_element_wise_work_before_a_row_reduction_is_fused_into_it(dtype):
             close(got, want, atol=1e-5)
         text = _inductor.describe(c.entries[0][1].run.handle)
     assert "nodes=6 kernels=2 fused_nodes=6 extern_calls=0" in text, text  # two row kernels, each with its prologue
+
+
+@pytest.mark.slow
+def test_train_digits_example_compiled(tmp_path, monkeypatch):
+    """examples/train_digits.py with --compile (model.compile()): train and eval modes, the short
+    last batch and no_grad evaluation each get their graph; the accuracy bar is eager's."""
+    pytest.importorskip("sklearn")
+    pytest.importorskip("tqdm")
+    import importlib.util
+    monkeypatch.setattr(ts.compiler.config, "eager_when_nothing_fuses", True)
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "train_digits.py")
+    spec = importlib.util.spec_from_file_location("train_digits", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--compile", "--out", str(tmp_path / "digits.safetensors")]) == 0
