@@ -164,6 +164,10 @@ void register_tracer(sdk::Registrar& reg) {
     reg.kernel(op.name, TS_KEY_CATCH_ALL, op.fn);
   }
   sdk::check_host(sdk::host().register_fallback(reg.raw(), tracer_key, trace_fallback, nullptr));
+  // Operators served by a catch-all kernel never reach the fallback; those whose meaning a
+  // graph must keep get the fallback as their Tracer kernel (autograd's detach cuts gradients).
+  for (const char* op : {"autograd::detach"})
+    if (sdk::host().find_operator(op)) reg.boxed_kernel(op, tracer_key, trace_fallback, nullptr);
 }
 
 }  // namespace

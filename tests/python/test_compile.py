@@ -687,3 +687,47 @@ def test_train_digits_example_compiled(tmp_path, monkeypatch):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     assert mod.main(["--compile", "--out", str(tmp_path / "digits.safetensors")]) == 0
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_detach_and_integer_outputs_keep_their_meaning_in_training_graphs(backend):
+    lin = ts.nn.Linear(4, 3)
+
+    def f(x):
+        y = lin(x)
+        stop = y.detach() * 2          # no gradient through here
+        return (y * stop).sum(), y.argmax(-1), stop
+    c = ts.compile(f, backend=backend)
+    x = ts.randn(5, 4)
+    lin.zero_grad()
+    f(x)[0].backward()
+    want = lin.weight.grad.clone()
+    for _ in range(2):
+        lin.zero_grad()
+        loss, index, stop = c(x)
+        loss.backward()
+        close(lin.weight.grad, want)
+    assert not stop.requires_grad and not index.requires_grad and index.dtype == ts.int64
+
+
+def test_a_custom_autograd_function_breaks_the_graph_and_keeps_its_backward():
+    class StraightThrough(ts.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return ts.round(x)
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad  # the identity, not round's zero derivative
+
+    def f(x):
+        return (StraightThrough.apply(x * 3) * 2).sum()
+    c = ts.compile(f)
+    for _ in range(2):
+        x = ts.randn(4, requires_grad=True)
+        c(x).backward()
+        close(x.grad, ts.full((4,), 6.0))
+    reasons = [r for r, _ in c.graph_breaks]
+    assert reasons and "StraightThrough" in reasons[0]
+    with pytest.raises(ts.compiler.GraphBreakError, match="custom autograd.Function"):
+        ts.compile(f, fullgraph=True)(ts.randn(4, requires_grad=True))

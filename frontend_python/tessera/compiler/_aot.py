@@ -176,6 +176,7 @@ def make_training_callable(capture, example_inputs, compile_ir):
     fwd_ir, bwd_ir, layout = cached_joint_capture(capture, example_inputs)
     run_fwd, run_bwd = compile_ir(fwd_ir), compile_ir(bwd_ir)
     n_out, diff_out, diff_in = layout["n_outputs"], layout["diff_out"], layout["diff_in"]
+    diff_out_set = set(diff_out)
     present, n_primals = layout["present"], layout["n_primals"]
     constants = list(capture.constants)
 
@@ -184,7 +185,10 @@ def make_training_callable(capture, example_inputs, compile_ir):
         def forward(ctx, *primals):
             results = run_fwd(*primals)
             ctx.save_for_backward(*results[n_out:])
-            return tuple(results[:n_out])
+            outs = tuple(results[:n_out])
+            # Outputs the capture saw without gradient (a detach, an argmax) stay without it.
+            ctx.mark_non_differentiable(*[o for k, o in enumerate(outs) if k not in diff_out_set])
+            return outs
 
         @staticmethod
         def backward(ctx, *grad_outputs):

@@ -27,6 +27,9 @@ def is_compiling():
 
 
 def _load_tracer():
+    # Autograd first: the tracer records its detach, which must exist when the tracer loads.
+    from tessera.autograd import _plugin as autograd_plugin
+    autograd_plugin.ensure()
     if not _C.plugins_load_named("tracer", "graph capture (ts.compile)"):
         raise RuntimeError("ts.compile: the tracer plugin (libtessera_tracer.so) is not on the plugin search path "
                            f"{_C.plugins_search_path()}")
@@ -42,6 +45,13 @@ def _user_frame():
             return f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}: {line}"
         frame = frame.f_back
     return "<unknown location>"
+
+
+def note_break(reason):
+    """Reports a graph break to the capture open on this thread (with fullgraph, an error)."""
+    on_read = getattr(_local, "on_read", None)
+    if on_read is not None:
+        on_read(reason, verbatim=True)
 
 
 def _dispatch_read(what):
@@ -97,12 +107,12 @@ def capture(fn, args, kwargs, fullgraph=False):
             input_positions.append(i)
     reads = []
 
-    def on_read(what):
+    def on_read(what, verbatim=False):
         where = _user_frame()
+        reason = what if verbatim else f"data-dependent Tensor.{what}()"
         if fullgraph:
-            raise GraphBreakError(f"ts.compile(fullgraph=True): data-dependent Tensor.{what}() at {where} would "
-                                  "break the graph")
-        reads.append((f"Tensor.{what}()", where))
+            raise GraphBreakError(f"ts.compile(fullgraph=True): {reason} at {where} would break the graph")
+        reads.append((reason if verbatim else f"Tensor.{what}()", where))
 
     call = _C.call_op
     call("tracer::begin", (), {})
