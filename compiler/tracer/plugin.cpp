@@ -138,6 +138,16 @@ ts_status trace_fallback(void*, ts_call call, ts_keyset, ts_stack* stack) noexce
   }
 }
 
+// Autograd calls a graph cannot replay (backward inside the function, hooks, requires_grad_,
+// .grad writes): the capture notes a break and the call runs below the Tracer key with the
+// thread's keys untouched, so what it dispatches in turn (backward's formulas) is still seen.
+ts_status break_kernel(void*, ts_call call, ts_keyset keys, ts_stack* stack) noexcept {
+  const ts_host_api& host = sdk::host();
+  ts_operator op = host.call_operator_of(call);
+  if (active) active->note_data_dependent_read(host.operator_name(op));
+  return host.redispatch(call, op, keys & (tracer_bit() - 1), stack);
+}
+
 void register_tracer(sdk::Registrar& reg) {
   sdk::check_host(sdk::host().find_dispatch_key("Tracer", &tracer_key));
   for (const char* name : {"AutogradCPU", "AutogradCUDA", "AutogradHIP", "AutogradOther"}) {
@@ -168,6 +178,9 @@ void register_tracer(sdk::Registrar& reg) {
   // graph must keep get the fallback as their Tracer kernel (autograd's detach cuts gradients).
   for (const char* op : {"autograd::detach"})
     if (sdk::host().find_operator(op)) reg.boxed_kernel(op, tracer_key, trace_fallback, nullptr);
+  for (const char* op : {"autograd::backward", "autograd::grad", "autograd::register_hook", "autograd::retain_grad",
+                         "autograd::requires_grad_", "autograd::set_grad"})
+    if (sdk::host().find_operator(op)) reg.boxed_kernel(op, tracer_key, break_kernel, nullptr);
 }
 
 }  // namespace

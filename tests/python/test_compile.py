@@ -731,3 +731,26 @@ def test_a_custom_autograd_function_breaks_the_graph_and_keeps_its_backward():
     assert reasons and "StraightThrough" in reasons[0]
     with pytest.raises(ts.compiler.GraphBreakError, match="custom autograd.Function"):
         ts.compile(f, fullgraph=True)(ts.randn(4, requires_grad=True))
+
+
+def test_a_training_step_with_backward_inside_runs_eagerly_and_trains_as_eager():
+    ts.manual_seed(3)
+    nets = [ts.nn.Linear(5, 2) for _ in range(2)]
+    nets[1].load_state_dict(nets[0].state_dict())
+    opts = [ts.optim.SGD(n.parameters(), lr=0.1) for n in nets]
+    x, y = ts.randn(8, 5), ts.randn(8, 2)
+
+    def make_step(net, opt):
+        def step(x, y):
+            opt.zero_grad()
+            loss = ((net(x) - y) ** 2).mean()
+            loss.backward()  # autograd inside the function: the graph cannot replay it
+            opt.step()
+            return loss
+        return step
+    eager_step = make_step(nets[0], opts[0])
+    compiled_step = ts.compile(make_step(nets[1], opts[1]))
+    for _ in range(4):
+        close(compiled_step(x, y), eager_step(x, y))
+    close(nets[1].weight, nets[0].weight)
+    assert any("autograd::backward" in r for r, _ in compiled_step.graph_breaks)

@@ -142,5 +142,8 @@ def capture(fn, args, kwargs, fullgraph=False):
         _local.capturing = False
     constants = list(call("tracer::constants", (), {}))
     for op in filter(None, call("tracer::data_dependent_reads", (), {}).split(",")):
-        reads.append((op, "inside an operator"))
+        reason = f"{op} called inside the captured function" if op.startswith("autograd::") else op
+        if fullgraph:
+            raise GraphBreakError(f"ts.compile(fullgraph=True): {reason} would break the graph")
+        reads.append((reason, "inside an operator"))
     return result, Capture(text, constants, input_positions, out_spec, folded, reads)

@@ -17,7 +17,8 @@ class ExplainOutput:
         lines = [f"Graph Count: {self.graph_count}", f"Graph Break Count: {self.graph_break_count}",
                  f"Op Count: {sum(len(ops) for ops in self.ops_per_graph)}", "Break Reasons:"]
         for k, (reason, where) in enumerate(self.break_reasons, 1):
-            lines.append(f"  Break Reason {k}: {reason if reason.startswith('a custom') else 'data-dependent ' + reason}")
+            plain = reason.startswith("Tensor.")
+            lines.append(f"  Break Reason {k}: {'data-dependent ' + reason if plain else reason}")
             lines.append(f"    at {where}")
         lines.append("Ops per Graph:")
         for k, ops in enumerate(self.ops_per_graph, 1):
