@@ -139,7 +139,7 @@ ts_status trace_fallback(void*, ts_call call, ts_keyset, ts_stack* stack) noexce
 }
 
 // Autograd calls a graph cannot replay (backward inside the function, hooks, requires_grad_,
-// .grad writes): the capture notes a break and the call runs below the Tracer key with the
+// .grad reads and writes — an optimizer step reads whatever .grad is now): the capture notes a break and the call runs below the Tracer key with the
 // thread's keys untouched, so what it dispatches in turn (backward's formulas) is still seen.
 ts_status break_kernel(void*, ts_call call, ts_keyset keys, ts_stack* stack) noexcept {
   const ts_host_api& host = sdk::host();
@@ -178,8 +178,8 @@ void register_tracer(sdk::Registrar& reg) {
   // graph must keep get the fallback as their Tracer kernel (autograd's detach cuts gradients).
   for (const char* op : {"autograd::detach"})
     if (sdk::host().find_operator(op)) reg.boxed_kernel(op, tracer_key, trace_fallback, nullptr);
-  for (const char* op : {"autograd::backward", "autograd::grad", "autograd::register_hook", "autograd::retain_grad",
-                         "autograd::requires_grad_", "autograd::set_grad"})
+  for (const char* op : {"autograd::backward", "autograd::grad", "autograd::get_grad", "autograd::register_hook",
+                         "autograd::retain_grad", "autograd::requires_grad_", "autograd::set_grad"})
     if (sdk::host().find_operator(op)) reg.boxed_kernel(op, tracer_key, break_kernel, nullptr);
 }
 

@@ -754,3 +754,16 @@ def test_a_training_step_with_backward_inside_runs_eagerly_and_trains_as_eager()
         close(compiled_step(x, y), eager_step(x, y))
     close(nets[1].weight, nets[0].weight)
     assert any("autograd::backward" in r for r, _ in compiled_step.graph_breaks)
+
+
+def test_an_optimizer_step_reads_the_current_gradients():
+    net = ts.nn.Linear(3, 2)
+    opt = ts.optim.SGD(net.parameters(), lr=0.5)
+    step = ts.compile(opt.step)
+    x = ts.randn(4, 3)
+    for _ in range(3):
+        opt.zero_grad()  # .grad becomes None, then a new tensor: a graph must not keep the old one
+        net(x).sum().backward()
+        before = net.weight.detach().clone()
+        step()
+        close(net.weight, before - 0.5 * net.weight.grad)
