@@ -17,9 +17,15 @@ const char* ctype(int32_t dtype) {
   switch (dtype) {
     case TS_FLOAT32: return "float";
     case TS_FLOAT64: return "double";
-    case TS_BOOL: return "bool";
+    case TS_BOOL: return "uint8_t";  // read as bytes: GCC does not vectorise loads of bool
     default: return nullptr;
   }
+}
+
+// The loop body's expression for element `index` of input `i` (a mask compares its byte to 0).
+std::string element(size_t i, int32_t dtype, const std::string& index) {
+  const std::string load = "in" + std::to_string(i) + "[" + index + "]";
+  return dtype == TS_BOOL ? "(" + load + " != 0)" : load;
 }
 
 std::string prelude(const CodegenOptions& options) {
@@ -114,8 +120,8 @@ void generate_row_kernel(std::ostringstream& s, const g::Graph& graph, const Fus
     const g::Value& v = graph.value(k.inputs[i]);
     if (v.shape.size() > k.shape.size()) continue;  // not read element by element
     s << "    const int64_t base" << i << " = " << row_offset(v, k.shape) << ";\n";
-    name.emplace(k.inputs[i], "in" + std::to_string(i) + "[base" + std::to_string(i) + " + j * " +
-                                  std::to_string(inner_stride(v, k.shape)) + "]");
+    name.emplace(k.inputs[i], element(i, v.dtype, "base" + std::to_string(i) + " + j * " +
+                                                      std::to_string(inner_stride(v, k.shape))));
   }
   // The element-wise nodes that compute the head's row input(s), evaluated in every pass.
   auto emit_nodes = [&](const std::vector<size_t>& nodes, const std::string& indent) {
@@ -171,9 +177,10 @@ void generate_row_kernel(std::ostringstream& s, const g::Graph& graph, const Fus
   } else {
     // The row's max, vectorised (a NaN anywhere makes it NaN, as torch's max), then the sum of
     // exp(x - max) in the row's own precision, as the CPU plugin's softmax sums.
-    s << "    " << t << " mx = -" << t << "(__builtin_inf());\n    bool has_nan = false;\n";
+    // (has_nan is an int: GCC does not vectorise a reduction over bool.)
+    s << "    " << t << " mx = -" << t << "(__builtin_inf());\n    int has_nan = 0;\n";
     pass("reduction(max:mx) reduction(|:has_nan)",
-         "const " + t + " xv = " + X + "; mx = xv > mx ? xv : mx; has_nan |= xv != xv;");
+         "const " + t + " xv = " + X + "; mx = xv > mx ? xv : mx; has_nan |= int(xv != xv);");
     s << "    if (has_nan) mx = " << t << "(__builtin_nan(\"\"));\n    " << t << " sum = 0;\n";
     pass("reduction(+:sum)", "sum += " + exp_fn + "(" + X + " - mx);");
     if (k.head == RowHead::Softmax) {
@@ -221,15 +228,15 @@ void generate_kernel(std::ostringstream& s, const g::Graph& graph, const FusedKe
     s << "  #pragma omp parallel for simd schedule(static) if(" << numel << " >= " << kParallelThreshold << ")\n";
     s << "  for (int64_t i = 0; i < " << numel << "; ++i) {\n";
     indent = "    ";
-    for (size_t i = 0; i < k.inputs.size(); ++i) name[k.inputs[i]] = "in" + std::to_string(i) + "[i]";
+    for (size_t i = 0; i < k.inputs.size(); ++i) name[k.inputs[i]] = element(i, graph.value(k.inputs[i]).dtype, "i");
   } else {
     s << "  #pragma omp parallel for schedule(static) if(" << numel << " >= " << kParallelThreshold << ")\n";
     s << "  for (int64_t r = 0; r < " << outer << "; ++r) {\n";
     for (size_t i = 0; i < k.inputs.size(); ++i) {
       const g::Value& v = graph.value(k.inputs[i]);
       s << "    const int64_t base" << i << " = " << row_offset(v, k.shape) << ";\n";
-      name[k.inputs[i]] = "in" + std::to_string(i) + "[base" + std::to_string(i) + " + j * " +
-                          std::to_string(inner_stride(v, k.shape)) + "]";
+      name[k.inputs[i]] = element(i, v.dtype, "base" + std::to_string(i) + " + j * " +
+                                                  std::to_string(inner_stride(v, k.shape)));
     }
     s << "    #pragma omp simd\n    for (int64_t j = 0; j < " << inner << "; ++j) {\n";
     s << "      const int64_t i = r * " << inner << " + j;\n";
