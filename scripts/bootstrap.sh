@@ -4,6 +4,7 @@
 set -euo pipefail
 PACKAGES=(cmake ninja-build g++ ccache binutils python3 python3-yaml libfmt-dev libboost-dev nlohmann-json3-dev
           libdnnl-dev libsleef-dev liblapacke-dev libkissfft-dev libgtest-dev libgmock-dev libbenchmark-dev
+          libzip-dev libssl-dev  # the export runtime: archives (zip) and their checksums (SHA-256)
           clang libc++-dev libc++abi-dev libclang-rt-14-dev  # SDK check (clang+libc++) and libFuzzer
           hipcc libamdhip64-dev)  # the ROCm plugin, compiled (gfx90a, gfx940) from the CUDA sources
 missing=()
@@ -18,7 +19,7 @@ if ((${#missing[@]})); then
 fi
 # The python3 on PATH builds the Python package and runs its tests (pytest-xdist: -n 2).
 # safetensors: interop oracle; scikit-learn (its bundled digits) and tqdm: the training demo;
-# matplotlib: the plot of benchmarks/run.py.
-PY_PACKAGES=(pyyaml scikit-build-core pybind11 numpy pytest pytest-xdist hypothesis safetensors scikit-learn tqdm matplotlib)
-python3 -c "import yaml, scikit_build_core, pybind11, numpy, pytest, xdist, hypothesis, safetensors, sklearn, tqdm, matplotlib" 2>/dev/null ||
+# matplotlib: the plot of benchmarks/run.py; onnx and onnxruntime: ts.onnx's checker and oracle.
+PY_PACKAGES=(pyyaml scikit-build-core pybind11 numpy pytest pytest-xdist hypothesis safetensors scikit-learn tqdm matplotlib onnx onnxruntime)
+python3 -c "import yaml, scikit_build_core, pybind11, numpy, pytest, xdist, hypothesis, safetensors, sklearn, tqdm, matplotlib, onnx, onnxruntime" 2>/dev/null ||
   python3 -m pip install -q --disable-pip-version-check "${PY_PACKAGES[@]}"
