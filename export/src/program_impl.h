@@ -1,0 +1,80 @@
+#pragma once
+// What a loaded Program holds, and how it runs: the graph's nodes prepared once as boxed stacks
+// (operator resolved, non-tensor arguments boxed), so a run only fills in tensors and calls.
+#include <tessera/boxing.h>
+#include <tessera/dispatcher.h>
+#include <tessera/export/program.h>
+#include <tessera/sdk/graph_ir.h>
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace tessera::exported {
+
+namespace graph = tessera::sdk::graph;
+
+// One node, ready to call. Non-copyable: `slots` points into the node's own lists.
+struct PreparedNode {
+  OperatorHandle op = nullptr;
+  std::vector<ts_value> slots;  // argument template, sized max(arguments, returns)
+  int32_t n_args = 0;
+  std::vector<std::pair<int32_t, int64_t>> tensor_args;                // slot, value id
+  std::vector<std::pair<int32_t, std::vector<int64_t>>> tensor_lists;  // slot, value ids (-1: None)
+  std::vector<std::vector<int64_t>> outputs;
+  std::vector<int64_t> release_after;  // values whose last use is this node
+  std::vector<std::unique_ptr<std::vector<int64_t>>> int_lists;
+  std::vector<std::unique_ptr<std::vector<double>>> double_lists;
+  std::vector<std::unique_ptr<std::string>> strings;
+
+  PreparedNode() = default;
+  PreparedNode(const PreparedNode&) = delete;
+  PreparedNode& operator=(const PreparedNode&) = delete;
+  PreparedNode(PreparedNode&&) = default;
+};
+
+// The graph at one set of dynamic dim sizes.
+struct Plan {
+  std::vector<PreparedNode> nodes;
+};
+
+struct SymbolicInt {
+  int64_t node = 0, arg = 0, element = -1;          // element -1: an int argument, else an ints element
+  std::vector<std::pair<int64_t, std::vector<int64_t>>> terms;  // coefficient, symbol indices
+};
+
+struct Program::Impl {
+  std::string where;
+  nlohmann::json metadata;
+  graph::Graph graph;                   // at the example sizes
+  std::vector<OperatorHandle> ops;      // per node
+  size_t n_state = 0;                   // graph inputs [0, n_state) are parameters and buffers
+  std::vector<std::string> state_names;
+  std::vector<Tensor> state, constants;
+  std::vector<InputInfo> inputs;
+  std::vector<std::vector<int64_t>> input_symbols;  // per input, per dim: symbol index or -1
+  std::vector<std::pair<int64_t, int64_t>> symbol_ranges;
+  std::vector<SymbolicInt> symbolic_ints;
+  size_t n_user_outputs = 0;
+  std::vector<std::pair<size_t, int64_t>> state_writes;  // state index <- value id, after a run
+  std::vector<std::string> plugins;
+  Device device{"cpu"};
+
+  mutable std::mutex plans_mutex;
+  mutable std::map<std::vector<int64_t>, std::shared_ptr<const Plan>> plans;
+  mutable std::mutex run_mutex;  // taken by runs of a program that writes its state
+
+  std::vector<int64_t> check_inputs(const std::vector<Tensor>& given) const;
+  std::shared_ptr<const Plan> plan_for(const std::vector<int64_t>& sizes) const;
+};
+
+// Builds an Impl from an archive's parts (archive.h); ValueError naming what is wrong.
+std::shared_ptr<Program::Impl> make_program(const nlohmann::json& metadata, const std::string& graph_text,
+                                            const std::string& program_text, std::span<const std::byte> weights,
+                                            const std::string& where);
+
+}  // namespace tessera::exported
