@@ -22,3 +22,9 @@ foreach(plugin IN LISTS _plugins)
   endif()
   install(TARGETS ${plugin} LIBRARY DESTINATION lib/tessera/plugins COMPONENT python EXCLUDE_FROM_ALL OPTIONAL)
 endforeach()
+
+# The export runtime and its command-line runner (the console script tessera-export-run runs it):
+# tessera/bin/tessera-export-run finds its libraries in tessera/lib through $ORIGIN/../lib.
+add_dependencies(tessera_wheel_cpu tessera_export_run)
+install(TARGETS tessera_cpp tessera_export LIBRARY DESTINATION lib COMPONENT python EXCLUDE_FROM_ALL)
+install(TARGETS tessera_export_run RUNTIME DESTINATION bin COMPONENT python EXCLUDE_FROM_ALL)

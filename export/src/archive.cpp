@@ -78,6 +78,8 @@ ArchiveParts read_archive(std::span<const std::byte> bytes, const std::string& w
     raise<ValueError>("export archive '{}' is not an export archive (not a zip file, or truncated: {})", where, why);
   }
   zip_error_fini(&error);
+  if (zip_get_num_entries(z.get(), 0) <= 0)
+    raise<ValueError>("export archive '{}' is not an export archive (an empty file, or a zip with nothing in it)", where);
 
   ArchiveParts parts;
   std::vector<std::byte> meta = read_entry(z.get(), "metadata.json", where);

@@ -1,7 +1,9 @@
 // tessera-export-run: runs an exported program (ts.export.save's archive) on inputs from a
 // safetensors file, writes its outputs to another, and optionally times it.
 //   tessera-export-run ARCHIVE --input in.safetensors --output out.safetensors [--device D]
-//                      [--allow-native] [--benchmark N] [--describe]
+//                      [--allow-native] [--benchmark N] [--threads N] [--describe]
+// --threads N runs the inputs from N threads at once, 20 times each, and fails unless every
+// result equals the first run's (the runtime's thread-safety check).
 // Inputs are matched to the program's inputs by name ("x"), or taken in file order when the
 // file's names are not the program's. Outputs are named output_0, output_1, ...
 #include <tessera/cpp/api.h>
@@ -10,7 +12,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -23,7 +27,7 @@ namespace {
   fmt::print(stderr,
              "tessera-export-run: {}\n"
              "usage: tessera-export-run ARCHIVE --input in.safetensors --output out.safetensors [--device D] "
-             "[--allow-native] [--benchmark N] [--describe]\n",
+             "[--allow-native] [--benchmark N] [--threads N] [--describe]\n",
              problem);
   std::exit(2);
 }
@@ -52,7 +56,7 @@ std::vector<ts::Tensor> match_inputs(const ts::exported::Program& program, const
 
 int main(int argc, char** argv) try {
   std::string archive, input, output, device;
-  int benchmark = 0;
+  int benchmark = 0, threads = 0;
   bool describe = false;
   ts::exported::LoadOptions options;
   for (int i = 1; i < argc; ++i) {
@@ -65,6 +69,7 @@ int main(int argc, char** argv) try {
     else if (a == "--output") output = value();
     else if (a == "--device") device = value();
     else if (a == "--benchmark") benchmark = std::atoi(value().c_str());
+    else if (a == "--threads") threads = std::atoi(value().c_str());
     else if (a == "--allow-native") options.allow_native = true;
     else if (a == "--describe") describe = true;
     else if (a == "--help" || a == "-h") usage("runs an exported program");
@@ -83,6 +88,21 @@ int main(int argc, char** argv) try {
   std::vector<ts::Tensor> inputs = match_inputs(program, ts::load_safetensors(input));
   for (auto& t : inputs) t = t.to(program.device());
   std::vector<ts::Tensor> outputs = program.run(inputs);
+  if (threads > 0) {
+    std::atomic<int> mismatches{0};
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back([&] {
+        for (int r = 0; r < 20; ++r) {
+          std::vector<ts::Tensor> again = program.run(inputs);
+          for (size_t k = 0; k < again.size(); ++k)
+            if (again[k].to_double_vector() != outputs[k].to_double_vector()) ++mismatches;
+        }
+      });
+    for (auto& t : pool) t.join();
+    if (mismatches > 0) throw ts::RuntimeError(fmt::format("{} results from concurrent runs differ from the first run", mismatches.load()));
+    fmt::print("{} threads x 20 runs: every result equals the first run's\n", threads);
+  }
   if (benchmark > 0) {
     std::vector<double> us;
     for (int r = 0; r < benchmark; ++r) {

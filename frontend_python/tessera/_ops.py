@@ -78,6 +78,14 @@ class OpOverload:
         """The operator's full name, as the dispatcher knows it ("add.Tensor")."""
         return self._name
 
+    # Two handles of one operator are equal (graphs rebuilt from the IR make new ones; tables such
+    # as run_decompositions' are keyed by the user's).
+    def __eq__(self, other):
+        return isinstance(other, OpOverload) and other._name == self._name
+
+    def __hash__(self):
+        return hash(("OpOverload", self._name))
+
     @property
     def _schema(self):
         head = self._name.split("::")[-1]

@@ -130,6 +130,20 @@ def read_parts(f):
     return meta, parts
 
 
+def _check_operators(ep, f):
+    """Every operator the graph calls exists here (loading the plugin its namespace names)."""
+    from tessera._ops import op_overload
+    for name in ep.operators():
+        ns = _plugin_of(name)
+        if ns:
+            _C.plugins_load_named(ns, f"the operator {name} of an exported program")
+        try:
+            op_overload(name).arguments()
+        except (RuntimeError, AttributeError, ValueError):
+            raise ArchiveError(f"ts.export.load: the graph calls operator '{name}', which no loaded plugin provides "
+                               f"(plugin search path: {_C.plugins_search_path()})") from None
+
+
 def load(f, *, expected_opset_version=None, allow_native=False):
     """Reads an archive written by save(): an ExportedProgram whose module() runs the graph."""
     meta, parts = read_parts(f)
@@ -149,6 +163,7 @@ def load(f, *, expected_opset_version=None, allow_native=False):
         ep = ExportedProgram.from_json(ir, program, {}, {})
     except (KeyError, TypeError, ValueError) as e:
         raise ArchiveError(f"ts.export.load: program.json is malformed ({type(e).__name__}: {e})") from None
+    _check_operators(ep, f)
     for s in ep.graph_signature.input_specs:
         if s.kind == InputKind.USER_INPUT:
             continue

@@ -3,7 +3,7 @@
 A capture records concrete sizes. To learn how the graph's integers (view sizes, slice bounds,
 value shapes and strides) depend on the dynamic dims, export captures again with each dim moved
 to another size in its range, one at a time and in pairs, and solves for the coefficients of
-    value = c + sum_i a_i * d_i + sum_{i<j} b_ij * d_i * d_j
+    value = c + sum_i a_i * d_i + sum_i q_i * d_i**2 + sum_{i<j} b_ij * d_i * d_j
 with exact integer arithmetic; one more capture with every dim moved checks the fit. A graph
 whose operators change with a size (Python branching on a shape), or whose integers follow no
 such expression, is an error naming the dim and the place. Sizes 0 and 1 specialise, as in
@@ -142,16 +142,16 @@ class Symbols:
         return len(self.dims)
 
     def alternatives(self, i):
-        """Two sizes other than the example, in the dim's range (and >= 2)."""
+        """Three sizes other than the example, in the dim's range (and >= 2)."""
         dim, e = self.dims[i], self.examples[i]
         lo, hi = max(dim.min, 2), dim.max
         found = [v for v in itertools.chain(range(e + 1, min(e + 3, hi) + 1), range(e - 1, lo - 1, -1),
                                            range(e + 3, min(e + 8, hi) + 1)) if lo <= v <= hi and v != e]
-        if len(found) < 2:
+        if len(found) < 3:
             raise ConstraintViolationError(
-                f"ts.export: {dim!r} allows fewer than two sizes besides the example {e} in [{lo}, {hi}]; make the "
-                "dim static (no Dim) or widen its range")
-        return found[0], found[1]
+                f"ts.export: {dim!r} allows fewer than three sizes besides the example {e} in [{lo}, {hi}]; make "
+                "the dim static (no Dim) or widen its range")
+        return found[0], found[1], found[2]
 
 
 def resized(tensor, sizes):
@@ -205,7 +205,8 @@ def _describe(path, ir):
 
 
 def _monomials(n):
-    return [()] + [(i,) for i in range(n)] + list(itertools.combinations(range(n), 2))
+    """1, each d_i, each d_i**2 (an attention matrix's T*T strides), each d_i*d_j."""
+    return [()] + [(i,) for i in range(n)] + [(i, i) for i in range(n)] + list(itertools.combinations(range(n), 2))
 
 
 def _solve(rows, rhs):
@@ -231,13 +232,18 @@ def fit(symbols, capture_at):
     base = list(symbols.examples)
     alt = [symbols.alternatives(i) for i in range(n)]
     monomials = _monomials(n)
+    # One sample per monomial: the example sizes, each dim moved (to a first and a second
+    # other size, for its square), each pair moved; the check moves every dim to a third size.
     samples = []
     for mono in monomials:
         sizes = list(base)
-        for i in mono:
-            sizes[i] = alt[i][0]
+        if len(mono) == 2 and mono[0] == mono[1]:
+            sizes[mono[0]] = alt[mono[0]][1]
+        else:
+            for i in mono:
+                sizes[i] = alt[i][0]
         samples.append(sizes)
-    check = [alt[i][1] for i in range(n)]
+    check = [alt[i][2] for i in range(n)]
     irs = [capture_at(s) for s in samples + [check]]
     site_lists = [list(_sites(ir)) for ir in irs]
     exprs = []

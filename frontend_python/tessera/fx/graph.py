@@ -140,7 +140,20 @@ class Graph:
             seen.add(node)
 
     def python_code(self, root_module="self"):
-        """The Python source of `forward` for this graph."""
+        """The Python source of `forward` for this graph. Targets that are plain Python functions
+        (a lambda, a local function) are named _fn0, _fn1, ... in the code and listed in
+        `code_globals`, which the code must run with."""
+        self.code_globals = {}
+
+        def target_name(target):
+            if target is operator.getitem or getattr(target, "_qualified_repr", None):
+                return _target_name(target)
+            for name, known in self.code_globals.items():
+                if known is target:
+                    return name
+            name = f"_fn{len(self.code_globals)}"
+            self.code_globals[name] = target
+            return name
         placeholders = [n.name for n in self._nodes if n.op == "placeholder"]
         lines = [f"def forward({', '.join([root_module] + placeholders)}):"]
         for n in self._nodes:
@@ -152,9 +165,9 @@ class Graph:
                     lines.append(f"    {n.name} = {_source(n.args[0])}[{_source(n.args[1])}]")
                 elif n.meta.get("grad_enabled", True) is False:  # called under no_grad when captured
                     lines.append("    with tessera.no_grad():")
-                    lines.append(f"        {n.name} = {_target_name(n.target)}({', '.join(call_args)})")
+                    lines.append(f"        {n.name} = {target_name(n.target)}({', '.join(call_args)})")
                 else:
-                    lines.append(f"    {n.name} = {_target_name(n.target)}({', '.join(call_args)})")
+                    lines.append(f"    {n.name} = {target_name(n.target)}({', '.join(call_args)})")
             elif n.op == "output":
                 lines.append(f"    return {_source(n.args[0])}")
         return "\n".join(lines) + "\n"

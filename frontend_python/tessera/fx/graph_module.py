@@ -38,6 +38,7 @@ class GraphModule(Module):
         self._code = self._graph.python_code("self")
         scope = {"tessera": tessera, "operator": operator, "math": math, "inf": math.inf, "nan": math.nan,
                  "device": tessera.device}  # repr(ts.device("cpu")) is "device(type='cpu')"
+        scope.update(self._graph.code_globals)
         exec(compile(self._code, f"<{self._class_name} generated code>", "exec"), scope)  # noqa: S102
         self._forward = scope["forward"]
 

@@ -1,0 +1,378 @@
+"""ts.export: export (one graph, signature, dynamic dims), the archive (save/load and its faults)
+and the C++ runtime through its runner, tessera-export-run. The oracle is Tessera eager (itself
+checked against NumPy and PyTorch elsewhere): an exported program computes what the module does;
+the signature's names are checked against torch.export's when PyTorch is importable."""
+import hashlib
+import io
+import json
+import math
+import os
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+from conftest import to_np
+
+import tessera as ts
+import tessera.nn as nn
+import tessera.nn.functional as F
+from tessera.export import Dim
+from tessera.export._cli import runner_path
+
+
+def close(a, b, atol=1e-5, rtol=1e-5):
+    np.testing.assert_allclose(to_np(a), to_np(b), atol=atol, rtol=rtol)
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16)
+        self.bn = nn.BatchNorm1d(16)
+        self.fc2 = nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc2(F.relu(self.bn(self.fc1(x)))).softmax(-1)
+
+
+class Block(nn.Module):
+    """A GPT block with a causal mask sliced to the sequence length: shapes the dims move."""
+
+    def __init__(self, d=32, heads=4, vocab=50, context=16):
+        super().__init__()
+        self.heads = heads
+        self.emb = nn.Embedding(vocab, d)
+        self.pos = nn.Embedding(context, d)
+        self.ln1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+        self.head = nn.Linear(d, vocab)
+        self.register_buffer("mask", ts.tril(ts.ones(context, context)).view(1, 1, context, context))
+
+    def forward(self, idx):
+        B, T = idx.shape
+        x = self.emb(idx) + self.pos(ts.arange(T))
+        q, k, v = self.qkv(self.ln1(x)).split(x.shape[-1], dim=2)
+        hd = x.shape[-1] // self.heads
+        q, k, v = (t.view(B, T, self.heads, hd).transpose(1, 2) for t in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+        att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf")).softmax(-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, -1)
+        x = x + self.proj(y)
+        x = x + self.mlp(self.ln2(x))
+        return self.head(x)
+
+
+def run_cli(*args, check=True):
+    r = subprocess.run([runner_path(), *map(str, args)], capture_output=True, text=True, timeout=120)
+    if check and r.returncode != 0:
+        raise AssertionError(f"tessera-export-run failed ({r.returncode}): {r.stderr}")
+    return r
+
+
+def cli_outputs(archive, inputs, tmp_path, *extra):
+    ts.save({f"in{k}": t for k, t in enumerate(inputs)}, tmp_path / "in.safetensors")
+    run_cli(archive, "--input", tmp_path / "in.safetensors", "--output", tmp_path / "out.safetensors", *extra)
+    out = ts.load(tmp_path / "out.safetensors")
+    return [out[f"output_{k}"] for k in range(len(out))]
+
+
+# --- export -----------------------------------------------------------------------------------
+
+def test_export_runs_like_eager_with_the_signature_of_torch_export():
+    m = MLP().eval()
+    x = ts.randn(5, 8)
+    ep = ts.export.export(m, (x,))
+    close(ep.module()(x), m(x))
+    sig = ep.graph_signature
+    assert sig.parameters == ["fc1.weight", "fc1.bias", "bn.weight", "bn.bias", "fc2.weight", "fc2.bias"]
+    assert sig.buffers == ["bn.running_mean", "bn.running_var", "bn.num_batches_tracked"]
+    assert sig.user_inputs == ["x"] and sig.user_outputs == ["output_0"]
+    assert sig.buffers_to_mutate == {}
+    assert set(ep.state_dict) == set(m.state_dict())
+    placeholders = [n.name for n in ep.graph.nodes if n.op == "placeholder"]
+    assert placeholders[0] == "p_fc1_weight" and placeholders[-1] == "x"
+    assert "p_fc1_weight" in str(ep) and "native_batch_norm" in " ".join(ep.operators())
+
+
+@pytest.mark.torch
+def test_signature_names_match_torch_export():
+    import torch
+    tm = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.BatchNorm1d(16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).eval()
+    m = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 4)).eval()
+    m.load_state_dict({name: ts.tensor(t.numpy()) for name, t in tm.state_dict().items()})
+    x = np.random.default_rng(0).standard_normal((5, 8)).astype(np.float32)
+    tep = torch.export.export(tm, (torch.tensor(x),))
+    ep = ts.export.export(m, (ts.tensor(x),))
+    assert list(ep.graph_signature.parameters) == list(tep.graph_signature.parameters)
+    assert list(ep.graph_signature.buffers) == list(tep.graph_signature.buffers)
+    ours = [s.arg.name for s in ep.graph_signature.input_specs]
+    theirs = [s.arg.name for s in tep.graph_signature.input_specs]
+    assert ours == theirs
+    close(ep.module()(ts.tensor(x)), tep.module()(torch.tensor(x)).detach().numpy())
+
+
+def test_training_mode_buffer_updates_are_outputs_and_export_leaves_the_module_alone():
+    m = MLP().train()
+    x = ts.randn(6, 8)
+    before = m.bn.running_mean.clone()
+    ep = ts.export.export(m, (x,))
+    close(m.bn.running_mean, before, atol=0, rtol=0)  # exporting ran forward, then restored the buffers
+    assert "bn.running_mean" in ep.graph_signature.buffers_to_mutate.values()
+    em = ep.module()
+    y = em(x)
+    y_ref = m(x)                      # eager updates m's statistics the same way
+    close(y, y_ref)
+    close(em.bn.running_mean, m.bn.running_mean)
+    close(em.bn.running_var, m.bn.running_var)
+
+
+def test_kwargs_nested_inputs_and_non_tensor_outputs():
+    class M(nn.Module):
+        def forward(self, pair, *, scale):
+            a, b = pair
+            return {"sum": (a + b) * scale["s"], "n": 3}
+
+    m = M()
+    a, b, s = ts.randn(3), ts.randn(3), ts.randn(3)
+    ep = ts.export.export(m, ((a, b),), {"scale": {"s": s}})
+    out = ep.module()((a, b), scale={"s": s})
+    assert out["n"] == 3
+    close(out["sum"], (a + b) * s)
+    with pytest.raises(TypeError, match="structure"):
+        ep.module()(a, scale={"s": s})
+
+
+def test_data_dependent_branch_names_the_line():
+    class M(nn.Module):
+        def forward(self, x):
+            if x.sum() > 0:  # reads a value: one graph cannot hold both paths
+                return x + 1
+            return x - 1
+
+    with pytest.raises(ts.export.ExportError, match=r"test_export.py:\d+ .*if x.sum\(\) > 0.*ts.where"):
+        ts.export.export(M(), (ts.randn(4),))
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="Expected `mod` to be an instance of `tessera.nn.Module`"):
+        ts.export.export(lambda x: x, (ts.randn(2),))
+    with pytest.raises(ValueError, match="tuple"):
+        ts.export.export(MLP(), ts.randn(2, 8))
+    with pytest.raises(ValueError, match="not arguments of forward"):
+        ts.export.export(MLP().eval(), (ts.randn(4, 8),), dynamic_shapes={"y": {0: Dim("b")}})
+
+
+# --- dynamic dims -----------------------------------------------------------------------------
+
+def test_dynamic_batch_one_program_for_every_size():
+    m = MLP().eval()
+    ep = ts.export.export(m, (ts.randn(5, 8),), dynamic_shapes={"x": {0: Dim("batch", max=64)}})
+    assert ep.range_constraints == {"batch": (2, 64)}
+    em = ep.module()
+    for n in (2, 3, 17, 64):
+        x = ts.randn(n, 8)
+        close(em(x), m(x))
+    with pytest.raises(ValueError, match=r"dim 'batch'\) in \[2, 64\], got 65"):
+        em(ts.randn(65, 8))
+    with pytest.raises(ValueError, match=r"shape\[1\] == 8 \(a static dim\), got 9"):
+        em(ts.randn(4, 9))
+    with pytest.raises(ValueError, match="rank 2"):
+        em(ts.randn(4, 8, 1))
+    with pytest.raises(ValueError, match="dtype"):
+        em(ts.randn(4, 8).double())
+
+
+def test_dynamic_batch_and_sequence_in_a_transformer():
+    m = Block().eval()
+    idx = ts.randint(0, 50, (3, 10))
+    batch, seq = Dim("batch", max=32), Dim("seq", max=16)
+    ep = ts.export.export(m, (idx,), dynamic_shapes={"idx": {0: batch, 1: seq}})
+    em = ep.module()
+    for b, t in ((2, 2), (5, 16), (32, 7), (3, 10)):
+        x = ts.randint(0, 50, (b, t))
+        close(em(x), m(x), atol=1e-4)
+
+
+def test_size_one_examples_and_shape_branches_are_refused():
+    m = MLP().eval()
+    with pytest.raises(ts.export.ConstraintViolationError, match="sizes 0 and 1 specialise"):
+        ts.export.export(m, (ts.randn(1, 8),), dynamic_shapes={"x": {0: Dim("batch")}})
+
+    class Branchy(nn.Module):
+        def forward(self, x):
+            return x * 2 if x.shape[0] > 4 else x + 2
+
+    with pytest.raises(ts.export.ConstraintViolationError, match="batch"):
+        ts.export.export(Branchy(), (ts.randn(4, 3),), dynamic_shapes=({0: Dim("batch", min=2, max=8)},))
+
+
+def test_run_decompositions_replaces_an_operator():
+    m = MLP().eval()
+    x = ts.randn(5, 8)
+    ep = ts.export.export(m, (x,))
+    same = ep.run_decompositions()
+    assert same.operators() == ep.operators()
+    relu = ts.ops.aten.relu.default
+    ep2 = ep.run_decompositions({relu: lambda t: ts.clamp(t, min=0.0)})
+    assert "relu" not in ep2.operators() and any(op.startswith("clamp") for op in ep2.operators())
+    close(ep2.module()(x), m(x))
+
+
+# --- the archive -----------------------------------------------------------------------------
+
+def test_save_load_round_trip(tmp_path):
+    m = MLP().eval()
+    x = ts.randn(5, 8)
+    ep = ts.export.export(m, (x,), dynamic_shapes={"x": {0: Dim("batch", max=64)}})
+    ts.export.save(ep, tmp_path / "m.tspt")
+    buf = io.BytesIO()
+    ts.export.save(ep, buf)
+    for source in (tmp_path / "m.tspt", io.BytesIO(buf.getvalue())):
+        ep2 = ts.export.load(source)
+        for n in (2, 9):
+            xx = ts.randn(n, 8)
+            close(ep2.module()(xx), m(xx))
+        assert ep2.range_constraints == ep.range_constraints
+        assert ep2.graph_signature == ep.graph_signature
+    meta = ep2.metadata
+    assert meta["format_version"] == ts.export.ARCHIVE_FORMAT_VERSION and meta["target_devices"] == ["cpu"]
+    assert meta["producer"] == f"tessera {ts.__version__}" and "matmul" in meta["operators"]
+
+
+def _rewrite(src, dst, change, fix_checksum=True):
+    """Copies an archive, passing each part's bytes through change(name, data)."""
+    with zipfile.ZipFile(src) as z:
+        parts = {n: z.read(n) for n in z.namelist()}
+    meta = json.loads(parts["metadata.json"])
+    for name in list(parts):
+        if name != "metadata.json":
+            parts[name] = change(name, parts[name])
+            if fix_checksum:
+                meta["parts"][name] = hashlib.sha256(parts[name]).hexdigest()
+    parts["metadata.json"] = change("metadata.json", json.dumps(meta).encode())
+    with zipfile.ZipFile(dst, "w") as z:
+        for name, data in parts.items():
+            z.writestr(name, data)
+
+
+@pytest.fixture
+def archive(tmp_path):
+    m = MLP().eval()
+    ep = ts.export.export(m, (ts.randn(5, 8),), dynamic_shapes={"x": {0: Dim("batch", max=64)}})
+    path = tmp_path / "m.tspt"
+    ts.export.save(ep, path)
+    return m, path
+
+
+def _broken_archives(path, tmp_path):
+    """(name, archive, message expected from Python and from the C++ runtime)."""
+    data = path.read_bytes()
+    out = []
+    (tmp_path / "truncated.tspt").write_bytes(data[: len(data) // 2])
+    out.append(("truncated", tmp_path / "truncated.tspt", "not an export archive"))
+    (tmp_path / "empty.tspt").write_bytes(b"")
+    out.append(("empty", tmp_path / "empty.tspt", "not an export archive"))
+    _rewrite(path, tmp_path / "tampered.tspt",
+             lambda n, d: d.replace(b'"alpha"', b'"alpha"') if n != "weights.safetensors" else d[:-4] + b"\0\0\0\1",
+             fix_checksum=False)
+    out.append(("tampered", tmp_path / "tampered.tspt", "checksum of weights.safetensors does not match"))
+
+    def newer(n, d):
+        if n != "metadata.json":
+            return d
+        meta = json.loads(d)
+        meta["format_version"] = 99
+        return json.dumps(meta).encode()
+    _rewrite(path, tmp_path / "newer.tspt", newer)
+    out.append(("newer", tmp_path / "newer.tspt", "format version 99"))
+    return out
+
+
+def test_broken_archives_are_clear_errors_in_python_and_cpp(archive, tmp_path):
+    _, path = archive
+    ts.save({"x": ts.randn(4, 8)}, tmp_path / "in.safetensors")
+    for name, broken, message in _broken_archives(path, tmp_path):
+        with pytest.raises(ts.export.ArchiveError, match=message):
+            ts.export.load(broken)
+        r = run_cli(broken, "--input", tmp_path / "in.safetensors", check=False)
+        assert r.returncode == 1, (name, r.stderr)
+        assert message in r.stderr, (name, r.stderr)
+
+
+def test_an_operator_no_plugin_provides(archive, tmp_path):
+    _, path = archive
+    _rewrite(path, tmp_path / "unknown.tspt",
+             lambda n, d: d.replace(b'"op":"relu"', b'"op":"vendorx::fused_relu"') if n == "graph.json" else d)
+    r = run_cli(tmp_path / "unknown.tspt", "--describe", check=False)
+    assert r.returncode == 1 and "operator 'vendorx::fused_relu', which no loaded plugin provides" in r.stderr
+    with pytest.raises(ts.export.ArchiveError, match="vendorx::fused_relu"):
+        ts.export.load(tmp_path / "unknown.tspt")
+
+
+def test_a_graph_that_does_not_fit_the_schema(archive, tmp_path):
+    _, path = archive
+    _rewrite(path, tmp_path / "bad.tspt",
+             lambda n, d: d.replace(b'"op":"relu"', b'"op":"transpose.int"') if n == "graph.json" else d)
+    r = run_cli(tmp_path / "bad.tspt", "--describe", check=False)
+    assert r.returncode == 1 and "transpose.int with 1 arguments; its schema takes 3" in r.stderr
+
+
+def test_two_processes_saving_one_path(tmp_path):
+    code = ("import sys, tessera as ts\nm = ts.nn.Linear(64, 64)\n"
+            "ep = ts.export.export(m, (ts.randn(8, 64),))\n"
+            "for _ in range(5): ts.export.save(ep, sys.argv[1])\n")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "same.tspt")], env=os.environ.copy())
+             for _ in range(2)]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    ep = ts.export.load(tmp_path / "same.tspt")  # whole: one writer's archive, never a mix
+    assert ep.module()(ts.randn(8, 64)).shape == (8, 64)
+    assert not [p for p in os.listdir(tmp_path) if ".tmp." in p]
+
+
+# --- the C++ runtime --------------------------------------------------------------------------
+
+def test_cpp_runtime_matches_eager_at_every_batch(archive, tmp_path):
+    m, path = archive
+    for n in (2, 31, 64):
+        x = ts.randn(n, 8)
+        (y,) = cli_outputs(path, [x], tmp_path)
+        close(y, m(x))
+
+
+def test_cpp_runtime_transformer_and_threads(tmp_path):
+    m = Block().eval()
+    ep = ts.export.export(m, (ts.randint(0, 50, (3, 10)),),
+                          dynamic_shapes={"idx": {0: Dim("batch", max=32), 1: Dim("seq", max=16)}})
+    ts.export.save(ep, tmp_path / "gpt.tspt")
+    for b, t in ((2, 16), (7, 5)):
+        x = ts.randint(0, 50, (b, t))
+        (y,) = cli_outputs(tmp_path / "gpt.tspt", [x], tmp_path, "--threads", "4")
+        close(y, m(x), atol=1e-4)
+
+
+def test_cpp_runtime_input_errors(archive, tmp_path):
+    _, path = archive
+    cases = [([ts.randn(65, 8)], r"dim 'batch'\) in \[2, 64\], got 65"),
+             ([ts.randn(4, 8, 2)], "expected input x of rank 2, got rank 3"),
+             ([ts.randn(4, 7)], r"x.shape\[1\] == 8 \(a static dim\), got 7"),
+             ([ts.randn(4, 8).double()], "expected input x of dtype float32, got float64"),
+             ([ts.randn(4, 8), ts.randn(4, 8)], "the program takes 1 inputs")]
+    import re
+    for inputs, message in cases:
+        ts.save({f"in{k}": t for k, t in enumerate(inputs)}, tmp_path / "in.safetensors")
+        r = run_cli(path, "--input", tmp_path / "in.safetensors", check=False)
+        assert r.returncode == 1 and re.search(message, r.stderr), (message, r.stderr)
+
+
+def test_cpp_runtime_training_mode_buffers(tmp_path):
+    m = MLP().train()
+    x = ts.randn(6, 8)
+    ep = ts.export.export(m, (x,))
+    ts.export.save(ep, tmp_path / "train.tspt")
+    (y,) = cli_outputs(tmp_path / "train.tspt", [x], tmp_path)
+    close(y, m(x))
