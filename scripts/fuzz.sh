@@ -9,9 +9,9 @@ cd "$(dirname "$0")/.."
 SECONDS_EACH=${FUZZ_SECONDS:-60}
 BUILD_DIR=${BUILD_DIR:-build/release}
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ is needed (apt-get install -y clang)" >&2; exit 2; }
-if [ ! -e "$BUILD_DIR/lib/libtessera.so" ] || [ ! -e "$BUILD_DIR/lib/tessera/plugins/libtessera_cpu.so" ]; then
+if [ ! -e "$BUILD_DIR/lib/libtessera.so" ] || [ ! -e "$BUILD_DIR/lib/libtessera-cpp.so" ] || [ ! -e "$BUILD_DIR/lib/tessera/plugins/libtessera_cpu.so" ]; then
   # fuzz_safetensors makes CPU tensors: it needs the CPU plugin next to libtessera.so.
-  cmake --preset release >/dev/null && cmake --build --preset release --target tessera tessera_cpu
+  cmake --preset release >/dev/null && cmake --build --preset release --target tessera tessera_cpu tessera_cpp
 fi
 # fuzz_index embeds the Python that `python3` runs (not whichever libpython CMake finds first), so
 # that it sees the site-packages where the package is installed.
@@ -21,7 +21,7 @@ CC=clang CXX=clang++ cmake -S fuzz -B build/fuzz -G Ninja -DTESSERA_BUILD_DIR="$
 cmake --build build/fuzz
 mkdir -p build/fuzz/artifacts
 status=0
-targets=(fuzz_schema fuzz_handshake fuzz_safetensors)
+targets=(fuzz_schema fuzz_handshake fuzz_safetensors fuzz_export_archive)
 # fuzz_index drives the Python frontend: the build tree's package if there is one, else the installed one.
 [ -d "$BUILD_DIR/python/tessera" ] && export PYTHONPATH="$PWD/$BUILD_DIR/python${PYTHONPATH:+:$PYTHONPATH}"
 if [ -x build/fuzz/fuzz_index ] && (cd /tmp && python3 -c "import tessera") 2>/dev/null; then
