@@ -1,5 +1,6 @@
 """A nanoGPT-shaped model written against torch's API, so the same code runs on Tessera and on
-PyTorch (pass the module: `build(ts)` or `build(torch)`). Used by benchmarks/compile.py."""
+PyTorch (pass the module: `build(ts)` or `build(torch)`). Used by benchmarks/compile.py and
+benchmarks/export.py. forward(idx, targets) is the loss; forward(idx) the logits."""
 
 
 def build(lib, n_layer=6, n_head=6, n_embd=384, block_size=256, vocab_size=65):
@@ -51,13 +52,15 @@ def build(lib, n_layer=6, n_head=6, n_embd=384, block_size=256, vocab_size=65):
             self.ln_f = nn.LayerNorm(n_embd)
             self.lm_head = nn.Linear(n_embd, vocab_size, bias=False)
 
-        def forward(self, idx, targets):
+        def forward(self, idx, targets=None):
             T = idx.shape[1]
             pos = lib.arange(0, T, dtype=lib.long)
             x = self.wte(idx) + self.wpe(pos)
             for block in self.h:
                 x = block(x)
             logits = self.lm_head(self.ln_f(x))
+            if targets is None:  # inference: the logits
+                return logits
             return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
 
     return GPT()

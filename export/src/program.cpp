@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 #include <set>
 
@@ -392,7 +393,26 @@ std::shared_ptr<const Plan> Program::Impl::plan_for(const std::vector<int64_t>& 
   return plan;
 }
 
-std::vector<Tensor> Program::run(const std::vector<Tensor>& given) const {
+std::vector<Tensor> Program::run(const std::vector<Tensor>& given) const { return execute(given, nullptr); }
+
+std::vector<NodeTime> Program::profile(const std::vector<Tensor>& inputs, int repeats) const {
+  if (repeats < 1) raise<ValueError>("exported program profile: repeats must be >= 1, got {}", repeats);
+  const graph::Graph& g = impl_->graph;
+  std::vector<std::vector<double>> samples(g.nodes.size());
+  std::vector<double> times;
+  for (int r = 0; r < repeats; ++r) {
+    execute(inputs, &times);
+    for (size_t k = 0; k < times.size(); ++k) samples[k].push_back(times[k]);
+  }
+  std::vector<NodeTime> out;
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    std::sort(samples[k].begin(), samples[k].end());
+    out.push_back({g.nodes[k].op, samples[k][samples[k].size() / 2]});
+  }
+  return out;
+}
+
+std::vector<Tensor> Program::execute(const std::vector<Tensor>& given, std::vector<double>* node_us) const {
   const Impl& p = *impl_;
   std::vector<int64_t> sizes = p.check_inputs(given);
   std::shared_ptr<const Plan> plan = p.plan_for(sizes);
@@ -411,6 +431,7 @@ std::vector<Tensor> Program::run(const std::vector<Tensor>& given) const {
   std::vector<ts_value> slots;
   std::vector<std::vector<ts_tensor>> lists;
   Dispatcher& dispatcher = Dispatcher::instance();
+  if (node_us) node_us->clear();
   for (const PreparedNode& n : plan->nodes) {
     slots.assign(n.slots.begin(), n.slots.end());
     for (auto [slot, id] : n.tensor_args) tessera::detail::box(slots[size_t(slot)], env[size_t(id)]);
@@ -424,7 +445,13 @@ std::vector<Tensor> Program::run(const std::vector<Tensor>& given) const {
       v.u.tensors.size = int64_t(lists[l].size());
     }
     ts_stack stack{sizeof(ts_stack), slots.data(), n.n_args, int32_t(slots.size())};
-    dispatcher.call(n.op, &stack);
+    if (node_us) {
+      auto start = std::chrono::steady_clock::now();
+      dispatcher.call(n.op, &stack);
+      node_us->push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+    } else {
+      dispatcher.call(n.op, &stack);
+    }
     for (size_t r = 0; r < n.outputs.size() && int32_t(r) < stack.size; ++r) {
       const ts_value& out = slots[r];
       if (out.tag == TS_VALUE_TENSOR_LIST) {

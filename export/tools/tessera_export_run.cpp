@@ -111,8 +111,13 @@ int main(int argc, char** argv) try {
       us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
     }
     std::sort(us.begin(), us.end());
-    fmt::print("{} runs: median {:.1f} us, min {:.1f} us, max {:.1f} us\n", benchmark, us[us.size() / 2], us.front(),
-               us.back());
+    double nodes_us = 0;
+    auto per_node = program.profile(inputs, benchmark);
+    for (const auto& n : per_node) nodes_us += n.microseconds;
+    fmt::print("{} runs: median {:.1f} us, min {:.1f} us, max {:.1f} us; {} operator calls sum to {:.1f} us (medians): "
+               "runtime overhead {:.1f} us a run\n",
+               benchmark, us[us.size() / 2], us.front(), us.back(), per_node.size(), nodes_us,
+               us[us.size() / 2] - nodes_us);
   }
   if (!output.empty()) {
     ts::NamedTensors named;

@@ -187,7 +187,10 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=False, preserv
         spec = spec_by_leaf.get(p - n_state, {})
         input_dims.append([{"sym": sym_of[id(spec[d])]} if d in spec else int(s) for d, s in enumerate(leaf.shape)])
         input_dtypes.append(str(leaf.dtype))
-    symbol_json = [{"name": d.__name__, "min": max(d.min, 2), "max": d.max} for d in symbols.dims]
+    # The graph was captured at sizes >= 2; its integers are affine in the dims, so it runs at size
+    # 1 too (as PyTorch's exported programs accept 1 for a dim with min <= 1). Empty inputs (size
+    # 0) are not served.
+    symbol_json = [{"name": d.__name__, "min": max(d.min, 1), "max": d.max} for d in symbols.dims]
     if len({s["name"] for s in symbol_json}) != len(symbol_json):
         raise ValueError("ts.export: two different Dims have the same name; give each dynamic dim its own name")
 

@@ -36,6 +36,12 @@ struct LoadOptions {
 
 // One user input as the program expects it. A dim is its static size, or -1 when dynamic
 // (then `dim_names` names it and `dim_ranges` bounds it).
+// One node's median time over a profile's runs: the operator call, dispatch included.
+struct NodeTime {
+  std::string op;
+  double microseconds = 0;
+};
+
 struct InputInfo {
   std::string name;  // forward's argument name: "x" ("x_0" for the first tensor of a tuple x)
   std::string path;  // where it was in the call: "args[0]", "kwargs['mask']"
@@ -51,6 +57,9 @@ class Program {
   // ValueError naming the input for a wrong count, dtype, rank, device, static dim or a dynamic
   // dim out of its range.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
+  // Runs `repeats` times timing each operator call: the median per node, in graph order. What a
+  // run costs beyond their sum is the runtime's own overhead.
+  std::vector<NodeTime> profile(const std::vector<Tensor>& inputs, int repeats = 20) const;
 
   // Moves the weights to `device` (a plugin device, a vendor's included); later runs expect
   // their inputs there. Returns *this.
@@ -73,6 +82,7 @@ class Program {
   explicit Program(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
  private:
+  std::vector<Tensor> execute(const std::vector<Tensor>& inputs, std::vector<double>* node_us) const;
   std::shared_ptr<Impl> impl_;
 };
 
