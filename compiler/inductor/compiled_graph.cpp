@@ -13,7 +13,7 @@ namespace {
 namespace g = sdk::graph;
 }
 
-CompiledGraph::CompiledGraph(g::Graph graph) : graph_(std::move(graph)), plan_(plan_fusion(graph_)) {
+CompiledGraph::CompiledGraph(g::Graph graph, const std::string& prebuilt) : graph_(std::move(graph)), plan_(plan_fusion(graph_)) {
   operators_.assign(graph_.nodes.size(), nullptr);
   for (size_t n = 0; n < graph_.nodes.size(); ++n) {
     operators_[n] = sdk::host().find_operator(graph_.nodes[n].op.c_str());
@@ -25,7 +25,8 @@ CompiledGraph::CompiledGraph(g::Graph graph) : graph_(std::move(graph)), plan_(p
   if (plan_.kernels.empty()) return;
   CodegenOptions options;
   options.vector_math = KernelCache::instance().vector_math_available();
-  library_ = KernelCache::instance().load(generate_cpp(graph_, plan_, options));
+  const std::string source = generate_cpp(graph_, plan_, options);
+  library_ = prebuilt.empty() ? KernelCache::instance().load(source) : KernelCache::instance().load_prebuilt(prebuilt, source);
   for (size_t k = 0; k < plan_.kernels.size(); ++k) {
     auto fn = reinterpret_cast<KernelFn>(dlsym(library_.handle, kernel_symbol(k).c_str()));
     if (!fn) throw sdk::Error(TS_ERROR, "inductor: '" + library_.path + "' has no " + kernel_symbol(k));

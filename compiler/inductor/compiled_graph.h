@@ -14,10 +14,13 @@ namespace tessera::inductor {
 
 class CompiledGraph {
  public:
-  explicit CompiledGraph(sdk::graph::Graph graph);
+  // `prebuilt`: a library built ahead of time for this graph, loaded instead of compiling.
+  explicit CompiledGraph(sdk::graph::Graph graph, const std::string& prebuilt = "");
   std::vector<sdk::TensorRef> run(ts_call call, const std::vector<sdk::TensorRef>& arguments);
   // One paragraph for tests and explain(): kernels, dispatcher calls, the library.
   std::string describe() const;
+  // The fused kernels' library ("" when nothing fused).
+  const std::string& library_path() const { return library_.path; }
 
  private:
   using KernelFn = void (*)(void* const*, void* const*);

@@ -125,10 +125,13 @@ LoadedLibrary KernelCache::load(const std::string& source) {
   std::snprintf(name, sizeof name, "%016llx", static_cast<unsigned long long>(key));
   const std::string dir = directory();
   const std::string so = dir + "/" + name + ".so";
-  // The source carries its key, so a loaded file proves it is the entry it claims to be.
-  char key_fn[96];
-  std::snprintf(key_fn, sizeof key_fn, "\nextern \"C\" uint64_t tessera_cache_key() { return 0x%016llxull; }\n",
-                static_cast<unsigned long long>(key));
+  // The source carries its key, so a loaded file proves it is the entry it claims to be; and the
+  // hash of the source alone, which a prebuilt library (load_prebuilt) is checked against.
+  char key_fn[192];
+  std::snprintf(key_fn, sizeof key_fn,
+                "\nextern \"C\" uint64_t tessera_cache_key() { return 0x%016llxull; }\n"
+                "extern \"C\" uint64_t tessera_source_key() { return 0x%016llxull; }\n",
+                static_cast<unsigned long long>(key), static_cast<unsigned long long>(stable_hash(source)));
   auto try_load = [&](bool from_cache) -> LoadedLibrary {
     void* h = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!h) return {};
@@ -176,6 +179,18 @@ LoadedLibrary KernelCache::load(const std::string& source) {
   LoadedLibrary lib = try_load(false);
   if (!lib.handle) throw std::runtime_error(std::string("inductor: cannot load '") + so + "': " + dlerror());
   return lib;
+}
+
+LoadedLibrary KernelCache::load_prebuilt(const std::string& path, const std::string& source) {
+  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) throw std::runtime_error("inductor: cannot load the prebuilt kernels '" + path + "': " + dlerror());
+  auto stored = reinterpret_cast<uint64_t (*)()>(dlsym(h, "tessera_source_key"));
+  if (!stored || stored() != stable_hash(source)) {
+    dlclose(h);
+    throw std::runtime_error("inductor: the prebuilt kernels '" + path + "' were not generated from this graph by "
+                             "this version of the inductor");
+  }
+  return {h, path, true};
 }
 
 }  // namespace tessera::inductor

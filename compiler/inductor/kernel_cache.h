@@ -23,6 +23,11 @@ class KernelCache {
   // The compiled and loaded library of `source`; throws std::runtime_error naming what failed
   // (no compiler on PATH, a compile error with the compiler's output, an unwritable cache).
   LoadedLibrary load(const std::string& source);
+  // A library built elsewhere (an export archive's ahead-of-time kernels), loaded only when it
+  // was built from exactly `source` (its embedded tessera_source_key); no compiler is needed.
+  LoadedLibrary load_prebuilt(const std::string& path, const std::string& source);
+  // The "flags" line of /proc/cpuinfo: what -march=native compiled for.
+  const std::string& cpu_features() const { return cpu_features_; }
   std::string directory() const;
   bool vector_math_available() const { return vector_math_; }
 

@@ -4,6 +4,10 @@
 //   inductor::run(int handle, Tensor[] arguments) -> Tensor[]   inputs then constants -> outputs
 //   inductor::describe(int handle) -> str
 //   inductor::release(int handle) -> ()
+//   inductor::library(int handle) -> str      the fused kernels' shared object ("" if none)
+//   inductor::target() -> str                 the CPU features kernels are compiled for
+// compile's options: "prebuilt=<path>" loads kernels built ahead of time (an export archive's)
+// instead of compiling; they must come from the same graph and inductor version.
 // A compiled graph runs as one operator call, so the profiler and devices see it as such.
 #include "compiled_graph.h"
 
@@ -33,9 +37,16 @@ void compile(sdk::Args& a) {
   } catch (const std::exception& e) {
     sdk::fail(TS_ERROR_VALUE, "inductor::compile: ", e.what());
   }
+  std::string prebuilt;
+  if (auto options = a.optional_str(1); options && !options->empty()) {
+    std::string_view o = *options;
+    if (o.rfind("prebuilt=", 0) != 0)
+      sdk::fail(TS_ERROR_VALUE, "inductor::compile: unknown options '", o, "' (known: prebuilt=<path>)");
+    prebuilt = std::string(o.substr(9));
+  }
   std::shared_ptr<CompiledGraph> compiled;
   try {
-    compiled = std::make_shared<CompiledGraph>(std::move(graph));
+    compiled = std::make_shared<CompiledGraph>(std::move(graph), prebuilt);
   } catch (const sdk::Error&) {
     throw;
   } catch (const std::exception& e) {
@@ -68,6 +79,17 @@ void describe(sdk::Args& a) {
   a.returns({v});
 }
 
+void return_string(sdk::Args& a, std::string value) {
+  thread_local std::string text;
+  text = std::move(value);
+  ts_value v{TS_VALUE_STRING, 0, {}};
+  v.u.str = text.c_str();
+  a.returns({v});
+}
+
+void library(sdk::Args& a) { return_string(a, lookup("inductor::library", a.to_int(0))->library_path()); }
+void target(sdk::Args& a) { return_string(a, KernelCache::instance().cpu_features()); }
+
 void release(sdk::Args& a) {
   const int64_t handle = a.to_int(0);
   std::lock_guard lock(registry_mutex);
@@ -95,6 +117,8 @@ void register_inductor(sdk::Registrar& reg) {
       {"inductor::describe(int handle) -> str", "inductor::describe", describe},
       {"inductor::release(int handle) -> ()", "inductor::release", release},
       {"inductor::cache_dir() -> str", "inductor::cache_dir", cache_dir},
+      {"inductor::library(int handle) -> str", "inductor::library", library},
+      {"inductor::target() -> str", "inductor::target", target},
   };
   for (const Op& op : ops) {
     reg.def(op.schema);

@@ -16,7 +16,6 @@
 #include <memory>
 
 namespace tessera::exported::detail {
-namespace {
 
 std::string sha256_hex(const void* data, size_t size) {
   unsigned char digest[EVP_MAX_MD_SIZE];
@@ -27,6 +26,8 @@ std::string sha256_hex(const void* data, size_t size) {
   for (unsigned int i = 0; i < length; ++i) hex += fmt::format("{:02x}", digest[i]);
   return hex;
 }
+
+namespace {
 
 struct ZipCloser {
   void operator()(zip_t* z) const { zip_discard(z); }
@@ -112,6 +113,16 @@ ArchiveParts read_archive(std::span<const std::byte> bytes, const std::string& w
     else
       (std::strcmp(name, "graph.json") == 0 ? parts.graph : parts.program)
           .assign(reinterpret_cast<const char*>(data.data()), data.size());
+  }
+  // Any other part the metadata lists (ahead-of-time kernels) is read and checked the same way.
+  for (const auto& [name, sum] : m["parts"].items()) {
+    if (name == "graph.json" || name == "program.json" || name == "weights.safetensors") continue;
+    if (!sum.is_string()) raise<ValueError>("export archive '{}': metadata.json's checksum of {} is not a string", where, name);
+    std::vector<std::byte> data = read_entry(z.get(), name.c_str(), where);
+    if (sha256_hex(data.data(), data.size()) != sum.get<std::string>())
+      raise<ValueError>("export archive '{}': the checksum of {} does not match metadata.json (the archive was "
+                        "modified or damaged)", where, name);
+    parts.extra.emplace(name, std::move(data));
   }
   return parts;
 }

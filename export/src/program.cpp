@@ -231,8 +231,34 @@ std::shared_ptr<Program::Impl> make_program(const json& metadata, const std::str
     }
     for (const json& s : field(program, "symbolic_ints", where)) {
       const json& path = s.at("path");
-      if (path.at(0) != "n") continue;  // value shapes: the runtime does not need them
       SymbolicInt si;
+      auto read_terms = [&] {
+        for (const json& t : s.at("expr")) {
+          std::vector<int64_t> syms = t.at(1).get<std::vector<int64_t>>();
+          for (int64_t i : syms)
+            if (i < 0 || size_t(i) >= p.symbol_ranges.size())
+              raise<ValueError>("export archive '{}': program.json: a symbolic int names dim symbol {}", where, i);
+          si.terms.emplace_back(t.at(0).get<int64_t>(), std::move(syms));
+        }
+      };
+      if (path.at(0) == "v") {  // a value's geometry: what a compiler generates code for
+        si.value = path.at(1).get<int64_t>();
+        check_id(g, si.value, where, "a symbolic int");
+        const graph::Value& v = g.values[size_t(si.value)];
+        std::string what = path.at(2).get<std::string>();
+        si.field = what == "shape" ? SymbolicInt::Field::Shape
+                   : what == "strides" ? SymbolicInt::Field::Strides : SymbolicInt::Field::Offset;
+        if (what != "shape" && what != "strides" && what != "storage_offset")
+          raise<ValueError>("export archive '{}': program.json: a symbolic int names the '{}' of a value", where, what);
+        if (si.field != SymbolicInt::Field::Offset) {
+          si.dim = path.at(3).get<int64_t>();
+          if (si.dim < 0 || size_t(si.dim) >= v.shape.size() || v.strides.size() != v.shape.size())
+            raise<ValueError>("export archive '{}': program.json: a symbolic int names dim {} of value {}", where, si.dim, si.value);
+        }
+        read_terms();
+        p.symbolic_ints.push_back(std::move(si));
+        continue;
+      }
       si.node = path.at(1).get<int64_t>();
       si.arg = path.at(2).get<int64_t>();
       si.element = path.size() > 3 ? path.at(3).get<int64_t>() : -1;
@@ -244,13 +270,7 @@ std::shared_ptr<Program::Impl> make_program(const json& metadata, const std::str
       bool ok = si.element < 0 ? a.kind == graph::Arg::Kind::Int
                                : a.kind == graph::Arg::Kind::Ints && size_t(si.element) < a.ints.size();
       if (!ok) raise<ValueError>("export archive '{}': program.json: a symbolic int names node {} argument {}, which is no int", where, si.node, si.arg);
-      for (const json& t : s.at("expr")) {
-        std::vector<int64_t> syms = t.at(1).get<std::vector<int64_t>>();
-        for (int64_t i : syms)
-          if (i < 0 || size_t(i) >= p.symbol_ranges.size())
-            raise<ValueError>("export archive '{}': program.json: a symbolic int names dim symbol {}", where, i);
-        si.terms.emplace_back(t.at(0).get<int64_t>(), std::move(syms));
-      }
+      read_terms();
       p.symbolic_ints.push_back(std::move(si));
     }
     size_t n_outputs = 0;
@@ -364,15 +384,29 @@ PreparedNode prepare(const graph::Node& n, OperatorHandle op) {
 
 }  // namespace
 
+graph::Graph Program::Impl::graph_at(const std::vector<int64_t>& sizes) const {
+  graph::Graph g = graph;
+  for (const SymbolicInt& s : symbolic_ints) {
+    const int64_t v = evaluate(s, sizes);
+    switch (s.field) {
+      case SymbolicInt::Field::Argument: {
+        graph::Arg& a = g.nodes[size_t(s.node)].args[size_t(s.arg)];
+        (s.element < 0 ? a.i : a.ints[size_t(s.element)]) = v;
+        break;
+      }
+      case SymbolicInt::Field::Shape: g.values[size_t(s.value)].shape[size_t(s.dim)] = v; break;
+      case SymbolicInt::Field::Strides: g.values[size_t(s.value)].strides[size_t(s.dim)] = v; break;
+      case SymbolicInt::Field::Offset: g.values[size_t(s.value)].storage_offset = v; break;
+    }
+  }
+  return g;
+}
+
 std::shared_ptr<const Plan> Program::Impl::plan_for(const std::vector<int64_t>& sizes) const {
   std::lock_guard lock(plans_mutex);
   auto it = plans.find(sizes);
   if (it != plans.end()) return it->second;
-  graph::Graph g = graph;  // the dynamic ints evaluated at these sizes
-  for (const SymbolicInt& s : symbolic_ints) {
-    graph::Arg& a = g.nodes[size_t(s.node)].args[size_t(s.arg)];
-    (s.element < 0 ? a.i : a.ints[size_t(s.element)]) = evaluate(s, sizes);
-  }
+  graph::Graph g = graph_at(sizes);
   // Values are released after their last use, unless the caller gets them back.
   std::vector<int64_t> last_use(g.values.size(), -1);
   for (size_t k = 0; k < g.nodes.size(); ++k)
@@ -398,16 +432,19 @@ std::vector<Tensor> Program::run(const std::vector<Tensor>& given) const { retur
 std::vector<NodeTime> Program::profile(const std::vector<Tensor>& inputs, int repeats) const {
   if (repeats < 1) raise<ValueError>("exported program profile: repeats must be >= 1, got {}", repeats);
   const graph::Graph& g = impl_->graph;
-  std::vector<std::vector<double>> samples(g.nodes.size());
+  std::vector<std::vector<double>> samples;
   std::vector<double> times;
   for (int r = 0; r < repeats; ++r) {
     execute(inputs, &times);
+    samples.resize(times.size());
     for (size_t k = 0; k < times.size(); ++k) samples[k].push_back(times[k]);
   }
+  // One entry per node, or one for the whole graph when the ahead-of-time kernels ran it.
+  const bool native = samples.size() != g.nodes.size();
   std::vector<NodeTime> out;
-  for (size_t k = 0; k < g.nodes.size(); ++k) {
+  for (size_t k = 0; k < samples.size(); ++k) {
     std::sort(samples[k].begin(), samples[k].end());
-    out.push_back({g.nodes[k].op, samples[k][samples[k].size() / 2]});
+    out.push_back({native ? "inductor::run" : g.nodes[k].op, samples[k][samples[k].size() / 2]});
   }
   return out;
 }
@@ -415,7 +452,8 @@ std::vector<NodeTime> Program::profile(const std::vector<Tensor>& inputs, int re
 std::vector<Tensor> Program::execute(const std::vector<Tensor>& given, std::vector<double>* node_us) const {
   const Impl& p = *impl_;
   std::vector<int64_t> sizes = p.check_inputs(given);
-  std::shared_ptr<const Plan> plan = p.plan_for(sizes);
+  auto native = p.native.find(sizes);
+  std::shared_ptr<const Plan> plan = native == p.native.end() ? p.plan_for(sizes) : nullptr;
   std::unique_lock state_lock(p.run_mutex, std::defer_lock);
   if (!p.state_writes.empty()) state_lock.lock();
   // Inference: nothing records gradients (the autograd plugin is not loaded for it).
@@ -432,7 +470,26 @@ std::vector<Tensor> Program::execute(const std::vector<Tensor>& given, std::vect
   std::vector<std::vector<ts_tensor>> lists;
   Dispatcher& dispatcher = Dispatcher::instance();
   if (node_us) node_us->clear();
-  for (const PreparedNode& n : plan->nodes) {
+  if (!plan) {  // the archive's kernels for these sizes: one call of the compiled graph
+    std::vector<Tensor> arguments;
+    for (int64_t id : g.inputs) arguments.push_back(env[size_t(id)]);
+    for (int64_t id : g.constants) arguments.push_back(env[size_t(id)]);
+    ts_value stack_slots[2];
+    tessera::detail::box(stack_slots[0], native->second);
+    tessera::detail::box(stack_slots[1], arguments);
+    ts_stack stack{sizeof(ts_stack), stack_slots, 2, 2};
+    auto start = std::chrono::steady_clock::now();
+    dispatcher.call(p.inductor_run, &stack);
+    if (node_us)
+      node_us->push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+    std::vector<Tensor> results = tessera::detail::unbox<std::vector<Tensor>>(stack_slots[0]);
+    if (results.size() != g.outputs.size())
+      raise<RuntimeError>("exported program '{}': the ahead-of-time kernels returned {} outputs, the graph has {}",
+                          p.where, results.size(), g.outputs.size());
+    for (size_t k = 0; k < results.size(); ++k) env[size_t(g.outputs[k])] = results[k];
+  }
+  static const std::vector<PreparedNode> kNoNodes;
+  for (const PreparedNode& n : plan ? plan->nodes : kNoNodes) {
     slots.assign(n.slots.begin(), n.slots.end());
     for (auto [slot, id] : n.tensor_args) tessera::detail::box(slots[size_t(slot)], env[size_t(id)]);
     lists.resize(n.tensor_lists.size());
@@ -529,14 +586,21 @@ std::string Program::describe() const {
     text += fmt::format("  input {}: {} [{}]\n", in.name, name(in.dtype), fmt::join(dims, ", "));
   }
   text += fmt::format("  outputs: {}\n", p.n_user_outputs);
+  text += p.native.empty() ? fmt::format("  kernels: the portable graph (ahead-of-time kernels: {})\n", p.native_reason)
+                           : fmt::format("  kernels: ahead-of-time, for {} size set(s); other sizes run the portable graph\n",
+                                         p.native.size());
   return text;
 }
 
 Program load_from_memory(std::span<const std::byte> archive, const LoadOptions& options, const std::string& where) {
   detail::ArchiveParts parts = detail::read_archive(archive, where);
-  (void)options;  // archives carry no native kernels yet: the portable graph always runs
-  return Program(make_program(parts.metadata, parts.graph, parts.program, parts.weights, where));
+  auto impl = make_program(parts.metadata, parts.graph, parts.program, parts.weights, where);
+  if (options.allow_native) attach_native_kernels(*impl, parts.extra);
+  return Program(impl);
 }
+
+bool Program::native() const { return !impl_->native.empty(); }
+const std::string& Program::native_reason() const { return impl_->native_reason; }
 
 Program load(const std::string& path, const LoadOptions& options) {
   std::vector<std::byte> bytes = detail::read_file(path);

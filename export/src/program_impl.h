@@ -42,8 +42,13 @@ struct Plan {
   std::vector<PreparedNode> nodes;
 };
 
+// An integer of the graph that follows the dynamic dims: a node's argument (node, arg, element)
+// or a value's geometry (value >= 0: its shape[dim], strides[dim] or storage offset).
 struct SymbolicInt {
+  enum class Field { Argument, Shape, Strides, Offset };
+  Field field = Field::Argument;
   int64_t node = 0, arg = 0, element = -1;          // element -1: an int argument, else an ints element
+  int64_t value = -1, dim = 0;
   std::vector<std::pair<int64_t, std::vector<int64_t>>> terms;  // coefficient, symbol indices
 };
 
@@ -64,17 +69,27 @@ struct Program::Impl {
   std::vector<std::string> plugins;
   Device device{"cpu"};
 
+  // Ahead-of-time kernels (LoadOptions::allow_native): sizes -> the inductor's handle.
+  std::map<std::vector<int64_t>, int64_t> native;
+  OperatorHandle inductor_run = nullptr;
+  std::string native_reason = "not asked (LoadOptions::allow_native is false)";
+
   mutable std::mutex plans_mutex;
   mutable std::map<std::vector<int64_t>, std::shared_ptr<const Plan>> plans;
   mutable std::mutex run_mutex;  // taken by runs of a program that writes its state
 
   std::vector<int64_t> check_inputs(const std::vector<Tensor>& given) const;
   std::shared_ptr<const Plan> plan_for(const std::vector<int64_t>& sizes) const;
+  // The graph with every symbolic integer evaluated at `sizes`.
+  graph::Graph graph_at(const std::vector<int64_t>& sizes) const;
 };
 
 // Builds an Impl from an archive's parts (archive.h); ValueError naming what is wrong.
 std::shared_ptr<Program::Impl> make_program(const nlohmann::json& metadata, const std::string& graph_text,
                                             const std::string& program_text, std::span<const std::byte> weights,
                                             const std::string& where);
+// Sets up the archive's ahead-of-time kernels when they suit this machine (native_aot.cpp);
+// otherwise records why not in native_reason.
+void attach_native_kernels(Program::Impl& p, const std::map<std::string, std::vector<std::byte>>& parts);
 
 }  // namespace tessera::exported

@@ -376,3 +376,75 @@ def test_cpp_runtime_training_mode_buffers(tmp_path):
     ts.export.save(ep, tmp_path / "train.tspt")
     (y,) = cli_outputs(tmp_path / "train.tspt", [x], tmp_path)
     close(y, m(x))
+
+
+# --- ahead-of-time kernels ----------------------------------------------------------------------
+
+@pytest.fixture
+def aot_archive(tmp_path, monkeypatch):
+    monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path / "cache"))
+    m = nn.Sequential(nn.Linear(16, 64), nn.GELU(), nn.LayerNorm(64), nn.Linear(64, 16)).eval()
+    ep = ts.export.export(m, (ts.randn(8, 16),), dynamic_shapes=({0: Dim("batch", max=64)},))
+    aep = ts.export.aot_compile(ep, sizes=[{"batch": 8}, {"batch": 32}])
+    path = tmp_path / "aot.tspt"
+    ts.export.save(aep, path)
+    return m, path
+
+
+def test_aot_kernels_run_only_when_allowed(aot_archive, tmp_path):
+    m, path = aot_archive
+    assert ts.export.load(path).native is False
+    ep = ts.export.load(path, allow_native=True)
+    assert ep.native, ep.native_reason
+    em = ep.module()
+    for n in (8, 32, 5):  # 5: no kernels for it, the portable graph runs
+        x = ts.randn(n, 16)
+        close(em(x), m(x), atol=1e-5)
+    assert "ahead-of-time, for 2 size set(s)" in run_cli(path, "--describe", "--allow-native").stdout
+    assert "the portable graph (ahead-of-time kernels: not asked" in run_cli(path, "--describe").stdout
+    for n in (8, 5):
+        x = ts.randn(n, 16)
+        (y,) = cli_outputs(path, [x], tmp_path, "--allow-native", "--threads", "3")
+        close(y, m(x), atol=1e-5)
+
+
+def test_aot_kernels_for_other_cpus_are_not_used(aot_archive, tmp_path):
+    m, path = aot_archive
+
+    def other_cpu(name, data):
+        if name != "aot/cpu/aot.json":
+            return data
+        manifest = json.loads(data)
+        manifest["cpu_features"] += " imaginary_isa_9000"
+        return json.dumps(manifest).encode()
+    _rewrite(path, tmp_path / "other.tspt", other_cpu)
+    ep = ts.export.load(tmp_path / "other.tspt", allow_native=True)
+    assert not ep.native and "imaginary_isa_9000" in ep.native_reason
+    out = run_cli(tmp_path / "other.tspt", "--describe", "--allow-native").stdout
+    assert "portable graph" in out and "imaginary_isa_9000" in out
+    x = ts.randn(8, 16)
+    (y,) = cli_outputs(tmp_path / "other.tspt", [x], tmp_path, "--allow-native")
+    close(y, m(x), atol=1e-5)
+
+
+def test_aot_kernels_of_another_graph_are_refused(aot_archive, tmp_path):
+    _, path = aot_archive
+    with zipfile.ZipFile(path) as z:
+        other_library = z.read("aot/cpu/kernels_1.so")  # the kernels for batch 32, not 8
+    _rewrite(path, tmp_path / "swapped.tspt",
+             lambda n, d: other_library if n == "aot/cpu/kernels_0.so" else d)
+    with pytest.raises(RuntimeError, match="not generated from this graph"):
+        ts.export.load(tmp_path / "swapped.tspt", allow_native=True)
+    r = run_cli(tmp_path / "swapped.tspt", "--describe", "--allow-native", check=False)
+    assert r.returncode == 1 and "not generated from this graph" in r.stderr
+    assert ts.export.load(tmp_path / "swapped.tspt").native is False  # without the opt-in: portable, fine
+
+
+def test_aot_compile_arguments():
+    ep = ts.export.export(nn.Linear(4, 4), (ts.randn(3, 4),), dynamic_shapes=({0: Dim("batch", max=8)},))
+    with pytest.raises(NotImplementedError, match="cuda"):
+        ts.export.aot_compile(ep, target="cuda")
+    with pytest.raises(ValueError, match="outside"):
+        ts.export.aot_compile(ep, sizes=[{"batch": 9}])
+    with pytest.raises(ValueError, match="not dynamic dims"):
+        ts.export.aot_compile(ep, sizes=[{"seq": 4}])

@@ -6,6 +6,7 @@
     ts.export.save(ep, "model.tspt")
     ep2 = ts.export.load("model.tspt"); y = ep2.module()(x)
 """
+from tessera.export._aot import aot_compile
 from tessera.export._archive import ARCHIVE_FORMAT_VERSION, ArchiveError, load, save
 from tessera.export._dynamic import ConstraintViolationError, Dim, dims
 from tessera.export._export import ExportError, export
@@ -13,6 +14,6 @@ from tessera.export._program import ExportedProgram
 from tessera.export._signature import (ExportGraphSignature, InputKind, InputSpec, OutputKind, OutputSpec,
                                        TensorArgument)
 
-__all__ = ["export", "save", "load", "Dim", "dims", "ExportedProgram", "ExportGraphSignature",
+__all__ = ["export", "save", "load", "aot_compile", "Dim", "dims", "ExportedProgram", "ExportGraphSignature",
            "InputKind", "InputSpec", "OutputKind", "OutputSpec", "TensorArgument", "ExportError", "ArchiveError",
            "ConstraintViolationError", "ARCHIVE_FORMAT_VERSION"]

@@ -62,14 +62,23 @@ def save(ep, f):
     parts = {"graph.json": ep.ir_text().encode(),
              "program.json": json.dumps(ep.program_json(), separators=(",", ":")).encode(),
              "weights.safetensors": _weights_bytes(ep)}
-    meta = json.dumps(metadata_for(ep, parts), indent=1).encode()
+    aot = getattr(ep, "_aot", None)
+    if aot is not None:  # ahead-of-time kernels (aot_compile): used only with allow_native
+        manifest = aot.manifest()
+        parts[f"aot/{aot.target}/aot.json"] = json.dumps(manifest, indent=1).encode()
+        for entry, described in zip(aot.entries, manifest["entries"]):
+            if entry["library"]:
+                parts[described["library"]] = entry["library"]
+    meta_dict = metadata_for(ep, parts)
+    meta_dict["aot_targets"] = [aot.target] if aot is not None else []
+    meta = json.dumps(meta_dict, indent=1).encode()
 
     def write(fileobj):
         with zipfile.ZipFile(fileobj, "w") as z:
             z.writestr("metadata.json", meta, compress_type=zipfile.ZIP_DEFLATED)
             for name, data in parts.items():
                 # Weights are stored as they are (they barely compress), the JSON deflated.
-                kind = zipfile.ZIP_STORED if name.endswith(".safetensors") else zipfile.ZIP_DEFLATED
+                kind = zipfile.ZIP_DEFLATED if name.endswith(".json") else zipfile.ZIP_STORED
                 z.writestr(name, data, compress_type=kind)
 
     if hasattr(f, "write"):
@@ -119,6 +128,9 @@ def read_parts(f):
         for name in PARTS:
             if name not in names or name not in sums:
                 raise ArchiveError(f"ts.export.load: '{where}' lacks the part {name}")
+        for name in sorted(sums):
+            if name not in names:
+                raise ArchiveError(f"ts.export.load: '{where}' lacks the part {name}")
             try:
                 data = z.read(name)
             except (zipfile.BadZipFile, OSError, EOFError) as e:
@@ -145,7 +157,11 @@ def _check_operators(ep, f):
 
 
 def load(f, *, expected_opset_version=None, allow_native=False):
-    """Reads an archive written by save(): an ExportedProgram whose module() runs the graph."""
+    """Reads an archive written by save(): an ExportedProgram whose module() runs the graph.
+
+    allow_native: use the archive's ahead-of-time kernels (native code: only for a trusted
+    archive) when they were built for this machine; without it, or when they were not, the
+    portable graph runs. `ep.native` says which, `ep.native_reason` why not."""
     meta, parts = read_parts(f)
     try:
         ir = json.loads(parts["graph.json"])
@@ -172,6 +188,24 @@ def load(f, *, expected_opset_version=None, allow_native=False):
         persistent = s.kind == InputKind.PARAMETER or (s.kind == InputKind.BUFFER and s.persistent is not False)
         (ep.state_dict if persistent else ep.constants)[s.target] = weights[s.target]
     ep.metadata = meta
+    from tessera.export import _aot
+    for target in meta.get("aot_targets", []):
+        try:
+            manifest = json.loads(parts[f"aot/{target}/aot.json"])
+            entries = [{"sizes": e["sizes"], "library": parts[e["library"]] if e["library"] else None}
+                       for e in manifest["entries"]]
+        except (KeyError, TypeError, ValueError) as e:
+            raise ArchiveError(f"ts.export.load: aot/{target}/aot.json is malformed ({type(e).__name__}: {e})") from None
+        ep._aot = _aot.AotKernels(manifest["target"], manifest["machine"], manifest["cpu_features"], entries)
+    ep.native_reason = "not asked (allow_native=False)"
+    if allow_native:
+        if getattr(ep, "_aot", None) is None:
+            ep.native_reason = "the archive has no ahead-of-time kernels (ts.export.aot_compile)"
+        else:
+            ok, why = _aot.usable_here(ep._aot.manifest())
+            ep.native_reason = why
+            if ok:
+                ep._native = _aot.native_handles(ep)
     return ep
 
 

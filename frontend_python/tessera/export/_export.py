@@ -190,7 +190,8 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=False, preserv
     # The graph was captured at sizes >= 2; its integers are affine in the dims, so it runs at size
     # 1 too (as PyTorch's exported programs accept 1 for a dim with min <= 1). Empty inputs (size
     # 0) are not served.
-    symbol_json = [{"name": d.__name__, "min": max(d.min, 1), "max": d.max} for d in symbols.dims]
+    symbol_json = [{"name": d.__name__, "min": max(d.min, 1), "max": d.max, "example": e}
+                   for d, e in zip(symbols.dims, symbols.examples)]
     if len({s["name"] for s in symbol_json}) != len(symbol_json):
         raise ValueError("ts.export: two different Dims have the same name; give each dynamic dim its own name")
 

@@ -56,6 +56,13 @@ class ExportedProgram:
         self._sym_exprs = [(list(p), e) for p, e in sym_exprs]
         self._modules = {}
         self._lock = threading.Lock()
+        self._aot = None      # ahead-of-time kernels (aot_compile, or an archive's)
+        self._native = {}     # sizes -> inductor handle of usable AOT kernels (load(allow_native=True))
+
+    @property
+    def native(self):
+        """True when calls at some sizes run the archive's ahead-of-time kernels."""
+        return bool(self._native)
 
     # --- what PyTorch's ExportedProgram shows -------------------------------------------------
     @property
@@ -173,8 +180,15 @@ class ExportedProgram:
 
     def _call(self, state, args, kwargs):
         tensors, sizes = self._check_inputs(args, kwargs)
-        gm = self._graph_for(sizes)
-        outs = gm(*state, *tensors)
+        handle = self._native.get(sizes)
+        if handle is not None:  # the archive's kernels, built for exactly these sizes
+            from tessera import _C
+            consts = [self.constants[s.target] for s in self.graph_signature.input_specs
+                      if s.kind == InputKind.CONSTANT_TENSOR]
+            outs = _C.call_op("inductor::run", (handle, [*state, *tensors, *consts]), {})
+        else:
+            gm = self._graph_for(sizes)
+            outs = gm(*state, *tensors)
         outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
         n_user = len([s for s in self.graph_signature.output_specs if s.kind == OutputKind.USER_OUTPUT])
         return outs[:n_user], outs[n_user:]

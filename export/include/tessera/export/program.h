@@ -77,6 +77,9 @@ class Program {
   std::vector<std::pair<std::string, Tensor>> state() const;
   // A short text: inputs, outputs, operator count, dynamic dims.
   std::string describe() const;
+  // Whether calls at some sizes run the archive's ahead-of-time kernels, and if not, why.
+  bool native() const;
+  const std::string& native_reason() const;
 
   struct Impl;
   explicit Program(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
