@@ -67,9 +67,9 @@ def cpp_outputs(archive, x, work):
     return ts.load(os.path.join(work, "out.safetensors"))["output_0"]
 
 
-def cpp_median_us(archive, x, work, reps):
+def cpp_median_us(archive, x, work, reps, *extra):
     ts.save({"x": x}, os.path.join(work, "in.safetensors"))
-    out = runner(archive, "--input", os.path.join(work, "in.safetensors"), "--benchmark", reps)
+    out = runner(archive, "--input", os.path.join(work, "in.safetensors"), "--benchmark", reps, *extra)
     return float(out.split("median ")[1].split(" us")[0]), out.strip()
 
 
@@ -98,8 +98,20 @@ def model_rows(name, model, make_input, sizes, timing_batch, reps, work, torch_m
         compiled_fn = ts.compile(model)
         compiled = median_time(lambda: compiled_fn(x), reps)
     cpp_us, _ = cpp_median_us(archive, x, work, reps)
+    # The same program with the inductor's kernels built ahead of time for this batch size.
+    t0 = time.perf_counter()
+    aot_archive = os.path.join(work, f"{name}_aot.tspt")
+    ts.export.save(ts.export.aot_compile(ep, sizes=[{"batch": timing_batch}]), aot_archive)
+    aot_s = time.perf_counter() - t0
+    aot_us, _ = cpp_median_us(aot_archive, x, work, reps, "--allow-native")
+    runner(
+        aot_archive, "--allow-native", "--input", os.path.join(work, "in.safetensors"), "--output",
+        os.path.join(work, "out.safetensors"))
+    aot_out = ts.load(os.path.join(work, "out.safetensors"))["output_0"]
+    print(f"aot_compile + save {aot_s:.1f} s; AOT kernels |C++ - eager| = {max_diff(aot_out, model(x)):.2e}")
     row = (f"batch {timing_batch} forward: eager {eager * 1e3:.1f} ms | ep.module() {exported * 1e3:.1f} ms | "
-           f"C++ runtime {cpp_us / 1e3:.1f} ms | ts.compile {compiled * 1e3:.1f} ms")
+           f"C++ portable {cpp_us / 1e3:.1f} ms | C++ AOT {aot_us / 1e3:.1f} ms | ts.compile {compiled * 1e3:.1f} ms "
+           f"(AOT/ts.compile {compiled * 1e6 / aot_us:.2f}x)")
     if torch_model is not None:
         tx = torch.randn(*make_input(timing_batch).shape) if name != "gpt" else torch.randint(0, 65, (timing_batch, 64))
         with torch.no_grad():
@@ -110,13 +122,16 @@ def model_rows(name, model, make_input, sizes, timing_batch, reps, work, torch_m
     t0 = time.perf_counter()
     runner(archive, "--input", os.path.join(work, "in.safetensors"))
     cold_cpp = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    runner(aot_archive, "--allow-native", "--input", os.path.join(work, "in.safetensors"))
+    cold_aot = time.perf_counter() - t0
     code = (f"import tessera as ts; x = ts.load({os.path.join(work, 'in.safetensors')!r})['x']; "
             f"ts.export.load({archive!r}).module()(x)")
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-c", code], check=True, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
     cold_py = time.perf_counter() - t0
-    print(f"new process, load + first run at batch {timing_batch}: C++ runner {cold_cpp * 1e3:.0f} ms | Python "
-          f"{cold_py * 1e3:.0f} ms")
+    print(f"new process, load + first run at batch {timing_batch}: C++ runner {cold_cpp * 1e3:.0f} ms portable, "
+          f"{cold_aot * 1e3:.0f} ms AOT | Python {cold_py * 1e3:.0f} ms (each includes process start)")
 
 
 class Chain30(ts.nn.Module):
