@@ -23,6 +23,12 @@ class SymInt:
     def __init__(self, expr):
         self.expr = expr  # [[coef, [symbol index, ...]], ...]
 
+    def __eq__(self, other):
+        return isinstance(other, SymInt) and self.expr == other.expr
+
+    def __hash__(self):
+        return hash(repr(self.expr))
+
     def __repr__(self):
         return f"SymInt({self.expr})"
 
@@ -52,7 +58,7 @@ class GraphContext:
         self._consts = {}
         self._counter = 0
         self._sym_source = {}           # symbol index -> (input name, dim)
-        self._sym_tensor = {}
+        self._sym_dims, self._sym_values = {}, {}  # symbol -> [size]; expression -> [value]
         # The symbolic integers: node arguments by (node, arg, element) and value shapes by (id, dim).
         self.sym_args, self.sym_shapes = {}, {}
         for path, expr in sym_exprs:
@@ -60,6 +66,7 @@ class GraphContext:
                 self.sym_args[(path[1], path[2], path[3] if len(path) > 3 else None)] = SymInt(expr)
             elif path[0] == "v" and path[2] == "shape":
                 self.sym_shapes[(path[1], path[3])] = SymInt(expr)
+        self.sym_nodes = {k for k, _, _ in self.sym_args}
 
     # --- names ------------------------------------------------------------------------------
     def claim(self, name):
@@ -91,8 +98,10 @@ class GraphContext:
             self.env[vid] = name
         return self.env[vid]
 
-    def defer(self, vid, name, array, as_input=False):
-        self.pending[vid] = (self.claim(name), array, as_input)
+    def defer(self, vid, name, array, as_input=False, claimed=False):
+        """An initializer (or, as_input, a graph input) for value vid, written if it is used;
+        `name` is claimed here unless it came from fresh() (claimed=True)."""
+        self.pending[vid] = (name if claimed else self.claim(name), array, as_input)
 
     # --- nodes ------------------------------------------------------------------------------
     def op(self, op_type, inputs, outputs=1, **attrs):
@@ -127,15 +136,21 @@ class GraphContext:
 
     def symbol(self, i):
         """A 1-D int64 tensor [size] of dynamic dim i, read from the first input that has it."""
-        if i not in self._sym_tensor:
+        if i not in self._sym_dims:
             name, dim = self._sym_source[i]
-            self._sym_tensor[i] = self.op("Shape", [name], start=dim, end=dim + 1)
-        return self._sym_tensor[i]
+            self._sym_dims[i] = self.op("Shape", [name], start=dim, end=dim + 1)
+        return self._sym_dims[i]
 
     def sym_int(self, s):
-        """A 1-D int64 tensor [value] of a SymInt."""
+        """A 1-D int64 tensor [value] of a SymInt (each expression computed once)."""
+        key = repr(s.expr)
+        if key not in self._sym_values:
+            self._sym_values[key] = self._expression(s.expr)
+        return self._sym_values[key]
+
+    def _expression(self, expr):
         total = None
-        for coef, mono in s.expr:
+        for coef, mono in expr:
             term = self.ints([coef]) if not mono else None
             for i in mono:
                 term = self.symbol(i) if term is None else self.op("Mul", [term, self.symbol(i)])
