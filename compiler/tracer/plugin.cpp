@@ -6,6 +6,8 @@
 // Frontends drive a capture with the tracer:: operators defined here.
 #include "recorder.h"
 
+#include <tessera/sdk/ops.h>
+
 #include <atomic>
 #include <memory>
 
@@ -36,7 +38,10 @@ Recorder& recorder(const char* op) {
 
 void begin(sdk::Args& a) {
   if (active) sdk::fail(TS_ERROR, "tracer::begin: a capture is already open on this thread; captures do not nest");
-  active = std::make_unique<Recorder>(next_trace_id());
+  active = std::make_unique<Recorder>(next_trace_id(), [](ts_tensor t) {
+    sdk::ExcludeKeysGuard below(tracer_bit());
+    return sdk::ops::clone(sdk::TensorRef::borrow(t));
+  });
   set_tracing(true);
   a.returns({});
 }
@@ -114,6 +119,7 @@ ts_status trace_fallback(void*, ts_call call, ts_keyset, ts_stack* stack) noexce
   if (active) {
     try {
       active->record_resizes(arguments);
+      active->snapshot_unwritten(arguments);
     } catch (const std::exception& e) {
       host.set_error(call, e.what());
       return TS_ERROR;

@@ -97,6 +97,84 @@ g::Arg Recorder::encode(const ts_value& v) {
   return a;
 }
 
+namespace {
+
+// An operator that writes an argument without reading it: an uninitialised tensor it fills
+// was initialised by the graph, not by the host.
+bool writes_without_reading(std::string_view op, size_t argument, const std::vector<int>& mutates) {
+  if (std::find(mutates.begin(), mutates.end(), int(argument)) == mutates.end()) return false;
+  if (op.find(".out") != std::string_view::npos) return true;  // an out= variant's out
+  static constexpr std::string_view fills[] = {"fill_", "zero_", "normal_", "uniform_", "random_", "bernoulli_",
+                                               "exponential_", "geometric_", "cauchy_", "log_normal_"};
+  for (std::string_view f : fills)
+    if (op.substr(0, f.size()) == f) return true;
+  return op.substr(0, 5) == "copy_" && argument == 0;
+}
+
+}  // namespace
+
+void Recorder::snapshot_unwritten(const std::vector<ts_value>& arguments) {
+  pending_snapshots_.clear();
+  if (unwritten_.empty()) return;
+  auto visit = [&](ts_tensor t) {
+    const SlotTag* tag = t ? tag_of(t) : nullptr;
+    if (tag && tag->trace == trace_id_ && unwritten_.count(tag->value) && !pending_snapshots_.count(tag->value))
+      pending_snapshots_.emplace(tag->value, snapshot_(t));
+  };
+  for (const ts_value& a : arguments) {
+    if (a.tag == TS_VALUE_TENSOR) visit(a.u.tensor);
+    if (a.tag == TS_VALUE_TENSOR_LIST)
+      for (int64_t j = 0; j < a.u.tensors.size; ++j) visit(a.u.tensors.data[j]);
+  }
+}
+
+int64_t Recorder::lift(int64_t id, ts_tensor t, bool written_here) {
+  // The factory's node goes: the constant stands for what it made.
+  auto& nodes = graph_.nodes;
+  nodes.erase(std::remove_if(nodes.begin(), nodes.end(),
+                             [&](const g::Node& n) {
+                               return n.outputs.size() == 1 && n.outputs[0].size() == 1 && n.outputs[0][0] == id;
+                             }),
+              nodes.end());
+  unwritten_.erase(id);
+  auto pending = pending_snapshots_.find(id);  // the contents before this call wrote them
+  sdk::TensorRef contents = pending != pending_snapshots_.end() ? pending->second : snapshot_(t);
+  const int64_t constant = new_value(t, g::ValueKind::Constant);
+  graph_.constants.push_back(constant);
+  constants_.push_back(std::move(contents));
+  if (!written_here) return constant;
+  // The call writes it in place (t.add_(1)): each replay starts from a fresh copy of the
+  // constant, so the writes do not accumulate over replays.
+  g::Node copy;
+  copy.op = "clone";
+  g::Arg self;
+  self.kind = g::Arg::Kind::Tensor;
+  self.tensor = constant;
+  copy.args = {self};
+  const int64_t fresh = new_value(t, g::ValueKind::Node);
+  copy.outputs = {{fresh}};
+  graph_.nodes.push_back(std::move(copy));
+  return fresh;
+}
+
+void Recorder::lift_host_written(g::Node& node, const std::vector<ts_value>& arguments) {
+  if (unwritten_.empty()) return;
+  for (size_t i = 0; i < node.args.size(); ++i) {
+    g::Arg& a = node.args[i];
+    if (a.kind == g::Arg::Kind::Tensor && unwritten_.count(a.tensor)) {
+      if (writes_without_reading(node.op, i, node.mutates))
+        unwritten_.erase(a.tensor);
+      else
+        a.tensor = lift(a.tensor, arguments[i].u.tensor,
+                        std::find(node.mutates.begin(), node.mutates.end(), int(i)) != node.mutates.end());
+    } else if (a.kind == g::Arg::Kind::TensorList) {
+      for (size_t j = 0; j < a.tensors.size(); ++j)
+        if (a.tensors[j] >= 0 && unwritten_.count(a.tensors[j]))
+          a.tensors[j] = lift(a.tensors[j], arguments[i].u.tensors.data[j], false);
+    }
+  }
+}
+
 void Recorder::record(const char* op_name, const std::vector<ts_value>& arguments,
                       const std::vector<uint64_t>& versions, const ts_stack* stack, bool grad_enabled) {
   g::Node node;
@@ -107,6 +185,7 @@ void Recorder::record(const char* op_name, const std::vector<ts_value>& argument
     if (arguments[i].tag == TS_VALUE_TENSOR && arguments[i].u.tensor &&
         sdk::host().tensor_version(arguments[i].u.tensor) != versions[i])
       node.mutates.push_back(int(i));
+  lift_host_written(node, arguments);
   // Storage identity of the tensor arguments: an output sharing one is a view or in-place result.
   auto storage_of = [](ts_tensor t) { return sdk::TensorRef::borrow(t).view().data; };
   for (int32_t r = 0; r < stack->size; ++r) {
@@ -141,6 +220,9 @@ void Recorder::record(const char* op_name, const std::vector<ts_value>& argument
     }
     node.outputs.push_back(std::move(ids));
   }
+  if (node.op.rfind("empty", 0) == 0 || node.op.rfind("new_empty", 0) == 0)
+    for (const auto& ids : node.outputs)
+      for (int64_t id : ids) unwritten_.insert(id);
   graph_.nodes.push_back(std::move(node));
 }
 

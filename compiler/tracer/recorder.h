@@ -5,7 +5,9 @@
 #include <tessera/sdk/plugin.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -13,7 +15,10 @@ namespace tessera::tracer {
 
 class Recorder {
  public:
-  explicit Recorder(uint64_t trace_id) : trace_id_(trace_id) {}
+  // `snapshot` copies a tensor without being recorded (a tensor the program filled from Python
+  // data becomes a constant holding that data as it was).
+  using Snapshot = std::function<sdk::TensorRef(ts_tensor)>;
+  Recorder(uint64_t trace_id, Snapshot snapshot) : trace_id_(trace_id), snapshot_(std::move(snapshot)) {}
 
   // The next graph input.
   void add_input(ts_tensor t);
@@ -39,6 +44,18 @@ class Recorder {
   int64_t value_of(ts_tensor t);
   int64_t new_value(ts_tensor t, sdk::graph::ValueKind kind);
   sdk::graph::Arg encode(const ts_value& v);
+  // A read of a value an uninitialised factory (empty) made and no operator wrote: its contents
+  // came from the host (ts.tensor([...]), a composite's scalar_tensor), so it becomes a constant
+  // holding them, and the factory's node goes.
+  void lift_host_written(sdk::graph::Node& node, const std::vector<ts_value>& arguments);
+  int64_t lift(int64_t id, ts_tensor t, bool written_here);
+
+ public:
+  // Before a call: copies the arguments a lift may need, as they are before the call writes them.
+  void snapshot_unwritten(const std::vector<ts_value>& arguments);
+
+ private:
+  std::map<int64_t, sdk::TensorRef> pending_snapshots_;
 
   // The latest value of each storage geometry (data, offset, sizes, strides, dtype): a tensor
   // the capture never saw that has one is an alias made outside the dispatcher (autograd's
@@ -51,6 +68,8 @@ class Recorder {
   std::vector<ts_tensor> input_tensors_;  // borrowed: the caller keeps its inputs alive
   std::vector<sdk::TensorRef> constants_;
   std::vector<std::string> reads_;
+  Snapshot snapshot_;
+  std::set<int64_t> unwritten_;  // outputs of empty* no operator has written yet
 };
 
 }  // namespace tessera::tracer

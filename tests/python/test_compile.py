@@ -767,3 +767,16 @@ def test_an_optimizer_step_reads_the_current_gradients():
         before = net.weight.detach().clone()
         step()
         close(net.weight, before - 0.5 * net.weight.grad)
+
+
+def test_tensors_made_from_python_data_inside_the_function():
+    # ts.tensor([...]) is filled by the host, not by an operator: the graph keeps the contents.
+    def f(x):
+        t = ts.tensor([1.0, 2.0, 3.0])
+        t.mul_(2.0)
+        return x[ts.tensor([1, 0])] * t + 2 ** x[:2]
+
+    x = ts.randn(3, 3)
+    compiled = ts.compile(f)
+    for _ in range(3):
+        close(compiled(x), f(x))

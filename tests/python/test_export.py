@@ -448,3 +448,29 @@ def test_aot_compile_arguments():
         ts.export.aot_compile(ep, sizes=[{"batch": 9}])
     with pytest.raises(ValueError, match="not dynamic dims"):
         ts.export.aot_compile(ep, sizes=[{"seq": 4}])
+
+
+def test_tensors_made_from_python_data_inside_forward(tmp_path):
+    """ts.tensor([...]) and a composite's scalar tensors are filled by the host, not by an
+    operator: the capture keeps their contents as constants (and an in-place write to one starts
+    from a fresh copy on every run)."""
+    class M(nn.Module):
+        def forward(self, x, i):
+            t = ts.tensor([1.0, 1.0, 1.0])
+            t.add_(1.0)
+            return (x[ts.tensor([2, 0])], x + ts.tensor([1.0, 2.0, 3.0]), 2 ** x, i // 3 + i % 3, x * t,
+                    ts.empty(3).fill_(4.0) + 1)
+
+    m = M()
+    x, i = ts.randn(4, 3), ts.arange(6)
+    ep = ts.export.export(m, (x, i))
+    assert "empty" in ep.operators()  # the one an operator fills stays a node
+    for _ in range(2):  # a second run sees the same constants
+        for got, want in zip(ep.module()(x, i), m(x, i)):
+            close(got, want)
+    ts.export.save(ep, tmp_path / "lit.tspt")
+    ts.save({"x": x, "i": i}, tmp_path / "in.safetensors")
+    run_cli(tmp_path / "lit.tspt", "--input", tmp_path / "in.safetensors", "--output", tmp_path / "out.safetensors")
+    out = ts.load(tmp_path / "out.safetensors")
+    for k, want in enumerate(m(x, i)):
+        close(out[f"output_{k}"], want)

@@ -427,11 +427,10 @@ def test_in_place_write_through_a_view_is_refused():
     check_export(InPlace(), (ts.randn(2, 3),))
 
 
-def test_tensor_data_made_inside_forward_is_refused():
-    # The graph records such a tensor as `empty` without its contents.
+def test_tensor_data_made_inside_forward_is_a_constant():
+    # The capture lifts a tensor filled from Python data as a constant holding that data.
     class Literal(nn.Module):
         def forward(self, x):
-            return x + ts.tensor([1.0, 2.0, 3.0])
+            return x[ts.tensor([1, 0])] + ts.tensor([1.0, 2.0, 3.0])
 
-    with pytest.raises(ts.onnx.UnsupportedOperatorError, match="'empty'"):
-        ts.onnx.export(Literal(), (ts.randn(2, 3),), None)
+    check_export(Literal(), (ts.randn(2, 3),))
