@@ -12,7 +12,6 @@ import argparse
 import glob
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 
 import gpt_model  # noqa: E402
+from compile import median_time  # noqa: E402  (benchmarks/compile.py)
 import resnet_model  # noqa: E402
 import tessera as ts  # noqa: E402
 from tessera.export._cli import runner_path  # noqa: E402
@@ -38,16 +38,6 @@ except ImportError:
     torch = None
 
 RUNNER = runner_path()
-
-
-def median_time(fn, reps):
-    fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def runner(*args):

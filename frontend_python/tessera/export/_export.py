@@ -5,6 +5,7 @@ import inspect
 
 import tessera
 from tessera.compiler import _capture
+from tessera.compiler._guards import _path_name
 from tessera.compiler._pytree import flatten
 from tessera.export import _dynamic
 from tessera.export._program import ExportedProgram
@@ -201,7 +202,7 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=False, preserv
             raise ExportError(f"ts.export: forward returned a {type(v).__name__}, neither a tensor nor a Python scalar")
     ep = ExportedProgram(ir, ExportGraphSignature(input_specs, output_specs), state_dict, constants, in_spec,
                          in_leaves, cap.out_spec, folded, symbol_json, input_dims, input_dtypes, exprs,
-                         [_pretty_path(p) for p in user_paths])
+                         [_path_name(p) for p in user_paths])
     ep._example_inputs = (args, kwargs)
     return ep
 
@@ -212,15 +213,6 @@ def _dup_of(leaves, i, user_leaf_of, n_state):
         if leaves[j] is leaves[i] and (j + n_state) in user_leaf_of:
             return user_leaf_of[j + n_state]
     raise ExportError("ts.export: a tensor argument could not be matched to a graph input")
-
-
-def _pretty_path(p):
-    # "[0][1]" -> "args[1]", "[1]['x']" -> "kwargs['x']"
-    if p.startswith("[0]"):
-        return "args" + p[3:]
-    if p.startswith("[1]"):
-        return "kwargs" + p[3:]
-    return p
 
 
 def recapture_with(ep, decomp_table):

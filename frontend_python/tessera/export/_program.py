@@ -10,6 +10,7 @@ from tessera.compiler._pytree import LEAF, Spec, flatten, unflatten
 from tessera.export import _dynamic
 from tessera.export._signature import ExportGraphSignature, InputKind, OutputKind
 from tessera.fx._from_ir import graph_module_from_ir
+from tessera.fx.graph_module import _get_qualified
 
 PROGRAM_FORMAT = "tessera.exported_program"
 PROGRAM_VERSION = 1
@@ -259,13 +260,6 @@ def _set_qualified(root, fqn, value, kind, persistent=True):
         m.register_parameter(name, value if isinstance(value, tessera.nn.Parameter) else tessera.nn.Parameter(value))
     else:
         m.register_buffer(name, value, persistent=persistent)
-
-
-def _get_qualified(root, fqn):
-    obj = root
-    for part in fqn.split("."):
-        obj = getattr(obj, part)
-    return obj
 
 
 class _ExportedModule(tessera.nn.Module):
