@@ -147,8 +147,13 @@ std::shared_ptr<Program::Impl> make_program(const json& metadata, const std::str
   }
   const graph::Graph& g = p.graph;
   json program = json::parse(program_text, nullptr, false);
+  try {
+    graph::check_integers(program);  // program.json holds no floats at all
+  } catch (const std::invalid_argument& e) {
+    raise<ValueError>("export archive '{}': program.json: {}", where, e.what());
+  }
   if (!program.is_object() || program.value("format", std::string()) != "tessera.exported_program" ||
-      program.value("version", 0) != 1)
+      program.value("version", int64_t(0)) != 1)
     raise<ValueError>("export archive '{}': program.json is not a 'tessera.exported_program' version 1", where);
 
   try {

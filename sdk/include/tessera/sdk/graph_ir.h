@@ -215,6 +215,17 @@ inline std::string to_json(const Graph& g) {
   return j.dump();
 }
 
+// Every number outside a "double"/"doubles" argument must be an integer: converting a float
+// such as 1e53 to an integer field would be undefined behaviour, not an error.
+inline void check_integers(const nlohmann::json& j, bool floats_allowed = false) {
+  if (j.is_number_float() && !floats_allowed)
+    throw std::invalid_argument("tessera.graph: " + j.dump() + " where an integer is expected");
+  if (j.is_array())
+    for (const auto& x : j) check_integers(x, floats_allowed);
+  if (j.is_object())
+    for (const auto& [key, x] : j.items()) check_integers(x, key == "double" || key == "doubles");
+}
+
 // Parses and checks a serialised graph; throws std::invalid_argument naming what is wrong.
 inline Graph parse(std::string_view text) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -222,7 +233,8 @@ inline Graph parse(std::string_view text) {
   if (!j.is_object() || j.value("format", std::string()) != kFormat)
     throw std::invalid_argument(std::string("tessera.graph: expected format '") + kFormat + "', got " +
                                 (j.is_object() && j.contains("format") ? j["format"].dump() : std::string("none")));
-  const int version = j.value("version", 0);
+  check_integers(j);
+  const int64_t version = j.value("version", int64_t(0));
   if (version < 1 || version > kVersion)
     throw std::invalid_argument("tessera.graph: this reader understands versions 1.." + std::to_string(kVersion) +
                                 ", got version " + std::to_string(version));
