@@ -43,7 +43,7 @@ for target in "${targets[@]}"; do
     echo "$target: no crash"
   else
     echo "$target: CRASH (see $log and build/fuzz/artifacts/)"
-    grep -E "ERROR|SUMMARY|==ABORTING|Test unit written|cannot import" "$log" | head -5 || true
+    grep -E "^$target: |ERROR|SUMMARY|==ABORTING|Test unit written|cannot import" "$log" | head -6 || true
     status=1
   fi
   grep -E "stat::number_of_executed_units|stat::average_exec_per_sec" "$log" | sed "s/^/  $target /"

@@ -73,6 +73,13 @@ OperatorHandle resolve(const std::string& name, const std::string& where, std::s
   size_t colon = name.find("::");
   if (colon != std::string::npos) {
     std::string ns = name.substr(0, colon);
+    // A plugin name is a file name part: nothing like "../" may steer which library loads.
+    bool plain = !ns.empty() && std::all_of(ns.begin(), ns.end(), [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+    });
+    if (!plain)
+      raise<ValueError>("export archive '{}': the graph calls operator '{}', whose namespace is no plugin name", where,
+                        name);
     plugins.insert(ns);
     load_named_plugin(ns);
     if (OperatorHandle op = d.find(name)) return op;
@@ -152,8 +159,10 @@ std::shared_ptr<Program::Impl> make_program(const json& metadata, const std::str
   } catch (const std::invalid_argument& e) {
     raise<ValueError>("export archive '{}': program.json: {}", where, e.what());
   }
-  if (!program.is_object() || program.value("format", std::string()) != "tessera.exported_program" ||
-      program.value("version", int64_t(0)) != 1)
+  // Compared as JSON values: value("format", std::string()) would throw json's type_error on a
+  // number there, which is no ValueError.
+  if (!program.is_object() || !program.contains("format") || program["format"] != "tessera.exported_program" ||
+      !program.contains("version") || program["version"] != 1)
     raise<ValueError>("export archive '{}': program.json is not a 'tessera.exported_program' version 1", where);
 
   try {
