@@ -660,6 +660,42 @@ def _convolution_backward():
     return out
 
 
+# ---------------------------------------------------------------------------- nn: recurrent layers
+RNN_TOL = {"float32": (1e-4, 1e-4)}
+
+
+def _rnn_cases():
+    """(input [T, N, I], w_ih, w_hh, b_ih, b_hh, hx, cx, mode, reverse) with I = 3, H = 4: an LSTM,
+    a reversed GRU, a tanh RNN without biases, a relu RNN over one step."""
+    def case(mode, gates, T, N, reverse, bias=True, seed=0):
+        ws = [t(gates * 4, 3, seed=seed + 1, low=-0.5, high=0.5), t(gates * 4, 4, seed=seed + 2, low=-0.5, high=0.5)]
+        bs = [t(gates * 4, seed=seed + 3), t(gates * 4, seed=seed + 4)] if bias else [None, None]
+        cx = t(N, 4, seed=seed + 6) if mode == 2 else None
+        return (t(T, N, 3, seed=seed), *ws, *bs, t(N, 4, seed=seed + 5), cx, mode, reverse)
+    return [case(2, 4, 5, 2, False), case(3, 3, 4, 3, True, seed=10), case(0, 1, 3, 2, False, bias=False, seed=20),
+            case(1, 1, 1, 1, True, seed=30)]
+
+
+@samples("_rnn_layer", tol=RNN_TOL)
+def _rnn_layer():
+    x, w_ih, w_hh, b_ih, b_hh, hx, cx, mode, reverse = _rnn_cases()[0]
+    return [Sample(*c, False) for c in _rnn_cases()] + [
+        Sample(x.double(), w_ih.double(), w_hh.double(), None, None, hx.double(), cx.double(), 2, False,
+               False).raises(TypeError),
+        Sample(x, w_ih, w_hh, b_ih, b_hh, t(3, 4), cx, 2, False, False).raises(ValueError)]
+
+
+@samples("_rnn_layer_backward", tol=RNN_TOL)
+def _rnn_layer_backward():
+    out = []
+    for i, c in enumerate(_rnn_cases()):
+        y, hy, cy, workspace = aten._rnn_layer(*c, True)
+        grad_cy = t(*cy.shape, seed=50 + i) if c[7] == 2 else None
+        out.append(Sample(*c[:7], y, hy, cy, workspace, t(*y.shape, seed=40 + i), t(*hy.shape, seed=45 + i), grad_cy,
+                          *c[7:]))
+    return out
+
+
 def _pool_cases():
     """(input, kernel_size, stride, padding, ceil_mode): batched, strided with padding, ceil
     mode, unbatched; distinct values so that the maximum of a window is unique."""

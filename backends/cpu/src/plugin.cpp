@@ -41,6 +41,7 @@ void register_cpu(sdk::Registrar& reg) {
   register_lapack_kernels(reg, key);
   register_fft_kernels(reg, key);
   register_conv_pool_kernels(reg, key);
+  register_rnn_kernels(reg, key);
   register_normalization_kernels(reg, key);
   register_activation_loss_kernels(reg, key);
 }
