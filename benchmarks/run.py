@@ -293,6 +293,49 @@ def mlp_case(peak, batch=128):
                 make_torch() if torch else None, flops / peak)
 
 
+def lstm_cases(peak, steps=35, batch=20, vocab=2000, width=256, layers=2):
+    """pytorch/examples' word_language_model shapes: a 2-layer LSTM of width 256 over 35 steps of
+    20 sequences. Inference: the LSTM alone under no_grad. Train step: embedding, LSTM, decoder,
+    cross-entropy, backward, gradient clipping and SGD, in Tessera and PyTorch from the same weights."""
+    rng = np.random.default_rng(6)
+    x_np = rng.standard_normal((steps, batch, width), dtype=np.float32)
+    tokens = rng.integers(0, vocab, (steps, batch))
+    targets = rng.integers(0, vocab, steps * batch)
+
+    def build(lib):
+        lib.manual_seed(0)
+        nn = lib.nn
+        emb, lstm, dec = nn.Embedding(vocab, width), nn.LSTM(width, width, layers), nn.Linear(width, vocab)
+        return emb, lstm, dec
+
+    def make(lib, from_numpy):
+        emb, lstm, dec = build(lib)
+        params = list(emb.parameters()) + list(lstm.parameters()) + list(dec.parameters())
+        x, tok, tgt = from_numpy(x_np), from_numpy(tokens), from_numpy(targets)
+
+        def infer():
+            with lib.no_grad():
+                lstm(x)
+
+        def train():
+            out, _ = lstm(emb(tok))
+            loss = lib.nn.functional.cross_entropy(dec(out).reshape(-1, vocab), tgt)
+            loss.backward()
+            lib.nn.utils.clip_grad_norm_(params, 0.25)
+            with lib.no_grad():
+                for p in params:
+                    p.sub_(p.grad, alpha=0.1)
+                    p.grad = None
+        return infer, train
+
+    ts_infer, ts_train = make(ts, lambda a: ts.from_numpy(np.ascontiguousarray(a)))
+    th_infer, th_train = make(torch, lambda a: torch.from_numpy(np.ascontiguousarray(a))) if torch else (None, None)
+    lstm_flops = layers * steps * 2.0 * batch * (2 * width) * 4 * width
+    train_flops = 3 * (lstm_flops + 2.0 * steps * batch * width * vocab)
+    return [Case("LSTM inference", f"{layers}x{width}, {steps}x{batch}", ts_infer, None, th_infer, lstm_flops / peak),
+            Case("LSTM LM train step", f"vocab {vocab}", ts_train, None, th_train, train_flops / peak)]
+
+
 def digits_cnn_case(peak, batch=32):
     """One Adam step of examples/train_digits.py's CNN (two 3x3 convs with BatchNorm, ReLU and
     max-pooling, then Linear) on a batch of 8x8 images, in Tessera and PyTorch from the same
@@ -406,7 +449,7 @@ def main():
     peak = peak_gemm(3 if args.quick else 5)
     cases = elementwise_cases(sizes, bw) + matmul_cases(mm_sizes, peak)
     cases += operator_cases([1 << 20, 16 << 20] if not args.quick else [1 << 20], bw, peak)
-    cases += [conv_case(peak), mlp_case(peak), digits_cnn_case(peak)]
+    cases += [conv_case(peak), mlp_case(peak), digits_cnn_case(peak)] + lstm_cases(peak)
     if args.only:
         keep = set(args.only.split(","))
         cases = [c for c in cases if c.op.split("(")[0].split()[0] in keep]

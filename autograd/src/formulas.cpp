@@ -391,6 +391,13 @@ TensorRef matmul_backward(const TensorRef& grad, const TensorRef& self, const Te
   TensorRef g = grad;
   if (self.dim() == 1) g = ops::unsqueeze(g, g.dim() == 0 ? 0 : g.dim() - 1);  // restore the row dim
   if (other.dim() == 1) g = ops::unsqueeze(g, g.dim());                        // restore the column dim
+  if (!for_self && b.dim() == 2 && a.dim() > 2 && a.dim() == g.dim()) {
+    // A matrix applied to a batch (a Linear over [T, N, in]): fold the batch into the rows, one
+    // GEMM, instead of a product per batch entry and a sum over them.
+    const int64_t k = a.size(a.dim() - 1), n = g.size(g.dim() - 1);  // size() takes no negative dims
+    TensorRef out = ops::mm(conj(ops::transpose(ops::reshape(a, {-1, k}), 0, 1)), ops::reshape(g, {-1, n}));
+    return ops::reshape(out, other.shape_vector());
+  }
   TensorRef out = for_self ? ops::matmul(g, conj(ops::transpose(b, -1, -2))) : ops::matmul(conj(ops::transpose(a, -1, -2)), g);
   IntList target = for_self ? a.shape_vector() : b.shape_vector();
   out = sum_to(out, target);

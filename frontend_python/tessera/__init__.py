@@ -78,8 +78,8 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mo
 
 
 def __getattr__(name):
-    # ts.compiler, ts.fx, ts.export and ts.onnx load on first use, as ts.profiler does.
-    if name in ("compiler", "fx", "export", "onnx"):
+    # ts.compiler, ts.fx, ts.export, ts.onnx and ts.distributions load on first use, as ts.profiler does.
+    if name in ("compiler", "fx", "export", "onnx", "distributions"):
         import importlib
         return importlib.import_module(f"tessera.{name}")
     raise AttributeError(f"module 'tessera' has no attribute '{name}'")

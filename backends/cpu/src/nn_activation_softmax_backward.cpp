@@ -4,6 +4,7 @@
 // Rows along `dim` are walked like softmax.cpp: the other dims through a LoopGeometry in
 // parallel, and a block of adjacent rows at a time when `dim` is not the innermost.
 #include "kernels.h"
+#include "simd_table.h"
 #include "tensor_iterator.h"
 
 #include <cmath>
@@ -64,6 +65,35 @@ void backward_rows(const TensorRef& out, const TensorRef& g, const TensorRef& y,
       }
     });
     return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (step[0] == 4 && step[1] == 4 && step[2] == 4) {
+      // Contiguous float rows: a few vectorised passes per row (exp is most of the work) that
+      // stay in cache.
+      const simd::Table& v = simd::vec();
+      rows.run(
+          base,
+          [&](char** d, const int64_t* s, int64_t n) {
+            for (int64_t r = 0; r < n; ++r) {
+              float* o = reinterpret_cast<float*>(d[0] + r * s[0]);
+              const float* gp = reinterpret_cast<const float*>(d[1] + r * s[1]);
+              const float* yp = reinterpret_cast<const float*>(d[2] + r * s[2]);
+              if constexpr (Log) {  // g - exp(y) * sum(g)
+                const float sum = float(v.sum(gp, len));
+                v.unary[int(simd::Unary::Exp)](o, yp, len);
+                v.binary_vs[int(simd::Binary::Mul)](o, o, -sum, len);
+                v.binary_vv[int(simd::Binary::Add)](o, o, gp, len);
+              } else {  // y * (g - sum(g * y))
+                v.binary_vv[int(simd::Binary::Mul)](o, gp, yp, len);
+                const float sum = float(v.sum(o, len));
+                v.binary_vs[int(simd::Binary::Sub)](o, gp, sum, len);
+                v.binary_vv[int(simd::Binary::Mul)](o, o, yp, len);
+              }
+            }
+          },
+          std::max<int64_t>(1, kGrainSize / len));
+      return;
+    }
   }
   rows.run(
       base,

@@ -227,6 +227,15 @@ class Cache {
 
 memory wrap(const memory::desc& d, const void* p) { return memory(d, engine(), const_cast<void*>(p)); }
 
+// A buffer for `d` from tessera's caching allocator (the tensor owns it): a scratchpad or a
+// workspace copy is tens of MB, and memory fresh from the system costs a page fault per 4 KB
+// at every call.
+memory cached_buffer(ts_call call, const memory::desc& d, TensorRef& owner) {
+  const std::array<int64_t, 1> bytes{int64_t(std::max<size_t>(d.get_size(), 1))};
+  owner = sdk::empty(call, bytes, TS_UINT8, kCpuDevice);
+  return wrap(d, owner.data<uint8_t>());
+}
+
 template <class F>
 void guarded(const char* op, F&& f) {
   try {
@@ -371,16 +380,14 @@ void rnn_layer_kernel(Args& a) {
     const std::array<int64_t, 1> ws_shape{int64_t(f->workspace.get_size())};
     workspace = sdk::empty(a.call(), train ? std::span<const int64_t>(ws_shape) : std::span<const int64_t>(none),
                            TS_UINT8, kCpuDevice);
-    // The primitive leaves parts of the workspace unwritten: zeroed, the forward's results are
-    // the same bytes at every call.
-    if (train) std::memset(workspace.data<uint8_t>(), 0, f->workspace.get_size());
     dnnl::stream s(engine());
     memory w_layer = wrap(d.weights_layer, w.w_ih.data<float>()), w_iter = wrap(d.weights_iter, w.w_hh.data<float>());
     memory w_layer_in = f->to_weights_layer ? memory(f->weights_layer, engine()) : w_layer;
     memory w_iter_in = f->to_weights_iter ? memory(f->weights_iter, engine()) : w_iter;
     if (f->to_weights_layer) f->to_weights_layer->run(s, w_layer, w_layer_in);
     if (f->to_weights_iter) f->to_weights_iter->run(s, w_iter, w_iter_in);
-    memory scratch(f->scratchpad, engine());
+    TensorRef scratch_owner;
+    memory scratch = cached_buffer(a.call(), f->scratchpad, scratch_owner);
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC_LAYER, wrap(d.src_layer, o.input.data<float>())},
                                          {DNNL_ARG_SRC_ITER, wrap(d.src_iter, o.hx.data<float>())},
                                          {DNNL_ARG_WEIGHTS_LAYER, w_layer_in},
@@ -457,7 +464,8 @@ void rnn_layer_backward_kernel(Args& a) {
     const Descs d = descs(g);
     // The primitive writes into its workspace as it goes: a copy keeps the saved one intact for
     // a second backward (retain_graph) and for the caller.
-    memory ws(b->workspace, engine());
+    TensorRef ws_owner;
+    memory ws = cached_buffer(a.call(), b->workspace, ws_owner);
     std::memcpy(ws.get_data_handle(), workspace.data<uint8_t>(), b->workspace.get_size());
     dnnl::stream s(engine());
     memory w_layer = wrap(d.weights_layer, w.w_ih.data<float>()), w_iter = wrap(d.weights_iter, w.w_hh.data<float>());
@@ -475,7 +483,8 @@ void rnn_layer_backward_kernel(Args& a) {
     if (b->from_diff_weights_layer) std::memset(dw_layer.get_data_handle(), 0, b->diff_weights_layer.get_size());
     if (b->from_diff_weights_iter) std::memset(dw_iter.get_data_handle(), 0, b->diff_weights_iter.get_size());
     TensorRef diff_bias = zeros(a.call(), std::array<int64_t, 1>{bias_gates_of(mode) * H});
-    memory scratch(b->scratchpad, engine());
+    TensorRef scratch_owner;
+    memory scratch = cached_buffer(a.call(), b->scratchpad, scratch_owner);
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC_LAYER, wrap(d.src_layer, ops.input.data<float>())},
                                          {DNNL_ARG_SRC_ITER, wrap(d.src_iter, ops.hx.data<float>())},
                                          {DNNL_ARG_WEIGHTS_LAYER, w_layer_in},
