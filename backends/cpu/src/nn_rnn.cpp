@@ -17,6 +17,7 @@
 #include <dnnl.hpp>
 
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -227,13 +228,49 @@ class Cache {
 
 memory wrap(const memory::desc& d, const void* p) { return memory(d, engine(), const_cast<void*>(p)); }
 
-// A buffer for `d` from tessera's caching allocator (the tensor owns it): a scratchpad or a
-// workspace copy is tens of MB, and memory fresh from the system costs a page fault per 4 KB
-// at every call.
+// A buffer for `d` from tessera's caching allocator (the tensor owns it): a workspace copy is
+// tens of MB, and memory fresh from the system costs a page fault per 4 KB at every call.
 memory cached_buffer(ts_call call, const memory::desc& d, TensorRef& owner) {
   const std::array<int64_t, 1> bytes{int64_t(std::max<size_t>(d.get_size(), 1))};
   owner = sdk::empty(call, bytes, TS_UINT8, kCpuDevice);
   return wrap(d, owner.data<uint8_t>());
+}
+
+// The scratchpad for `d`: one buffer per calling thread, zeroed when it grows. The primitives
+// read lanes of their scratchpad (and workspace) that they never write: stale bytes there can be
+// denormals, which made a forward a hundred times slower; memory fresh from the system would
+// cost a page fault per 4 KB at every call instead. A scratchpad over kKeepBytes is not kept:
+// it comes zeroed from calloc for the call.
+struct Scratchpad {
+  memory mem;
+  std::unique_ptr<void, void (*)(void*)> owned{nullptr, std::free};
+};
+
+Scratchpad thread_scratchpad(const memory::desc& d) {
+  constexpr size_t kKeepBytes = size_t(64) << 20;
+  struct Buffer {
+    void* data = nullptr;
+    size_t size = 0;
+    ~Buffer() { std::free(data); }
+  };
+  thread_local Buffer buffer;
+  const size_t bytes = (std::max<size_t>(d.get_size(), 1) + 63) / 64 * 64;
+  Scratchpad s;
+  if (bytes > kKeepBytes) {
+    s.owned.reset(std::calloc(bytes, 1));
+    if (!s.owned) fail(TS_ERROR, "rnn: could not allocate a ", bytes, "-byte scratchpad");
+    s.mem = wrap(d, s.owned.get());
+    return s;
+  }
+  if (buffer.size < bytes) {
+    std::free(buffer.data);
+    buffer.data = std::aligned_alloc(64, bytes);
+    buffer.size = buffer.data ? bytes : 0;
+    if (!buffer.data) fail(TS_ERROR, "rnn: could not allocate a ", bytes, "-byte scratchpad");
+    std::memset(buffer.data, 0, bytes);
+  }
+  s.mem = wrap(d, buffer.data);
+  return s;
 }
 
 template <class F>
@@ -386,8 +423,8 @@ void rnn_layer_kernel(Args& a) {
     memory w_iter_in = f->to_weights_iter ? memory(f->weights_iter, engine()) : w_iter;
     if (f->to_weights_layer) f->to_weights_layer->run(s, w_layer, w_layer_in);
     if (f->to_weights_iter) f->to_weights_iter->run(s, w_iter, w_iter_in);
-    TensorRef scratch_owner;
-    memory scratch = cached_buffer(a.call(), f->scratchpad, scratch_owner);
+    Scratchpad scratch = thread_scratchpad(f->scratchpad);
+    if (train) std::memset(workspace.data<uint8_t>(), 0, f->workspace.get_size());  // see thread_scratchpad
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC_LAYER, wrap(d.src_layer, o.input.data<float>())},
                                          {DNNL_ARG_SRC_ITER, wrap(d.src_iter, o.hx.data<float>())},
                                          {DNNL_ARG_WEIGHTS_LAYER, w_layer_in},
@@ -395,7 +432,7 @@ void rnn_layer_kernel(Args& a) {
                                          {DNNL_ARG_BIAS, wrap(d.bias, w.bias.data<float>())},
                                          {DNNL_ARG_DST_LAYER, wrap(d.dst_layer, output.data<float>())},
                                          {DNNL_ARG_DST_ITER, wrap(d.dst_iter, hy.data<float>())},
-                                         {DNNL_ARG_SCRATCHPAD, scratch}};
+                                         {DNNL_ARG_SCRATCHPAD, scratch.mem}};
     if (g.mode == kLstm) {
       args.emplace(DNNL_ARG_SRC_ITER_C, wrap(d.src_iter_c, o.cx.data<float>()));
       args.emplace(DNNL_ARG_DST_ITER_C, wrap(d.dst_iter_c, cy.data<float>()));
@@ -483,8 +520,7 @@ void rnn_layer_backward_kernel(Args& a) {
     if (b->from_diff_weights_layer) std::memset(dw_layer.get_data_handle(), 0, b->diff_weights_layer.get_size());
     if (b->from_diff_weights_iter) std::memset(dw_iter.get_data_handle(), 0, b->diff_weights_iter.get_size());
     TensorRef diff_bias = zeros(a.call(), std::array<int64_t, 1>{bias_gates_of(mode) * H});
-    TensorRef scratch_owner;
-    memory scratch = cached_buffer(a.call(), b->scratchpad, scratch_owner);
+    Scratchpad scratch = thread_scratchpad(b->scratchpad);
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC_LAYER, wrap(d.src_layer, ops.input.data<float>())},
                                          {DNNL_ARG_SRC_ITER, wrap(d.src_iter, ops.hx.data<float>())},
                                          {DNNL_ARG_WEIGHTS_LAYER, w_layer_in},
@@ -500,7 +536,7 @@ void rnn_layer_backward_kernel(Args& a) {
                                          {DNNL_ARG_DIFF_BIAS, wrap(d.bias, diff_bias.data<float>())},
                                          {DNNL_ARG_DIFF_DST_LAYER, wrap(d.dst_layer, g_out.data<float>())},
                                          {DNNL_ARG_DIFF_DST_ITER, wrap(d.dst_iter, g_hy.data<float>())},
-                                         {DNNL_ARG_SCRATCHPAD, scratch}};
+                                         {DNNL_ARG_SCRATCHPAD, scratch.mem}};
     if (mode == kLstm) {
       args.emplace(DNNL_ARG_SRC_ITER_C, wrap(d.src_iter_c, ops.cx.data<float>()));
       args.emplace(DNNL_ARG_DST_ITER_C, wrap(d.dst_iter_c, cy.data<float>()));
