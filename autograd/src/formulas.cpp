@@ -404,6 +404,12 @@ TensorRef matmul_backward(const TensorRef& grad, const TensorRef& self, const Te
   return ops::reshape(out, for_self ? self.shape_vector() : other.shape_vector());
 }
 
+TensorRef conv_transpose_weight_backward(const TensorRef& grad, const TensorRef& grad_output, const TensorRef& weight,
+                                         const IntList& stride, const IntList& padding, const IntList& dilation,
+                                         int64_t groups) {
+  return std::get<1>(ops::convolution_backward(grad_output, grad, weight, stride, padding, dilation, groups));
+}
+
 TensorRef index_backward(const TensorRef& grad, const IntList& sizes, const std::vector<TensorRef>& indices) {
   TensorRef zeros = ops::zeros(sizes, grad.dtype(), grad.device());
   return ops::index_put(zeros, indices, grad, true);

@@ -72,6 +72,12 @@ TensorRef select_grad(const TensorRef& grad, const IntList& sizes, int64_t dim, 
 std::vector<TensorRef> cat_backward(const TensorRef& grad, const std::vector<IntList>& sizes, int64_t dim);
 std::vector<TensorRef> stack_backward(const TensorRef& grad, size_t n, int64_t dim);
 
+// convolution_backward_input(x, w) as a transposed convolution: the gradient of its weight is a
+// convolution's weight gradient with the upstream gradient as the convolution's input.
+TensorRef conv_transpose_weight_backward(const TensorRef& grad, const TensorRef& grad_output, const TensorRef& weight,
+                                         const IntList& stride, const IntList& padding, const IntList& dilation,
+                                         int64_t groups);
+
 // matmul with NumPy broadcasting and 1-D promotion: the gradient of one operand.
 TensorRef matmul_backward(const TensorRef& grad, const TensorRef& self, const TensorRef& other, bool for_self);
 

@@ -703,6 +703,17 @@ def _rnn_layer_backward():
     return out
 
 
+@samples("convolution_backward_input", tol=CONV_TOL)
+def _convolution_backward_input():
+    out = []
+    for i, (x, w, b, *geometry) in enumerate(_conv_cases()):
+        y = aten.convolution(x, w, b, *geometry)
+        out.append(Sample(t(*y.shape, seed=20 + i), w, list(x.shape), *geometry))
+    x, w, b, *geometry = _conv_cases()[0]
+    out.append(Sample(t(2, 4, 9, 9), w, list(x.shape), *geometry).raises(ValueError))  # not that conv's output
+    return out
+
+
 def _pool_cases():
     """(input, kernel_size, stride, padding, ceil_mode): batched, strided with padding, ceil
     mode, unbatched; distinct values so that the maximum of a window is unique."""

@@ -184,6 +184,22 @@ void backward_generic(const ConvGeometry& g, const T* gy, const T* x, const T* w
   }
 }
 
+// grad_x (zero on entry) alone: a transposed convolution's forward.
+template <class T>
+void backward_data_generic(const ConvGeometry& g, const T* gy, const T* w, T* gx) {
+  const int64_t P = g.out_plane(), K = g.patch(), cgo = g.cg_out();
+  const int64_t plane_in = g.cg_in() * g.h * g.w;
+  parallel_for(g.n * g.groups, 1, [&](int64_t tb, int64_t te) {
+    std::vector<T> gcols(size_t(K * P));
+    for (int64_t t = tb; t < te; ++t) {
+      const int64_t n = t / g.groups, gi = t % g.groups;
+      std::fill(gcols.begin(), gcols.end(), T(0));
+      gemm_acc(K, P, cgo, w + gi * cgo * K, 1, K, gy + (n * g.c_out + gi * cgo) * P, gcols.data());  // W_g^T @ gy_g
+      col2im(g, gcols.data(), gx + (n * g.groups + gi) * plane_in);
+    }
+  });
+}
+
 // Calls f(T{}) with T the C type of a compute dtype (float32 or float64).
 template <class F>
 void with_compute_type(int32_t dtype, F&& f) {
@@ -263,11 +279,45 @@ void convolution_backward_kernel(Args& a) {
              Args::tensor_value(to_dtype(a.call(), gb, dtype, op))});
 }
 
+// convolution_backward_input(Tensor grad_output, Tensor weight, int[] input_size, int[] stride,
+//   int[] padding, int[] dilation, int groups) -> grad_input: the gradient of a convolution with
+// respect to its input, alone; a transposed convolution's forward.
+void convolution_backward_input_kernel(Args& a) {
+  const char* op = "convolution_backward_input";
+  TensorRef grad_out = a.tensor(0), weight = a.tensor(1);
+  const std::span<const int64_t> input_size = a.int_list(2);
+  {
+    const TensorRef* ts[] = {&grad_out, &weight};
+    check_cpu(op, ts);
+  }
+  check_floating(op, "grad_output", grad_out);
+  check_same_dtype(op, "weight", weight, "grad_output", grad_out.dtype());
+  for (int64_t s : input_size)
+    if (s < 0) fail(TS_ERROR_VALUE, op, ": expected a non-negative input_size, got ", str(input_size));
+  const ConvGeometry g = sdk::conv_geometry(op, input_size, weight, a.int_list(3), a.int_list(4), a.int_list(5),
+                                            a.to_int(6));
+  if (grad_out.shape_vector() != g.out_shape)
+    fail(TS_ERROR_VALUE, op, ": expected grad_output of shape ", str(g.out_shape), " (the output of a convolution of an ",
+         str(input_size), " input), got ", str(grad_out.sizes()));
+  const int32_t dtype = grad_out.dtype(), cdt = compute_dtype(dtype);
+  TensorRef gy = prepared(a.call(), grad_out, op), w = prepared(a.call(), weight, op);
+  TensorRef gx = zeros(a.call(), input_size, cdt);
+  if (gx.numel() > 0 && gy.numel() > 0 &&
+      (!use_onednn(g, cdt) || !onednn_conv_backward_data(op, g, gy.data<float>(), w.data<float>(), gx.data<float>()))) {
+    with_compute_type(cdt, [&](auto zero) {
+      using T = decltype(zero);
+      backward_data_generic<T>(g, gy.data<T>(), w.data<T>(), gx.data<T>());
+    });
+  }
+  a.return_tensor(to_dtype(a.call(), gx, dtype, op));
+}
+
 }  // namespace
 
 void register_conv_kernels(sdk::Registrar& reg, ts_dispatch_key key) {
   reg.kernel("convolution", key, convolution_kernel);
   reg.kernel("convolution_backward", key, convolution_backward_kernel);
+  reg.kernel("convolution_backward_input", key, convolution_backward_input_kernel);
 }
 
 }  // namespace tessera::cpu

@@ -18,5 +18,8 @@ bool onednn_conv_forward(const char* op, const ConvGeometry& g, const float* x, 
                          float* y);
 bool onednn_conv_backward(const char* op, const ConvGeometry& g, const float* grad_y, const float* x, const float* w,
                           float* grad_x, float* grad_w, float* grad_bias);
+// grad_x only (a transposed convolution's forward): zero on entry.
+bool onednn_conv_backward_data(const char* op, const ConvGeometry& g, const float* grad_y, const float* w,
+                               float* grad_x);
 
 }  // namespace tessera::cpu

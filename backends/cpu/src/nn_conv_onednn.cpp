@@ -208,4 +208,31 @@ bool onednn_conv_backward(const char* op, const ConvGeometry& g, const float* gr
   });
 }
 
+bool onednn_conv_backward_data(const char* op, const ConvGeometry& g, const float* grad_y, const float* w,
+                               float* grad_x) {
+  struct Data {
+    dnnl::convolution_backward_data::primitive_desc pd;
+    dnnl::convolution_backward_data prim;
+  };
+  static Cache<Data> cache;
+  return guarded(op, [&] {
+    auto b = cache.get(key_of(g, 3), [&] {
+      const Descs d = descs(g);
+      auto hint = forward_pd(g, false, dnnl::prop_kind::forward_training);
+      dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, d.src, d.weights, d.dst,
+                                                 d.strides, d.dilates, d.pad_l, d.pad_r);
+      dnnl::convolution_backward_data::primitive_desc pd(desc, attributes(), engine(), hint);
+      return Data{pd, dnnl::convolution_backward_data(pd)};
+    });
+    const Descs d = descs(g);
+    dnnl::stream s(engine());
+    memory scratch(b->pd.scratchpad_desc(), engine());
+    b->prim.execute(s, {{DNNL_ARG_DIFF_DST, wrap(d.dst, grad_y)},
+                        {DNNL_ARG_WEIGHTS, wrap(d.weights, w)},
+                        {DNNL_ARG_DIFF_SRC, wrap(d.src, grad_x)},
+                        {DNNL_ARG_SCRATCHPAD, scratch}});
+    s.wait();
+  });
+}
+
 }  // namespace tessera::cpu

@@ -146,6 +146,59 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _conv(input, weight, bias, stride, padding, dilation, groups, 2, "conv2d")
 
 
+def _conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, n, fname):
+    """The adjoint of a convolution: weight (C_in, C_out / groups, k...), output size
+    (in - 1) * stride - 2 * padding + dilation * (k - 1) + output_padding + 1 per spatial dim."""
+    _check_tensor(input, "input", fname)
+    _check_tensor(weight, "weight", fname)
+    if input.ndim not in (n + 1, n + 2):
+        raise ValueError(f"{fname}: expected a {n + 1}-D (unbatched) or {n + 2}-D (batched) input, got "
+                         f"{input.ndim}-D input of shape {tuple(input.shape)}")
+    if weight.ndim != n + 2:
+        raise ValueError(f"{fname}: expected a {n + 2}-D weight, got {weight.ndim}-D weight of shape "
+                         f"{tuple(weight.shape)}")
+    if isinstance(padding, str):
+        raise ValueError(f"{fname}: padding must be an int or a tuple of ints for transposed convolutions, got "
+                         f"{padding!r}")
+    stride = _ntuple(stride, n, "stride", fname)
+    padding = _ntuple(padding, n, "padding", fname)
+    dilation = _ntuple(dilation, n, "dilation", fname)
+    output_padding = _ntuple(output_padding, n, "output_padding", fname)
+    for op_, s, d in zip(output_padding, stride, dilation):
+        if op_ >= s and op_ >= d:
+            raise RuntimeError(f"{fname}: output padding must be smaller than either stride or dilation, but got "
+                               f"output_padding={tuple(output_padding)}, stride={tuple(stride)}, "
+                               f"dilation={tuple(dilation)}")
+    channel = input.ndim - n - 1
+    if input.shape[channel] != weight.shape[0]:
+        raise RuntimeError(f"{fname}: given transposed weight of shape {tuple(weight.shape)}, expected input of shape "
+                           f"{tuple(input.shape)} to have {weight.shape[0]} channels, but got "
+                           f"{input.shape[channel]} channels instead")
+    spatial = [(i - 1) * s - 2 * p + d * (k - 1) + o + 1 for i, s, p, d, k, o in
+               zip(input.shape[channel + 1:], stride, padding, dilation, weight.shape[2:], output_padding)]
+    if builtins.any(x <= 0 for x in spatial):
+        raise RuntimeError(f"{fname}: the output size {tuple(spatial)} is too small (input of shape "
+                           f"{tuple(input.shape)}, weight {tuple(weight.shape)}, stride {tuple(stride)}, padding "
+                           f"{tuple(padding)})")
+    size = list(input.shape[:channel]) + [weight.shape[1] * groups] + spatial
+    out = _op("convolution_backward_input", input, weight, size, stride, padding, dilation, groups)
+    if bias is not None:
+        out = out + bias.reshape([-1] + [1] * n)
+    return out
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """Transposed 1-D convolution over (N, C_in, L) or (C_in, L); weight (C_in, C_out / groups, k)."""
+    return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, 1,
+                           "conv_transpose1d")
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """Transposed 2-D convolution over (N, C_in, H, W) or (C_in, H, W); weight (C_in, C_out / groups, kH, kW)."""
+    return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, 2,
+                           "conv_transpose2d")
+
+
 # ---------------------------------------------------------------------------- pooling
 def _check_pool_input(input, fname):
     _check_tensor(input, "input", fname)

@@ -37,10 +37,17 @@ inline std::array<int64_t, 2> conv_spatial_arg(const char* op, const char* name,
   return {v[0], v.size() == 1 ? v[0] : v[1]};
 }
 
-// Checks convolution(input, weight, stride, padding, dilation, groups) and returns its geometry.
-inline ConvGeometry conv_geometry(const char* op, const TensorRef& input, const TensorRef& weight,
+// Checks convolution(input, weight, stride, padding, dilation, groups) for an input of shape
+// `input_sizes` and returns its geometry.
+inline ConvGeometry conv_geometry(const char* op, std::span<const int64_t> input_sizes, const TensorRef& weight,
                                   std::span<const int64_t> stride, std::span<const int64_t> padding,
                                   std::span<const int64_t> dilation, int64_t groups) {
+  struct Shape {  // what the checks below read of the input
+    std::span<const int64_t> s;
+    int64_t dim() const { return int64_t(s.size()); }
+    int64_t size(int64_t d) const { return s[size_t(d)]; }
+    std::span<const int64_t> sizes() const { return s; }
+  } input{input_sizes};
   const int64_t wd = weight.dim();
   TS_SDK_CHECK(wd == 3 || wd == 4, TS_ERROR_VALUE, op,
                ": expected a 3-D weight (1-D convolution) or a 4-D weight (2-D convolution), got ", wd,
@@ -90,6 +97,12 @@ inline ConvGeometry conv_geometry(const char* op, const TensorRef& input, const 
   if (dims == 2) g.out_shape.push_back(g.oh);
   g.out_shape.push_back(g.ow);
   return g;
+}
+
+inline ConvGeometry conv_geometry(const char* op, const TensorRef& input, const TensorRef& weight,
+                                  std::span<const int64_t> stride, std::span<const int64_t> padding,
+                                  std::span<const int64_t> dilation, int64_t groups) {
+  return conv_geometry(op, input.sizes(), weight, stride, padding, dilation, groups);
 }
 
 }  // namespace tessera::sdk
