@@ -250,6 +250,55 @@ void bias_grad(const Geometry& g, const TensorRef& gy, const TensorRef& gb) {
   launch_reduce(ReduceOp::Sum, compute_for(gb.dtype()), r, stream_for(gb.device().index));
 }
 
+// gx = the gradient of the convolution `p` with respect to its input, for gy (all contiguous).
+void backward_data(cudnnHandle_t h, const Problem& p, int32_t index, const TensorRef& w, const TensorRef& gy,
+                   const TensorRef& gx) {
+  cudnnConvolutionBwdDataAlgoPerf_t perfs[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+  int count = 0;
+  check_dnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w.d, p.y.d, p.conv.d, p.x.d,
+                                                        CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perfs),
+            "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+  run_best("cudnnConvolutionBackwardData", p, perfs, count, [&](cudnnConvolutionBwdDataAlgo_t algo) {
+    size_t bytes = 0;
+    cudnnStatus_t s = cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w.d, p.y.d, p.conv.d, p.x.d, algo, &bytes);
+    if (s != CUDNN_STATUS_SUCCESS) return s;
+    Workspace ws(index, bytes, stream_for(index));
+    if (!ws.ok) return CUDNN_STATUS_ALLOC_FAILED;
+    return cudnnConvolutionBackwardData(h, p.one(), p.w.d, w.data(), p.y.d, gy.data(), p.conv.d, algo, ws.ptr, bytes,
+                                        p.zero(), p.x.d, gx.data());
+  });
+}
+
+// convolution_backward_input(Tensor grad_output, Tensor weight, int[] input_size, int[] stride,
+//   int[] padding, int[] dilation, int groups) -> grad_input (a transposed convolution's forward)
+void convolution_backward_input_k(sdk::Args& a) {
+  const char* op = "convolution_backward_input";
+  TensorRef grad_out = a.tensor(0), weight = a.tensor(1);
+  const std::span<const int64_t> input_size = a.int_list(2);
+  common_device(op, {&grad_out, &weight});
+  TS_SDK_CHECK(sdk::is_floating(grad_out.dtype()), TS_ERROR_TYPE, op, ": expected a floating grad_output, got ",
+               sdk::dtype_name(grad_out.dtype()));
+  TS_SDK_CHECK(weight.dtype() == grad_out.dtype(), TS_ERROR_TYPE, op, ": expected weight to have grad_output's dtype ",
+               sdk::dtype_name(grad_out.dtype()), ", got ", sdk::dtype_name(weight.dtype()));
+  for (int64_t s : input_size)
+    TS_SDK_CHECK(s >= 0, TS_ERROR_VALUE, op, ": expected a non-negative input_size, got ", shape_text(input_size));
+  Geometry g = sdk::conv_geometry(op, input_size, weight, a.int_list(3), a.int_list(4), a.int_list(5), a.to_int(6));
+  TS_SDK_CHECK(grad_out.shape_vector() == g.out_shape, TS_ERROR_VALUE, op, ": expected grad_output of shape ",
+               shape_text(g.out_shape), " (the output of a convolution of an ", shape_text(input_size),
+               " input), got ", shape_text(grad_out.sizes()));
+  check_int_sized(op, g);
+  const int32_t index = grad_out.device().index, dtype = grad_out.dtype();
+  DeviceGuard guard(index);
+  TensorRef gx = empty_on(a.call(), input_size, dtype, grad_out.device());
+  if (g.n == 0 || g.c_in == 0 || g.c_out == 0 || g.oh * g.ow == 0) {
+    zero_fill(gx);  // a sum over nothing
+  } else if (gx.numel()) {
+    TensorRef gy = contiguous(a.call(), grad_out, dtype), w = contiguous(a.call(), weight, dtype);
+    backward_data(handle_for(index), Problem(g, dtype), index, w, gy, gx);
+  }
+  a.return_tensor(std::move(gx));
+}
+
 // convolution_backward(Tensor grad_output, Tensor input, Tensor weight, int[] stride, int[] padding,
 //                      int[] dilation, int groups) -> (grad_input, grad_weight, grad_bias)
 void convolution_backward_k(sdk::Args& a) {
@@ -277,22 +326,9 @@ void convolution_backward_k(sdk::Args& a) {
     TensorRef x = contiguous(a.call(), input, dtype), w = contiguous(a.call(), weight, dtype);
     Problem p(g, dtype);
     cudnnHandle_t h = handle_for(index);
-    cudnnConvolutionBwdDataAlgoPerf_t dperfs[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    int count = 0;
-    check_dnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w.d, p.y.d, p.conv.d, p.x.d,
-                                                          CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, dperfs),
-              "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-    run_best("cudnnConvolutionBackwardData", p, dperfs, count, [&](cudnnConvolutionBwdDataAlgo_t algo) {
-      size_t bytes = 0;
-      cudnnStatus_t s = cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w.d, p.y.d, p.conv.d, p.x.d, algo, &bytes);
-      if (s != CUDNN_STATUS_SUCCESS) return s;
-      Workspace ws(index, bytes, stream_for(index));
-      if (!ws.ok) return CUDNN_STATUS_ALLOC_FAILED;
-      return cudnnConvolutionBackwardData(h, p.one(), p.w.d, w.data(), p.y.d, gy.data(), p.conv.d, algo, ws.ptr, bytes,
-                                          p.zero(), p.x.d, gx.data());
-    });
+    backward_data(h, p, index, w, gy, gx);
     cudnnConvolutionBwdFilterAlgoPerf_t fperfs[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    count = 0;
+    int count = 0;
     check_dnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x.d, p.y.d, p.conv.d, p.w.d,
                                                             CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, fperfs),
               "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
@@ -316,6 +352,7 @@ void convolution_backward_k(sdk::Args& a) {
 void register_conv_kernels(sdk::Registrar& reg, ts_dispatch_key key) {
   reg.kernel("convolution", key, convolution_k);
   reg.kernel("convolution_backward", key, convolution_backward_k);
+  reg.kernel("convolution_backward_input", key, convolution_backward_input_k);
 }
 
 }  // namespace tessera::gpu
