@@ -1,6 +1,7 @@
 // The CPU backend: a device plugin built on the C ABI alone.
 #include "allocator.h"
 #include "kernels.h"
+#include "tensor_iterator.h"
 
 #include <cstring>
 
@@ -16,6 +17,7 @@ ts_status copy_cb(void*, int32_t, void* dst, const void* src, size_t nbytes) {
 }
 
 void register_cpu(sdk::Registrar& reg) {
+  install_fork_handler();
   ts_device_desc desc{};
   desc.struct_size = sizeof desc;
   desc.name = "cpu";

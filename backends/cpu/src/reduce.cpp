@@ -244,7 +244,7 @@ void check_nonempty(const char* op, const TensorRef& in, const std::vector<bool>
 template <class T>
 void sum_leading(const T* x, T* out, int64_t rows, int64_t cols, bool mean) {
   constexpr int64_t kMaxBlock = 512;  // accumulators per thread: 4 KiB of doubles, in L1
-  const int threads = int(std::max<int64_t>(1, std::min<int64_t>(sdk::host().num_threads(), rows * cols / 32768)));
+  const int threads = int(std::max<int64_t>(1, std::min<int64_t>(max_threads(), rows * cols / 32768)));
   // As wide as the columns split among the threads (so each reads long runs of every row).
   const int64_t block = std::min(kMaxBlock, (((cols + threads - 1) / threads) + 15) / 16 * 16);
   const int64_t blocks = (cols + block - 1) / block;

@@ -13,6 +13,10 @@
 #include <utility>
 #include <vector>
 
+namespace tessera::cpu {
+int max_threads();  // tensor_iterator.cpp: the host's setting, 1 in a forked child
+}  // namespace tessera::cpu
+
 namespace tessera::cpu::strided {
 
 // "[2, 3]" for error messages.
@@ -37,7 +41,7 @@ inline int64_t wrap_dim(const char* op, int64_t dim, int64_t ndim) {
 inline int threads_for(int64_t work) {
   constexpr int64_t kMinWorkPerThread = 32768;
   if (work < 2 * kMinWorkPerThread) return 1;
-  int64_t n = std::min<int64_t>(sdk::host().num_threads(), work / kMinWorkPerThread);
+  int64_t n = std::min<int64_t>(max_threads(), work / kMinWorkPerThread);
   return int(std::max<int64_t>(n, 1));
 }
 

@@ -2,6 +2,9 @@
 #include "tensor_iterator.h"
 
 #include <omp.h>
+#include <pthread.h>
+
+#include <atomic>
 
 #include <algorithm>
 #include <cstring>
@@ -18,7 +21,27 @@ std::string shape_str(std::span<const int64_t> shape) {
   return s + "]";
 }
 
+namespace {
+// Set in a child made by fork(): GNU OpenMP's worker threads did not survive the fork and its
+// pool cannot be rebuilt, so a parallel region there would wait for them forever. The child
+// runs every kernel (and oneDNN, through omp_set_num_threads) on its one thread instead.
+std::atomic<bool> g_forked_child{false};
+
+void on_fork_child() {
+  g_forked_child.store(true, std::memory_order_relaxed);
+  omp_set_num_threads(1);
+}
+}  // namespace
+
+void install_fork_handler() {
+  static const bool installed = [] { return pthread_atfork(nullptr, nullptr, on_fork_child) == 0; }();
+  (void)installed;
+}
+
+bool in_forked_child() { return g_forked_child.load(std::memory_order_relaxed); }
+
 int max_threads() {
+  if (in_forked_child()) return 1;
   int n = 0;
   if (sdk::host_ptr() && sdk::host().num_threads) n = sdk::host().num_threads();
   if (n <= 0) n = omp_get_max_threads();

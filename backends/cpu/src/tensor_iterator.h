@@ -54,8 +54,11 @@ using LoopFn = FunctionRef<void(char** data, const int64_t* strides, int64_t n)>
 
 // ---------------------------------------------------------------------------- small helpers
 std::string shape_str(std::span<const int64_t> shape);
-// The number of threads kernels may use (the host's setting).
+// The number of threads kernels may use (the host's setting; 1 in a forked child).
 int max_threads();
+// Registers the fork handler that makes a forked child single-threaded (once; plugin load).
+void install_fork_handler();
+bool in_forked_child();
 // Runs f(begin, end) over [0, n) in chunks of at least `grain`, in parallel when there are
 // several; an exception thrown by a chunk is rethrown on the calling thread.
 void parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> f);
