@@ -15,7 +15,9 @@
 #include <tessera/tensor.h>
 
 #include <exception>
+#include <string>
 #include <utility>
+#include <vector>
 
 namespace tessera::python {
 
@@ -91,15 +93,32 @@ void def_property(pybind11::handle cls, const char* name, Func&& f, const char* 
   pybind11::setattr(cls, name, prop);
 }
 
+// Plugins' warnings given while this thread ran an operator without the GIL wait here, and
+// become Python warnings when the GIL is back (plugins.cpp).
+struct DeferredWarnings {
+  bool collecting = false;  // this thread released the GIL through a GilRelease
+  std::vector<std::pair<std::string, bool>> pending;  // (text, at_load)
+};
+DeferredWarnings& deferred_warnings();  // this thread's
+void issue_deferred_warnings();         // with the GIL held
+
 // Releases the GIL for the lifetime of the guard (cheaper than pybind11's: no internals lookup).
 class GilRelease {
  public:
-  GilRelease() : state_(PyEval_SaveThread()) {}
-  ~GilRelease() { PyEval_RestoreThread(state_); }
+  GilRelease() : deferred_(deferred_warnings()), outer_(deferred_.collecting), state_(PyEval_SaveThread()) {
+    deferred_.collecting = true;
+  }
+  ~GilRelease() {
+    PyEval_RestoreThread(state_);
+    deferred_.collecting = outer_;
+    if (!deferred_.pending.empty()) issue_deferred_warnings();
+  }
   GilRelease(const GilRelease&) = delete;
   GilRelease& operator=(const GilRelease&) = delete;
 
  private:
+  DeferredWarnings& deferred_;
+  bool outer_;
   PyThreadState* state_;
 };
 

@@ -10,6 +10,8 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -43,9 +45,56 @@ py::dict info_dict(const PluginInfo& p) {
   return d;
 }
 
+// Plugins' warnings as Python sees them: a kernel's warning is a UserWarning raised at the
+// Python line that called the operator (so filters, pytest and `-W error` apply); what a plugin
+// said while loading goes to the "tessera" logger at INFO (quiet by default: the same text is
+// kept with the device type and shown in the error where that device is requested). Operators
+// run without the GIL, so the calling thread keeps its warnings until GilRelease takes the GIL
+// back; a thread that is in no such call (a kernel's worker) prints to stderr, as before.
+void issue(const std::string& text, bool at_load) {
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);  // an error being raised must survive the warning
+  if (at_load) {
+    try {
+      py::module_::import("logging").attr("getLogger")("tessera").attr("info")(text);
+    } catch (py::error_already_set&) {
+      PyErr_Clear();
+    }
+  } else if (PyErr_WarnEx(PyExc_UserWarning, text.c_str(), 1) < 0) {
+    // `-W error`: the warning became an exception, which the operator's caller cannot receive
+    // from here (the call has returned its values): show it instead.
+    PyErr_Print();
+  }
+  PyErr_Restore(type, value, traceback);
+}
+
+void python_warning_handler(const char* where, const char* message, bool at_load) {
+  const std::string text = std::string(where) + ": " + message;
+  if (at_load) {
+    const char* print = std::getenv("TESSERA_PLUGIN_WARNINGS");  // as the default handler does
+    if (print && *print && std::string(print) != "0") std::fprintf(stderr, "[tessera warning] %s\n", text.c_str());
+  }
+  if (Py_IsInitialized() && PyGILState_Check()) return issue(text, at_load);
+  DeferredWarnings& deferred = deferred_warnings();
+  if (deferred.collecting) deferred.pending.emplace_back(text, at_load);
+  else if (!at_load) std::fprintf(stderr, "[tessera warning] %s\n", text.c_str());
+}
+
 }  // namespace
 
+DeferredWarnings& deferred_warnings() {
+  thread_local DeferredWarnings deferred;
+  return deferred;
+}
+
+void issue_deferred_warnings() {
+  auto pending = std::move(deferred_warnings().pending);
+  deferred_warnings().pending.clear();
+  for (const auto& [text, at_load] : pending) issue(text, at_load);
+}
+
 void bind_plugins(py::module_& m) {
+  set_warning_handler(python_warning_handler);
   m.def("set_cpu_fallback", &tessera::set_cpu_fallback, py::arg("enabled"),
         "Runs operators a device plugin lacks on the CPU with copies (default on; env TESSERA_CPU_FALLBACK=0).");
   m.def("cpu_fallback_enabled", &tessera::cpu_fallback_enabled);

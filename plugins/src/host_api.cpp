@@ -9,7 +9,10 @@
 #include <tessera/tensor_impl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <cstdlib>
+#include <string_view>
 #include <cstring>
 #include <thread>
 
@@ -45,12 +48,37 @@ namespace {
 
 void api_set_error(ts_call call, const char* message) { set_call_error(call, message ? message : "(no message)"); }
 
+void default_warning_handler(const char* where, const char* message, bool at_load) {
+  static const bool print_load_warnings = [] {
+    const char* v = std::getenv("TESSERA_PLUGIN_WARNINGS");
+    return v && *v && std::string_view(v) != "0";
+  }();
+  if (at_load && !print_load_warnings) return;  // kept with the device type; shown when it is requested
+  std::fprintf(stderr, "[tessera warning] %s: %s\n", where, message);
+}
+
+std::atomic<WarningHandler> g_warning_handler{default_warning_handler};
+
 void api_warn(ts_call call, const char* message) {
   std::string where = call ? reinterpret_cast<CallContext*>(call)->op->name() : "plugin init";
-  if (!call)
-    if (auto* reg = current_registrar()) reg->warnings.push_back(message ? message : "");  // kept for errors later
-  std::fprintf(stderr, "[tessera warning] %s: %s\n", where.c_str(), message ? message : "");
+  std::string text = message ? message : "";
+  if (!call) {
+    auto* reg = current_registrar();
+    if (reg) {
+      reg->warnings.push_back(text);  // kept for errors later
+      where = "plugin '" + reg->plugin + "'";
+    }
+  }
+  g_warning_handler.load(std::memory_order_acquire)(where.c_str(), text.c_str(), call == nullptr);
 }
+
+}  // namespace
+
+void install_warning_handler(WarningHandler handler) {
+  g_warning_handler.store(handler ? handler : default_warning_handler, std::memory_order_release);
+}
+
+namespace {
 
 ts_registrar_s* checked(ts_registrar reg) {
   if (!reg) raise<PluginError>("registration outside tessera_plugin_init: the registrar is only valid during init");
@@ -380,3 +408,7 @@ const ts_host_api kHostApi = {
 const ts_host_api* api_table() { return &kHostApi; }
 
 }  // namespace tessera::host
+
+namespace tessera {
+void set_warning_handler(WarningHandler handler) { host::install_warning_handler(handler); }
+}  // namespace tessera

@@ -56,13 +56,24 @@ def test_without_a_device_requests_fail_clearly():
 
 
 @pytest.mark.skipif(_plugin_available() and device_count() > 0, reason="this machine has a CUDA device")
-def test_the_reason_is_printed_when_the_plugin_loads():
-    code = "import tessera as ts\ntry:\n    ts.zeros(1, device='cuda')\nexcept ValueError as e:\n    print(e)\n"
+def test_quiet_without_a_gpu_and_the_reason_where_the_device_is_requested():
+    """is_available() and device_count() print nothing; the plugin's reason is in the error of a
+    cuda tensor request, in the "tessera" log at INFO, and on stderr with TESSERA_PLUGIN_WARNINGS=1."""
+    code = ("import logging, sys\n"
+            "logging.basicConfig(stream=sys.stdout, level=logging.INFO, format='LOG %(name)s %(message)s')\n"
+            "import tessera as ts\nprint(ts.cuda.is_available(), ts.cuda.device_count())\n"
+            "try:\n    ts.zeros(1, device='cuda')\nexcept ValueError as e:\n    print(e)\n")
     env = dict(os.environ)
+    env.pop("TESSERA_PLUGIN_WARNINGS", None)
     if BUILD_PYTHON:
         env["PYTHONPATH"] = BUILD_PYTHON + os.pathsep + env.get("PYTHONPATH", "")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
-    assert "0 devices" in r.stdout
+    assert r.stderr == "", r.stderr
+    assert "False 0" in r.stdout
+    assert "0 devices" in r.stdout and "cudaGetDeviceCount" in r.stdout and "cuda tensors cannot be created" in r.stdout
+    assert "LOG tessera plugin 'cuda': cuda: no cuda driver/device was found" in r.stdout
+    env["TESSERA_PLUGIN_WARNINGS"] = "1"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert "cudaGetDeviceCount" in r.stderr and "cuda tensors cannot be created" in r.stderr
 
 

@@ -72,6 +72,14 @@ uint64_t next_random_seed(Device device);
 void set_default_dtype(ScalarType dtype);
 ScalarType get_default_dtype();
 
+// Where plugins' warnings go. `at_load` marks what a plugin said while it loaded (a device
+// plugin finding no device, say): those are kept with the device type and shown in full where
+// that device is requested, so by default they are not printed (set TESSERA_PLUGIN_WARNINGS=1
+// to print them as they come). Warnings from kernels print to stderr by default. The Python
+// package installs a handler that turns them into Python warnings and log records.
+using WarningHandler = void (*)(const char* where, const char* message, bool at_load);
+void set_warning_handler(WarningHandler handler);  // nullptr: the default
+
 // Number of threads kernels may use (default: the hardware's).
 void set_num_threads(int n);
 int get_num_threads();
