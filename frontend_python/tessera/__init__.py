@@ -69,6 +69,24 @@ from tessera import optim  # noqa: E402
 from tessera import utils  # noqa: E402
 
 
+class autocast:
+    """torch.autocast(device_type, dtype=None, enabled=True, cache_enabled=None): see tessera.amp."""
+
+    def __new__(cls, *args, **kwargs):
+        from tessera.amp import autocast as autocast_
+        return autocast_(*args, **kwargs)
+
+
+def is_autocast_enabled(device_type=None):
+    from tessera.amp import is_autocast_enabled as is_enabled
+    return is_enabled(device_type)
+
+
+def get_autocast_dtype(device_type):
+    from tessera.amp import get_autocast_dtype as get_dtype
+    return get_dtype(device_type)
+
+
 def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=None, options=None,
             disable=False):
     """torch.compile: see tessera.compiler.compile (imported on first use: `import tessera` stays light)."""
@@ -78,8 +96,8 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mo
 
 
 def __getattr__(name):
-    # ts.compiler, ts.fx, ts.export, ts.onnx and ts.distributions load on first use, as ts.profiler does.
-    if name in ("compiler", "fx", "export", "onnx", "distributions"):
+    # These subpackages load on first use, so `import tessera` stays light.
+    if name in ("compiler", "fx", "export", "onnx", "profiler", "distributions", "amp"):
         import importlib
         return importlib.import_module(f"tessera.{name}")
     raise AttributeError(f"module 'tessera' has no attribute '{name}'")

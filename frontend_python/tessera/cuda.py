@@ -166,3 +166,23 @@ def reset_peak_memory_stats(device=None):
 def empty_cache():
     """Returns the cached blocks no tensor uses to the driver."""
     _require().empty_cache()
+
+
+def __getattr__(name):
+    # torch.cuda.amp (deprecated in torch, still common): autocast("cuda", float16) and GradScaler("cuda").
+    if name == "amp":
+        import types
+
+        from tessera import amp as _amp
+
+        def autocast(enabled=True, dtype=None, cache_enabled=True):
+            import tessera
+            return _amp.autocast("cuda", dtype=dtype or tessera.float16, enabled=enabled, cache_enabled=cache_enabled)
+
+        def GradScaler(init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
+                       enabled=True):
+            return _amp.GradScaler("cuda", init_scale, growth_factor, backoff_factor, growth_interval, enabled)
+
+        return types.SimpleNamespace(autocast=autocast, GradScaler=GradScaler, custom_fwd=_amp.custom_fwd,
+                                     custom_bwd=_amp.custom_bwd)
+    raise AttributeError(f"module 'tessera.cuda' has no attribute '{name}'")

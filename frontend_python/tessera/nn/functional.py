@@ -87,8 +87,15 @@ def linear(input, weight, bias=None):
     wt = _op("transpose", weight, 0, 1) if weight.ndim == 2 else weight
     out = _op("matmul", input, wt)
     if bias is not None:
+        if bias.dtype != out.dtype and _autocast_on(out):
+            bias = _op("to", bias, out.dtype)  # linear is one autocast operator in torch: its bias is cast too
         out = _op("add", out, bias)
     return out
+
+
+def _autocast_on(t):
+    from tessera.amp import autocast_mode
+    return autocast_mode.is_autocast_enabled(t.device.type)
 
 
 def bilinear(input1, input2, weight, bias=None):
