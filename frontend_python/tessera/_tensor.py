@@ -426,26 +426,42 @@ def _to_dtype(name):
 
 _TENSOR_TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
                       "bfloat16": "BFloat16Tensor", "int64": "LongTensor", "int32": "IntTensor",
-                      "int16": "ShortTensor", "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor"}
+                      "int16": "ShortTensor", "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor",
+                      "complex64": "ComplexFloatTensor", "complex128": "ComplexDoubleTensor"}
+_TENSOR_TYPE_DTYPES = {v: k for k, v in _TENSOR_TYPE_NAMES.items()}
 
 
-def type_(self, dtype=None, non_blocking=False):
-    """type() -> "tessera.FloatTensor"-style name; type(dtype) -> to(dtype)."""
+def type_(self, dtype=None, non_blocking=False, **kwargs):
+    """type() -> "tessera.FloatTensor"-style name ("tessera.cuda.FloatTensor" off the CPU).
+    type(dtype) converts like to(dtype); type("torch.LongTensor") / type("tessera.cuda.LongTensor")
+    or type(tessera.LongTensor) converts the dtype and moves to the device the name says (the
+    CPU when it names none), as torch does. Returns self when nothing changes."""
     if dtype is None:
         dev = self.device.type
-        return "tessera." + ("" if dev == "cpu" else dev + ".") + _TENSOR_TYPE_NAMES[self.dtype.name]
-    if isinstance(dtype, str):
-        for k, v in _TENSOR_TYPE_NAMES.items():
-            if dtype.endswith("." + v):
-                dtype = _DT[k]
-                break
-        else:
-            raise ValueError(f"type(): invalid type {dtype!r}")
-    return to(self, dtype)
+        name = _TENSOR_TYPE_NAMES.get(self.dtype.name)
+        if name is None:
+            raise TypeError(f"type(): no legacy tensor type name for dtype {self.dtype}")
+        return "tessera." + ("" if dev == "cpu" else dev + ".") + name
+    if isinstance(dtype, _C.dtype):
+        return to(self, dtype, non_blocking=non_blocking)
+    name = getattr(dtype, "__name__", None) if callable(dtype) else dtype  # the legacy constructors: LongTensor
+    if not isinstance(name, str):
+        raise TypeError(f"type(): expected a dtype or a tensor type name such as 'torch.FloatTensor', got "
+                        f"{type(dtype).__name__}")
+    parts = name.split(".")
+    if parts[-1] not in _TENSOR_TYPE_DTYPES or len(parts) > 3 or (len(parts) > 1 and parts[0] not in
+                                                                   ("torch", "tessera")):
+        raise ValueError(f"type(): invalid type {name!r}; expected a name such as 'torch.FloatTensor' or "
+                         "'torch.cuda.LongTensor'")
+    device = parts[1] if len(parts) == 3 else "cpu"
+    return to(self, device, _DT[_TENSOR_TYPE_DTYPES[parts[-1]]], non_blocking=non_blocking)
 
 
 def type_as(self, other):
-    return to(self, other.dtype)
+    """self converted to other's type, dtype and device alike (torch: self.type(other.type()))."""
+    if _same_device(self.device, other.device):
+        return to(self, other.dtype)
+    return to(self, other.device, other.dtype)
 
 
 def cpu(self):
@@ -475,29 +491,41 @@ def is_pinned(self, device=None):
     return _C._is_pinned(self)
 
 
-def new_empty(self, *size, dtype=None, device=None):
-    return _call("empty", (_shape_args(size, "new_empty"),),
-                 {"dtype": dtype or self.dtype, "device": device or self.device})
+# The new_* factories take self's dtype and device unless given; layout and pin_memory are
+# accepted for torch's signatures (tessera tensors are strided; pin a tensor with pin_memory()).
+def _new(self, op, size, extra, dtype, device, requires_grad):
+    t = _call(op, (list(size),) + extra, {"dtype": dtype or self.dtype, "device": device or self.device})
+    return t.requires_grad_() if requires_grad else t
 
 
-def new_zeros(self, *size, dtype=None, device=None):
-    return _call("zeros", (_shape_args(size, "new_zeros"),),
-                 {"dtype": dtype or self.dtype, "device": device or self.device})
+def new_empty(self, *size, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
+    return _new(self, "empty", _shape_args(size, "new_empty"), (), dtype, device, requires_grad)
 
 
-def new_ones(self, *size, dtype=None, device=None):
-    return _call("ones", (_shape_args(size, "new_ones"),),
-                 {"dtype": dtype or self.dtype, "device": device or self.device})
+def new_zeros(self, *size, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
+    return _new(self, "zeros", _shape_args(size, "new_zeros"), (), dtype, device, requires_grad)
 
 
-def new_full(self, size, fill_value, *, dtype=None, device=None):
-    return _call("full", (size, fill_value), {"dtype": dtype or self.dtype, "device": device or self.device})
+def new_ones(self, *size, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
+    return _new(self, "ones", _shape_args(size, "new_ones"), (), dtype, device, requires_grad)
 
 
-def new_tensor(self, data, dtype=None, device=None):
+def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False, layout=None,
+             pin_memory=False):
+    if isinstance(size, builtins.int):
+        size = (size,)
+    return _new(self, "full", size, (fill_value,), dtype, device, requires_grad)
+
+
+def new_tensor(self, data, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
+    """A new tensor holding a copy of data (a tensor's data is copied, its history left behind)."""
     from tessera._factories import tensor
 
-    return tensor(data, dtype=dtype or self.dtype, device=device or self.device)
+    if isinstance(data, Tensor):
+        t = to(data.detach(), device or self.device, dtype or self.dtype, copy=True)
+    else:
+        t = tensor(data, dtype=dtype or self.dtype, device=device or self.device)
+    return t.requires_grad_() if requires_grad else t
 
 
 def zero_(self):
