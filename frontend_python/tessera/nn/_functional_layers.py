@@ -4,10 +4,10 @@ they exist by then."""
 import builtins
 import math
 
-from tessera.nn.functional import _op
+from tessera.nn.functional import _op, avg_pool2d
 
 __all__ = ["pad", "interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "pixel_shuffle",
-           "pixel_unshuffle", "channel_shuffle"]
+           "pixel_unshuffle", "channel_shuffle", "local_response_norm"]
 
 
 # ---------------------------------------------------------------------------- padding
@@ -172,3 +172,23 @@ def channel_shuffle(input, groups):
     rest = list(input.shape[2:])
     x = _op("reshape", input, [n, groups, c // groups] + rest)
     return _op("reshape", _op("contiguous", _op("transpose", x, 1, 2)), [n, c] + rest)
+
+
+# ---------------------------------------------------------------------------- local response normalization
+def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
+    """torch.nn.functional.local_response_norm over the channels (dim 1) of an (N, C, *) input:
+    out_c = in_c / (k + alpha / size * sum of in_j^2 over j in [c - size // 2, c + (size - 1) // 2])^beta,
+    channels past either end counting as zero."""
+    dim = input.dim()
+    if dim < 3:
+        raise ValueError(f"Expected 3D or higher dimensionality input (got {dim} dimensions)")
+    if input.numel() == 0:
+        return input
+    n, c = input.shape[0], input.shape[1]
+    # The window sum is a (size, 1) average pool over an (N, 1, C, rest) view, channels as the height:
+    # one pooling kernel whatever the rank, and its derivative is already known.
+    sq = _op("reshape", _op("mul", input, input), [n, 1, c, -1])
+    sq = _op("constant_pad_nd", sq, [0, 0, size // 2, (size - 1) // 2], 0.0)
+    div = _op("reshape", avg_pool2d(sq, (size, 1), stride=1), list(input.shape))
+    div = _op("pow", _op("add", _op("mul", div, builtins.float(alpha)), builtins.float(k)), builtins.float(beta))
+    return _op("div", input, div)

@@ -1076,70 +1076,207 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     return _op("matmul", attn, value)
 
 
-def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight, in_proj_bias, out_proj_weight,
-                                 out_proj_bias, dropout_p=0.0, training=True, key_padding_mask=None,
-                                 need_weights=True, attn_mask=None, average_attn_weights=True, is_causal=False,
-                                 batch_first=False):
-    """Multi-head attention over batch-first (N, L, E) inputs (or unbatched (L, E)); batch_first=False
-    inputs are (L, N, E). Returns (output, weights or None)."""
-    unbatched = query.ndim == 2
-    if unbatched:
+def _mha_check_shapes(query, key, value, key_padding_mask, attn_mask, num_heads):
+    """torch's shape rules for multi-head attention inputs; returns whether the input is batched."""
+    qd, kd, vd = query.ndim, key.ndim, value.ndim
+    if qd == 3:
+        if kd != 3 or vd != 3:
+            raise AssertionError(f"For batched (3-D) `query`, expected `key` and `value` to be 3-D but found {kd}-D "
+                                 f"and {vd}-D tensors respectively")
+        if key_padding_mask is not None and key_padding_mask.ndim != 2:
+            raise AssertionError(f"For batched (3-D) `query`, expected `key_padding_mask` to be `None` or 2-D but "
+                                 f"found {key_padding_mask.ndim}-D tensor instead")
+        if attn_mask is not None and attn_mask.ndim not in (2, 3):
+            raise AssertionError(f"For batched (3-D) `query`, expected `attn_mask` to be `None`, 2-D or 3-D but found "
+                                 f"{attn_mask.ndim}-D tensor instead")
+        return True
+    if qd == 2:
+        if kd != 2 or vd != 2:
+            raise AssertionError(f"For unbatched (2-D) `query`, expected `key` and `value` to be 2-D but found {kd}-D "
+                                 f"and {vd}-D tensors respectively")
+        if key_padding_mask is not None and key_padding_mask.ndim != 1:
+            raise AssertionError(f"For unbatched (2-D) `query`, expected `key_padding_mask` to be `None` or 1-D but "
+                                 f"found {key_padding_mask.ndim}-D tensor instead")
+        if attn_mask is not None:
+            if attn_mask.ndim not in (2, 3):
+                raise AssertionError(f"For unbatched (2-D) `query`, expected `attn_mask` to be `None`, 2-D or 3-D but "
+                                     f"found {attn_mask.ndim}-D tensor instead")
+            want = (num_heads, query.shape[0], key.shape[0])
+            if attn_mask.ndim == 3 and tuple(attn_mask.shape) != want:
+                raise AssertionError(f"Expected `attn_mask` shape to be {want} but got {tuple(attn_mask.shape)}")
+        return False
+    raise AssertionError(f"query should be unbatched 2D or batched 3D tensor but received {qd}-D query tensor")
+
+
+def _mha_float_mask(mask, name, dtype, other=None, other_name=""):
+    """A bool mask (True = masked out) as an additive float mask of `dtype`; float masks pass through.
+    Like torch, masks of other dtypes are refused and a mask whose dtype differs from `other`'s warns."""
+    if mask is None:
+        return None
+    if mask.dtype != _BOOL and not mask.dtype.is_floating_point:
+        raise AssertionError(f"only bool and floating types of {name} are supported, got {mask.dtype.name}")
+    if other is not None and other.dtype != mask.dtype:
+        warnings.warn(f"Support for mismatched {name} and {other_name} is deprecated. Use same type for both instead.",
+                      stacklevel=3)
+    if mask.dtype == _BOOL:
+        return _op("masked_fill", _op("zeros", list(mask.shape), dtype=dtype, device=mask.device), mask, -math.inf)
+    return mask
+
+
+def _mha_in_projection(query, key, value, e, packed, wq, wk, wv, bias):
+    """q, k, v projections of batch-first inputs. With the packed (3E, E) weight, self-attention (query
+    is key is value) takes one matrix product and key is value takes two; the slices are views."""
+    for name, x, w in (("query", query, wq), ("key", key, wk), ("value", value, wv)):
+        if packed is None and tuple(w.shape) != (e, x.shape[-1]):  # separate weights: torch asserts their shapes
+            raise AssertionError(f"expecting {name} weights shape of {(e, x.shape[-1])}, but got {tuple(w.shape)}")
+        if packed is not None and x.shape[-1] != e:  # torch reports this as a failed matrix product
+            raise RuntimeError(f"multi_head_attention_forward: {name}'s embedding size must be {e} (in_proj_weight's "
+                               f"in_features), got {name} of shape {tuple(x.shape)}")
+    bq = bk = bv = None
+    if bias is not None:
+        bq, bk, bv = (_op("narrow", bias, 0, i * e, e) for i in range(3))
+    if packed is not None:
+        if query is key and key is value:
+            qkv = linear(query, packed, bias)
+            return tuple(_op("narrow", qkv, -1, i * e, e) for i in range(3))
+        if key is value:
+            kv = linear(key, _op("narrow", packed, 0, e, 2 * e), None if bias is None else _op("narrow", bias, 0, e,
+                                                                                                2 * e))
+            return linear(query, wq, bq), _op("narrow", kv, -1, 0, e), _op("narrow", kv, -1, e, e)
+    return linear(query, wq, bq), linear(key, wk, bk), linear(value, wv, bv)
+
+
+def _mha_static(t, name, n, num_heads, hd):
+    """A caller's precomputed (N * num_heads, S, head_dim) key or value as (N, num_heads, S, head_dim)."""
+    if t.ndim != 3 or t.shape[0] != n * num_heads:
+        raise AssertionError(f"expecting {name}.size(0) of {n * num_heads}, but got {t.shape[0]}")
+    if t.shape[2] != hd:
+        raise AssertionError(f"expecting {name}.size(2) of {hd}, but got {t.shape[2]}")
+    return _op("reshape", t, [n, num_heads, t.shape[1], hd])
+
+
+def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias,
+                                 bias_k, bias_v, add_zero_attn, dropout_p, out_proj_weight, out_proj_bias,
+                                 training=True, key_padding_mask=None, need_weights=True, attn_mask=None,
+                                 use_separate_proj_weight=False, q_proj_weight=None, k_proj_weight=None,
+                                 v_proj_weight=None, static_k=None, static_v=None, average_attn_weights=True,
+                                 is_causal=False, *, batch_first=False):
+    """torch.nn.functional.multi_head_attention_forward. Inputs are (L, N, E) query and (S, N, Ek / Ev)
+    key / value, or unbatched (L, E) and (S, Ek / Ev); batch_first=True (a Tessera extension, used by
+    nn.MultiheadAttention) takes (N, L, E) instead. Masks: bool True = not allowed, float = added to
+    the scores. is_causal with no attn_mask applies the causal mask (torch asks for the mask too).
+    Returns (output, attention weights averaged over heads, or per head, or None)."""
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        _check_tensor(t, name, "multi_head_attention_forward")
+    batched = _mha_check_shapes(query, key, value, key_padding_mask, attn_mask, num_heads)
+    self_attention, kv_same = query is key and key is value, key is value
+    # Work batch-first: (N, L, E) queries, (N, S, E) keys and values; transposes are views.
+    if not batched:
         query, key, value = (_op("unsqueeze", t, 0) for t in (query, key, value))
         if key_padding_mask is not None:
             key_padding_mask = _op("unsqueeze", key_padding_mask, 0)
     elif not batch_first:
         query, key, value = (_op("transpose", t, 0, 1) for t in (query, key, value))
-    if query.ndim != 3:
-        raise ValueError(f"MultiheadAttention: expected query to be 2-D (unbatched) or 3-D, got {query.ndim}-D")
     n, L, e = query.shape
     S = key.shape[1]
-    if e % num_heads:
-        raise ValueError(f"MultiheadAttention: embed_dim {e} is not divisible by num_heads {num_heads}")
-    hd = e // num_heads
-    w_q, w_k, w_v = (_op("narrow", in_proj_weight, 0, i * e, e) for i in range(3))
-    b_q = b_k = b_v = None
-    if in_proj_bias is not None:
-        b_q, b_k, b_v = (_op("narrow", in_proj_bias, 0, i * e, e) for i in range(3))
-    q = linear(query, w_q, b_q)
-    k = linear(key, w_k, b_k)
-    v = linear(value, w_v, b_v)
-    # (N, L, E) -> (N, H, L, hd)
-    q = _op("transpose", _op("reshape", q, [n, L, num_heads, hd]), 1, 2)
-    k = _op("transpose", _op("reshape", k, [n, S, num_heads, hd]), 1, 2)
-    v = _op("transpose", _op("reshape", v, [n, S, num_heads, hd]), 1, 2)
-
-    mask = None  # an additive float mask broadcastable to (N, H, L, S)
+    if self_attention:
+        key = value = query
+    elif kv_same:
+        value = key
+    key_padding_mask = _mha_float_mask(key_padding_mask, "key_padding_mask", query.dtype, attn_mask, "attn_mask")
     if is_causal and attn_mask is None:
-        attn_mask = _causal_mask(L, S, query.device)
-    if attn_mask is not None:
-        if attn_mask.dtype == _BOOL:  # torch's nn.MultiheadAttention: True = NOT allowed
-            mask = _op("masked_fill", _op("zeros", list(attn_mask.shape), dtype=q.dtype, device=q.device), attn_mask,
-                       -math.inf)
+        attn_mask = _op("logical_not", _causal_mask(L, S, query.device))
+    attn_mask = _mha_float_mask(attn_mask, "attn_mask", query.dtype)
+    if e != embed_dim_to_check:
+        raise AssertionError(f"was expecting embedding dimension of {embed_dim_to_check}, but got {e}")
+    hd = e // num_heads
+    if hd * num_heads != e:
+        raise AssertionError(f"embed_dim {e} not divisible by num_heads {num_heads}")
+    if use_separate_proj_weight:  # key and value may then have their own embedding sizes
+        if tuple(key.shape[:2]) != tuple(value.shape[:2]):
+            raise AssertionError(f"key's sequence and batch dims {tuple(key.shape[:2])} do not match value's "
+                                 f"{tuple(value.shape[:2])}")
+        for name, w in (("q", q_proj_weight), ("k", k_proj_weight), ("v", v_proj_weight)):
+            if w is None:
+                raise AssertionError(f"use_separate_proj_weight is True but {name}_proj_weight is None")
+        q, k, v = _mha_in_projection(query, key, value, e, None, q_proj_weight, k_proj_weight, v_proj_weight,
+                                     in_proj_bias)
+    else:
+        if tuple(key.shape) != tuple(value.shape):
+            raise AssertionError(f"key shape {tuple(key.shape)} does not match value shape {tuple(value.shape)}")
+        if in_proj_weight is None:
+            raise AssertionError("use_separate_proj_weight is False but in_proj_weight is None")
+        wq, wk, wv = (_op("narrow", in_proj_weight, 0, i * e, e) for i in range(3))
+        q, k, v = _mha_in_projection(query, key, value, e, in_proj_weight, wq, wk, wv, in_proj_bias)
+
+    if attn_mask is not None:  # to (1, 1, L, S) or (N, H, L, S), broadcasting over the scores
+        if attn_mask.ndim == 2:
+            if tuple(attn_mask.shape) != (L, S):
+                raise RuntimeError(f"The shape of the 2D attn_mask is {tuple(attn_mask.shape)}, but should be "
+                                   f"{(L, S)}.")
+            attn_mask = _op("reshape", attn_mask, [1, 1, L, S])
+        elif attn_mask.ndim == 3:
+            if tuple(attn_mask.shape) != (n * num_heads, L, S):
+                raise RuntimeError(f"The shape of the 3D attn_mask is {tuple(attn_mask.shape)}, but should be "
+                                   f"{(n * num_heads, L, S)}.")
+            attn_mask = _op("reshape", attn_mask, [n, num_heads, L, S])
         else:
-            mask = attn_mask
-        if mask.ndim == 3:  # (N * H, L, S)
-            mask = _op("reshape", mask, [n, num_heads, L, S])
+            raise RuntimeError(f"attn_mask's dimension {attn_mask.ndim} is not supported")
+
+    def extend_masks(am, kpm):  # one more key position, open to every query
+        return (None if am is None else _op("constant_pad_nd", am, [0, 1], 0.0),
+                None if kpm is None else _op("constant_pad_nd", kpm, [0, 1], 0.0))
+
+    if bias_k is not None and bias_v is not None:  # a learned extra key / value appended to each sequence
+        if static_k is not None:
+            raise AssertionError("bias cannot be added to static key.")
+        if static_v is not None:
+            raise AssertionError("bias cannot be added to static value.")
+        k = _op("cat", [k, _op("expand", _op("reshape", bias_k, [1, 1, e]), [n, 1, e])], 1)
+        v = _op("cat", [v, _op("expand", _op("reshape", bias_v, [1, 1, e]), [n, 1, e])], 1)
+        attn_mask, key_padding_mask = extend_masks(attn_mask, key_padding_mask)
+    elif bias_k is not None or bias_v is not None:
+        raise AssertionError("bias_k is set but bias_v is None" if bias_k is not None else
+                             "bias_v is set but bias_k is None")
+
+    # (N, len, E) -> (N, H, len, head_dim)
+    q = _op("transpose", _op("reshape", q, [n, L, num_heads, hd]), 1, 2)
+    k = _mha_static(static_k, "static_k", n, num_heads, hd) if static_k is not None else \
+        _op("transpose", _op("reshape", k, [n, k.shape[1], num_heads, hd]), 1, 2)
+    v = _mha_static(static_v, "static_v", n, num_heads, hd) if static_v is not None else \
+        _op("transpose", _op("reshape", v, [n, v.shape[1], num_heads, hd]), 1, 2)
+    if add_zero_attn:  # a zero key / value: its score is 0, so it soaks up some weight and adds nothing
+        zeros = _op("zeros", [n, num_heads, 1, hd], dtype=k.dtype, device=k.device)
+        k = _op("cat", [k, zeros], 2)
+        v = _op("cat", [v, zeros], 2)
+        attn_mask, key_padding_mask = extend_masks(attn_mask, key_padding_mask)
+    S = k.shape[2]
+
+    mask = attn_mask
     if key_padding_mask is not None:
-        kpm = key_padding_mask
-        if kpm.dtype == _BOOL:
-            kpm = _op("masked_fill", _op("zeros", list(kpm.shape), dtype=q.dtype, device=q.device), kpm, -math.inf)
-        kpm = _op("unsqueeze", _op("unsqueeze", kpm, 1), 1)  # (N, 1, 1, S)
+        if key_padding_mask.shape[0] != n:
+            raise AssertionError(f"Expected key_padded_mask.shape[0] to be {n}, but got {key_padding_mask.shape[0]}")
+        if key_padding_mask.shape[1] != S:
+            raise AssertionError(f"Expected key_padded_mask.shape[1] to be {S}, but got {key_padding_mask.shape[1]}")
+        kpm = _op("reshape", key_padding_mask, [n, 1, 1, S])
         mask = kpm if mask is None else _op("add", mask, kpm)
 
-    scores = _op("mul", _op("matmul", q, _op("transpose", k, -2, -1)), 1.0 / math.sqrt(hd) if hd else 1.0)
+    # Scale q before the product, as torch does: L x hd multiplies instead of L x S.
+    q = _op("mul", q, 1.0 / math.sqrt(hd) if hd else 1.0)
+    scores = _op("matmul", q, _op("transpose", k, -2, -1))
     if mask is not None:
         scores = _op("add", scores, mask)
     attn = _op("softmax", scores, -1, None)
-    attn_dropped = dropout(attn, dropout_p, training) if dropout_p > 0.0 else attn
-    out = _op("matmul", attn_dropped, v)  # (N, H, L, hd)
-    out = _op("reshape", _op("transpose", out, 1, 2), [n, L, e])
-    out = linear(out, out_proj_weight, out_proj_bias)
+    if training and dropout_p > 0.0:
+        attn = dropout(attn, dropout_p, True)
+    out = _op("matmul", attn, v)  # (N, H, L, hd)
+    out = linear(_op("reshape", _op("transpose", out, 1, 2), [n, L, e]), out_proj_weight, out_proj_bias)
     weights = None
     if need_weights:
-        weights = _op("mean", attn_dropped, [1]) if average_attn_weights else attn_dropped
-        if unbatched:
+        weights = _op("mean", attn, [1]) if average_attn_weights else attn
+        if not batched:
             weights = _op("squeeze", weights, 0)
-    if unbatched:
+    if not batched:
         out = _op("squeeze", out, 0)
     elif not batch_first:
         out = _op("transpose", out, 0, 1)

@@ -82,54 +82,83 @@ class NonDynamicallyQuantizableLinear(Linear):
     """The out-projection of MultiheadAttention (a Linear; the name keeps torch's state_dict layout)."""
 
 
+class _HeadsError(AssertionError, ValueError):
+    """torch raises AssertionError for an embed_dim that num_heads does not divide; earlier Tessera
+    raised ValueError, so the error is both."""
+
+
 class MultiheadAttention(Module):
-    """torch.nn.MultiheadAttention with the packed in_proj_weight (3E, E), in_proj_bias (3E) and
-    out_proj layout (key and value of embed_dim; kdim/vdim other than embed_dim unsupported).
-    Inputs are (L, N, E), or (N, L, E) with batch_first, or unbatched (L, E). forward returns
-    (output, attention weights averaged over heads, or per head, or None)."""
+    """torch.nn.MultiheadAttention. With kdim == vdim == embed_dim the q, k, v projections are packed in
+    in_proj_weight (3E, E); otherwise q_proj_weight (E, E), k_proj_weight (E, kdim) and v_proj_weight
+    (E, vdim) hold them and in_proj_weight is None. in_proj_bias (3E) and out_proj are shared by both
+    layouts; add_bias_kv adds bias_k and bias_v (1, 1, E). Inputs are (L, N, E), or (N, L, E) with
+    batch_first, or unbatched (L, E). forward returns (output, attention weights averaged over heads,
+    or per head, or None)."""
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
                  kdim=None, vdim=None, batch_first=False, device=None, dtype=None):
-        super().__init__()
         if embed_dim <= 0 or num_heads <= 0:
             raise ValueError(f"embed_dim and num_heads must be greater than 0, got embed_dim={embed_dim} and "
                              f"num_heads={num_heads} instead")
-        if (kdim not in (None, embed_dim)) or (vdim not in (None, embed_dim)):
-            raise NotImplementedError("MultiheadAttention: kdim / vdim different from embed_dim are not supported")
-        if add_bias_kv or add_zero_attn:
-            raise NotImplementedError("MultiheadAttention: add_bias_kv / add_zero_attn are not supported")
+        super().__init__()
+        kw = {"dtype": dtype, "device": device}
         self.embed_dim = embed_dim
-        self.kdim = self.vdim = embed_dim
-        self._qkv_same_embed_dim = True
+        self.kdim = kdim if kdim is not None else embed_dim
+        self.vdim = vdim if vdim is not None else embed_dim
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
         self.num_heads = num_heads
         self.dropout = dropout
         self.batch_first = batch_first
         self.head_dim = embed_dim // num_heads
         if self.head_dim * num_heads != embed_dim:
-            raise ValueError("embed_dim must be divisible by num_heads")
-        self.in_proj_weight = Parameter(tessera.empty((3 * embed_dim, embed_dim), dtype=dtype, device=device))
+            raise _HeadsError(f"embed_dim must be divisible by num_heads, got embed_dim={embed_dim} and "
+                              f"num_heads={num_heads}")
+        # Registration order is torch's, so named_parameters() and state_dict() list the same names.
+        if self._qkv_same_embed_dim:
+            self.in_proj_weight = Parameter(tessera.empty((3 * embed_dim, embed_dim), **kw))
+            for name in ("q_proj_weight", "k_proj_weight", "v_proj_weight"):
+                self.register_parameter(name, None)
+        else:
+            self.q_proj_weight = Parameter(tessera.empty((embed_dim, embed_dim), **kw))
+            self.k_proj_weight = Parameter(tessera.empty((embed_dim, self.kdim), **kw))
+            self.v_proj_weight = Parameter(tessera.empty((embed_dim, self.vdim), **kw))
+            self.register_parameter("in_proj_weight", None)
         if bias:
-            self.in_proj_bias = Parameter(tessera.empty((3 * embed_dim,), dtype=dtype, device=device))
+            self.in_proj_bias = Parameter(tessera.empty((3 * embed_dim,), **kw))
         else:
             self.register_parameter("in_proj_bias", None)
-        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, device=device, dtype=dtype)
-        self.bias_k = self.bias_v = None
-        self.add_zero_attn = False
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, **kw)
+        if add_bias_kv:
+            self.bias_k = Parameter(tessera.empty((1, 1, embed_dim), **kw))
+            self.bias_v = Parameter(tessera.empty((1, 1, embed_dim), **kw))
+        else:
+            self.bias_k = self.bias_v = None
+        self.add_zero_attn = add_zero_attn
         self._reset_parameters()
 
     def _reset_parameters(self):
-        init.xavier_uniform_(self.in_proj_weight)
+        if self._qkv_same_embed_dim:
+            init.xavier_uniform_(self.in_proj_weight)
+        else:
+            for w in (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight):
+                init.xavier_uniform_(w)
         if self.in_proj_bias is not None:
             init.constant_(self.in_proj_bias, 0.0)
             init.constant_(self.out_proj.bias, 0.0)
+        if self.bias_k is not None:
+            init.xavier_normal_(self.bias_k)
+            init.xavier_normal_(self.bias_v)
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
                 average_attn_weights=True, is_causal=False):
+        separate = not self._qkv_same_embed_dim
         return F.multi_head_attention_forward(
-            query, key, value, self.num_heads, self.in_proj_weight, self.in_proj_bias, self.out_proj.weight,
-            self.out_proj.bias, dropout_p=self.dropout, training=self.training, key_padding_mask=key_padding_mask,
-            need_weights=need_weights, attn_mask=attn_mask, average_attn_weights=average_attn_weights,
-            is_causal=is_causal and attn_mask is None, batch_first=self.batch_first)
+            query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight, self.in_proj_bias, self.bias_k,
+            self.bias_v, self.add_zero_attn, self.dropout, self.out_proj.weight, self.out_proj.bias,
+            training=self.training, key_padding_mask=key_padding_mask, need_weights=need_weights,
+            attn_mask=attn_mask, use_separate_proj_weight=separate, q_proj_weight=self.q_proj_weight,
+            k_proj_weight=self.k_proj_weight, v_proj_weight=self.v_proj_weight,
+            average_attn_weights=average_attn_weights, is_causal=is_causal, batch_first=self.batch_first)
 
 
 def _activation(name, function, params=(), doc=""):

@@ -1,4 +1,4 @@
-"""BatchNorm1d, BatchNorm2d, LayerNorm, GroupNorm."""
+"""BatchNorm1d, BatchNorm2d, LayerNorm, GroupNorm, RMSNorm, LocalResponseNorm."""
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "LayerNorm"]
 import numbers
@@ -112,8 +112,9 @@ class LayerNorm(Module):
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
-    def extra_repr(self):
-        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+    def extra_repr(self):  # torch's, which names bias since LayerNorm took bias=False
+        return (f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, "
+                f"bias={self.bias is not None}")
 
 
 class GroupNorm(Module):
@@ -167,3 +168,21 @@ class RMSNorm(Module):
 
 
 __all__ += ["RMSNorm"]
+
+
+class LocalResponseNorm(Module):
+    """Normalizes each channel by the energy of the `size` channels around it (Krizhevsky et al., 2012):
+    out_c = in_c / (k + alpha / size * sum in_j^2)^beta. Input (N, C, *) with at least 3 dims."""
+
+    def __init__(self, size, alpha=1e-4, beta=0.75, k=1.0):
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, input):
+        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self):
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+__all__ += ["LocalResponseNorm"]
