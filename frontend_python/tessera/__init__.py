@@ -102,6 +102,7 @@ def __getattr__(name):
         return importlib.import_module(f"tessera.{name}")
     raise AttributeError(f"module 'tessera' has no attribute '{name}'")
 from tessera import accelerator, testing  # noqa: E402,F401
+from tessera._size import Size  # noqa: E402,F401
 from tessera._legacy import (  # noqa: E402,F401  (torch.FloatTensor(...) and friends)
     BFloat16Tensor, BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor, LongTensor,
     ShortTensor,

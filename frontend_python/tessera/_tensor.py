@@ -245,7 +245,23 @@ def _rebuild(data, dtype_name, shape, device):
     return t if device == "cpu" else t.to(device)
 
 
+def _rebuild_from_bytes(data, dtype_name, shape, device):
+    import numpy as np
+    t = _C.from_numpy(np.frombuffer(data, dtype=dtype_name).reshape(shape).copy())
+    return t if device == "cpu" else t.to(device)
+
+
+# Dtypes whose bytes NumPy reads as they are (bfloat16 has no NumPy dtype: it goes through tolist).
+_RAW_PICKLE = {"bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64", "complex64",
+               "complex128"}
+
+
 def __reduce_ex__(self, protocol):
+    # Raw bytes where NumPy can read them back: a DataLoader worker's batch of images pickles in
+    # a memcpy instead of a Python list of every element.
+    if self.dtype.name in _RAW_PICKLE:
+        cpu = self.detach().to("cpu").contiguous()
+        return (_rebuild_from_bytes, (cpu.numpy().tobytes(), self.dtype.name, tuple(self.shape), str(self.device)))
     return (_rebuild, (self.tolist(), self.dtype.name, tuple(self.shape), str(self.device)))
 
 
