@@ -714,6 +714,20 @@ def _convolution_backward_input():
     return out
 
 
+@samples("_fused_adam_")
+def _fused_adam_():
+    def state(dtype=F32):
+        return [t(3, 4, seed=s, dtype=dtype) for s in (1, 2)] + [pos(3, 4, seed=3, dtype=dtype)]
+    p, m, v = state()
+    return [Sample(p, m, t(3, 4, seed=4), v, None, 0.1, 0.9, 0.999, 1e-8, 0.0, 0.1, 0.0316, False, False),
+            Sample(*state()[:2], pos(3, 4, seed=3), t(3, 4, seed=4), pos(3, 4, seed=5), 0.01, 0.8, 0.9, 1e-6, 0.1,
+                   0.36, 0.44, True, True),
+            Sample(*state(F64)[:3], t(3, 4, seed=4, dtype=F64), None, 0.1, 0.9, 0.999, 1e-8, 0.0, 0.1, 0.0316, False,
+                   False),
+            Sample(*state(F16)[:3], t(3, 4, seed=4, dtype=F16), None, 0.1, 0.9, 0.999, 1e-8, 0.0, 0.1, 0.0316, False,
+                   False).raises(TypeError)]
+
+
 def _pool_cases():
     """(input, kernel_size, stride, padding, ceil_mode): batched, strided with padding, ceil
     mode, unbatched; distinct values so that the maximum of a window is unique."""

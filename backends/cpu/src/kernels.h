@@ -19,6 +19,7 @@ void register_lapack_kernels(sdk::Registrar& reg, ts_dispatch_key key);       //
 void register_fft_kernels(sdk::Registrar& reg, ts_dispatch_key key);           // fft.cpp
 void register_conv_pool_kernels(sdk::Registrar& reg, ts_dispatch_key key);    // nn_conv*.cpp, nn_pool*.cpp
 void register_rnn_kernels(sdk::Registrar& reg, ts_dispatch_key key);          // nn_rnn.cpp
+void register_optim_kernels(sdk::Registrar& reg, ts_dispatch_key key);        // optim_fused.cpp
 void register_normalization_kernels(sdk::Registrar& reg, ts_dispatch_key key);  // nn_norm*.cpp, nn_dropout.cpp, nn_embedding.cpp
 void register_activation_loss_kernels(sdk::Registrar& reg, ts_dispatch_key key);  // nn_activation*.cpp, nn_loss*.cpp
 

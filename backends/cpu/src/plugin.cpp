@@ -44,6 +44,7 @@ void register_cpu(sdk::Registrar& reg) {
   register_fft_kernels(reg, key);
   register_conv_pool_kernels(reg, key);
   register_rnn_kernels(reg, key);
+  register_optim_kernels(reg, key);
   register_normalization_kernels(reg, key);
   register_activation_loss_kernels(reg, key);
 }
