@@ -163,4 +163,16 @@ def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gener
 
 
 def orthogonal_(tensor, gain=1, generator=None):
-    raise NotImplementedError("orthogonal_: needs a QR decomposition, which Tessera does not have yet")
+    """A (semi-)orthogonal matrix from the QR decomposition of a normal matrix, as torch's: the
+    tensor is viewed as (size(0), numel // size(0)) and the result scaled by gain."""
+    _check(tensor, "orthogonal_")
+    if tensor.dim() < 2:
+        raise ValueError("Only tensors with 2 or more dimensions are supported")
+    if tensor.numel() == 0:
+        return tensor
+    rows, cols = tensor.shape[0], tensor.numel() // tensor.shape[0]
+    flat = tessera.randn((rows, cols), dtype=tensor.dtype, device=tensor.device)
+    q, r = tessera.linalg.qr(flat.t() if rows < cols else flat)
+    q = q * tessera.diagonal(r, 0).sign()  # unique factorisation: R's diagonal positive
+    q = q.t() if rows < cols else q
+    return _fill(tensor, q.reshape(tuple(tensor.shape)) * gain)
