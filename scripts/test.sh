@@ -20,7 +20,7 @@ configure_and_build() {
 # the suite over the cores. Every test runs, those marked `slow` included.
 python_tests() (
   cd /tmp
-  TESSERA_TEST_INSTALLED=1 python3 -m pytest -q -p no:cacheprovider -n "${PYTEST_WORKERS:-2}" "$ROOT/tests/python"
+  TESSERA_TEST_INSTALLED=1 python3 -m pytest -q -p no:cacheprovider -n "${PYTEST_WORKERS:-2}" "$ROOT/tests/python" "$ROOT/tests/compat"
 )
 
 phase bootstrap bash scripts/bootstrap.sh

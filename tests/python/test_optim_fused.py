@@ -42,6 +42,20 @@ def test_fused_matches_torch(cls, kw):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
 
 
+def test_the_fused_step_is_taken(monkeypatch):
+    from tessera.optim import adam
+    calls = []
+    real = adam._call
+    monkeypatch.setattr(adam, "_call", lambda name, *a: calls.append(name) or real(name, *a))
+    p = ts.zeros(5, requires_grad=True)
+    p.grad = ts.ones(5)
+    ts.optim.AdamW([p], lr=0.1).step()
+    assert calls == ["_fused_adam_"]
+    calls.clear()
+    ts.optim.Adam([p], lr=0.1, foreach=False).step()
+    assert calls == []
+
+
 def test_non_contiguous_parameters_take_the_unfused_step():
     base = ts.randn(6, 4)
     p = base.t().clone().t().requires_grad_()  # a transposed layout: not contiguous

@@ -19,26 +19,81 @@ struct AdamConfig {
   bool maximize, decoupled;
 };
 
+// The per-step constants in the parameters' type.
 template <class T>
-void adam_range(const AdamConfig& c, T* param, T* exp_avg, T* exp_avg_sq, const T* grad, T* max_sq, int64_t begin,
-                int64_t end) {
-  const T beta1 = T(c.beta1), beta2 = T(c.beta2), one_minus_beta1 = T(1 - c.beta1), one_minus_beta2 = T(1 - c.beta2);
-  const T wd = T(c.weight_decay), decay = T(1 - c.lr * c.weight_decay), eps = T(c.eps);
-  const T step_size = T(c.lr / c.bias_correction1), bc2_sqrt = T(c.bias_correction2_sqrt);
-  for (int64_t i = begin; i < end; ++i) {
-    T g = c.maximize ? -grad[i] : grad[i];
-    T p = param[i];
-    if (c.weight_decay != 0) {
-      if (c.decoupled) p *= decay;
-      else g += wd * p;
-    }
-    const T m = exp_avg[i] + one_minus_beta1 * (g - exp_avg[i]);  // lerp, as torch's
-    const T v = exp_avg_sq[i] * beta2 + one_minus_beta2 * g * g;
+struct Coefficients {
+  T sign, decay, coupled_decay, beta2, one_minus_beta1, one_minus_beta2, eps, step_size, bc2_sqrt;
+  explicit Coefficients(const AdamConfig& c)
+      : sign(c.maximize ? -1 : 1),
+        decay(T(c.decoupled ? 1 - c.lr * c.weight_decay : 1)),
+        coupled_decay(T(c.decoupled ? 0 : c.weight_decay)),
+        beta2(T(c.beta2)),
+        one_minus_beta1(T(1 - c.beta1)),
+        one_minus_beta2(T(1 - c.beta2)),
+        eps(T(c.eps)),
+        step_size(T(c.lr / c.bias_correction1)),
+        bc2_sqrt(T(c.bias_correction2_sqrt)) {}
+};
+
+// The element loop, branch-free inside so that it vectorises (the file is built with
+// -fno-math-errno: a vector sqrt needs it). kCoupled: L2 decay added to the gradient (skipped
+// when zero, as torch does, so that an inf parameter does not make 0 * inf).
+template <class T, bool kAmsgrad, bool kCoupled>
+[[gnu::always_inline]] inline void adam_loop(const Coefficients<T>& k, T* __restrict param, T* __restrict exp_avg,
+                                             T* __restrict exp_avg_sq, const T* __restrict grad,
+                                             T* __restrict max_sq, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    T g = grad[i] * k.sign;
+    const T p = param[i] * k.decay;
+    if constexpr (kCoupled) g += k.coupled_decay * param[i];
+    const T m = exp_avg[i] + k.one_minus_beta1 * (g - exp_avg[i]);  // lerp, as torch's
+    const T v = exp_avg_sq[i] * k.beta2 + k.one_minus_beta2 * g * g;
     exp_avg[i] = m;
     exp_avg_sq[i] = v;
     T v_hat = v;
-    if (max_sq) v_hat = max_sq[i] = std::max(max_sq[i], v);
-    param[i] = p - step_size * m / (std::sqrt(v_hat) / bc2_sqrt + eps);
+    if constexpr (kAmsgrad) {
+      v_hat = max_sq[i] > v ? max_sq[i] : v;
+      max_sq[i] = v_hat;
+    }
+    param[i] = p - k.step_size * m / (std::sqrt(v_hat) / k.bc2_sqrt + k.eps);
+  }
+}
+
+// One clone per ISA, picked at load time (GCC function multiversioning): the plugin stays
+// loadable on any x86-64 CPU and runs AVX-512 / AVX2 where the CPU has them.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TESSERA_ISA_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define TESSERA_ISA_CLONES
+#endif
+
+template <class T>
+void adam_range(const Coefficients<T>& k, bool amsgrad, bool coupled, T* param, T* exp_avg, T* exp_avg_sq,
+                const T* grad, T* max_sq, int64_t n);
+
+template <>
+TESSERA_ISA_CLONES void adam_range<float>(const Coefficients<float>& k, bool amsgrad, bool coupled, float* param,
+                                          float* exp_avg, float* exp_avg_sq, const float* grad, float* max_sq,
+                                          int64_t n) {
+  if (amsgrad) {
+    if (coupled) adam_loop<float, true, true>(k, param, exp_avg, exp_avg_sq, grad, max_sq, n);
+    else adam_loop<float, true, false>(k, param, exp_avg, exp_avg_sq, grad, max_sq, n);
+  } else {
+    if (coupled) adam_loop<float, false, true>(k, param, exp_avg, exp_avg_sq, grad, max_sq, n);
+    else adam_loop<float, false, false>(k, param, exp_avg, exp_avg_sq, grad, max_sq, n);
+  }
+}
+
+template <>
+TESSERA_ISA_CLONES void adam_range<double>(const Coefficients<double>& k, bool amsgrad, bool coupled, double* param,
+                                           double* exp_avg, double* exp_avg_sq, const double* grad, double* max_sq,
+                                           int64_t n) {
+  if (amsgrad) {
+    if (coupled) adam_loop<double, true, true>(k, param, exp_avg, exp_avg_sq, grad, max_sq, n);
+    else adam_loop<double, true, false>(k, param, exp_avg, exp_avg_sq, grad, max_sq, n);
+  } else {
+    if (coupled) adam_loop<double, false, true>(k, param, exp_avg, exp_avg_sq, grad, max_sq, n);
+    else adam_loop<double, false, false>(k, param, exp_avg, exp_avg_sq, grad, max_sq, n);
   }
 }
 
@@ -72,11 +127,15 @@ void fused_adam_kernel(Args& a) {
   const AdamConfig c{a.to_double(5),  a.to_double(6),  a.to_double(7),  a.to_double(8), a.to_double(9),
                      a.to_double(10), a.to_double(11), a.to_bool(12),   a.to_bool(13)};
   const int64_t n = param.numel();
+  const bool coupled = !c.decoupled && c.weight_decay != 0;
   auto run = [&](auto zero) {
     using T = decltype(zero);
-    T* m = max_sq ? max_sq->data<T>() : nullptr;
+    const Coefficients<T> k(c);
+    T *p = param.data<T>(), *m = exp_avg.data<T>(), *v = exp_avg_sq.data<T>();
+    const T* g = grad.data<T>();
+    T* vmax = max_sq ? max_sq->data<T>() : nullptr;
     parallel_for(n, kGrainSize, [&](int64_t b, int64_t e) {
-      adam_range<T>(c, param.data<T>(), exp_avg.data<T>(), exp_avg_sq.data<T>(), grad.data<T>(), m, b, e);
+      adam_range<T>(k, vmax != nullptr, coupled, p + b, m + b, v + b, g + b, vmax ? vmax + b : nullptr, e - b);
     });
   };
   if (dtype == TS_FLOAT64) run(double{});
