@@ -36,6 +36,8 @@ if how == "grandchild":  # a child in the worker's process group, which must die
     import subprocess
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     open(os.path.join(out, f"grandchild_{rank}"), "w").write(str(child.pid))
+if how == "ignore-sigterm":  # only SIGKILL stops it
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 open(os.path.join(out, f"pid_{rank}"), "w").write(str(os.getpid()))
 while len([n for n in os.listdir(out) if n.startswith("pid_")]) < world:
     time.sleep(0.02)
@@ -229,6 +231,17 @@ def test_worker_killed_by_signal_is_named(tmp_path):
     assert done.returncode == 1
     assert "rank 0 (local_rank 0" in done.stderr and "killed by signal 9 (SIGKILL)" in done.stderr
     assert "exitcode  : -9" in done.stderr
+    assert _wait_dead(list(_pids(out, "pid_").values())) == []
+
+
+def test_workers_ignoring_sigterm_get_sigkill_after_the_shutdown_timeout(tmp_path):
+    worker = _script(tmp_path, "fail.py", FAILING_WORKER)
+    out = tmp_path / "out"
+    out.mkdir()
+    started = time.monotonic()
+    done = _launch("--nproc-per-node", 3, "--shutdown-timeout", 0.5, worker, out, 2, "ignore-sigterm")
+    assert time.monotonic() - started < 15
+    assert done.returncode == 1 and "rank 2 (local_rank 2" in done.stderr and "<NO_OTHER_FAILURES>" in done.stderr
     assert _wait_dead(list(_pids(out, "pid_").values())) == []
 
 

@@ -123,8 +123,10 @@ def _rank_set(text):
 
 
 def get_args_parser() -> argparse.ArgumentParser:
+    program = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
     parser = argparse.ArgumentParser(
-        prog="python -m tessera.distributed.run",
+        # `python -m` runs this file as run.py; the console script is tessera-run.
+        prog="python -m tessera.distributed.run" if program in ("", "run.py", "-c") else program,
         description="Launch nproc-per-node copies of a script on this node (torchrun's options).")
     add = parser.add_argument
     # Sizes.
