@@ -290,6 +290,32 @@ def test_launcher_signal_is_forwarded_and_leaves_nothing_behind(tmp_path, sig):
     assert _wait_dead(pids) == []
 
 
+def test_a_second_launcher_signal_skips_the_grace_period(tmp_path):
+    worker = _script(tmp_path, "fail.py", FAILING_WORKER)
+    out = tmp_path / "out"
+    out.mkdir()
+    launcher = subprocess.Popen(_launcher_cmd("--nproc-per-node", 2, "--shutdown-timeout", 60, worker, out, -1,
+                                              "ignore-sigterm"),
+                                env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while len(_pids(out, "pid_")) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        launcher.send_signal(signal.SIGTERM)
+        with pytest.raises(subprocess.TimeoutExpired):  # the workers ignore SIGTERM: the launcher waits
+            launcher.wait(timeout=0.5)
+        started = time.monotonic()
+        launcher.send_signal(signal.SIGTERM)
+        launcher.communicate(timeout=TIMEOUT)
+        assert time.monotonic() - started < 10
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.communicate()
+    assert launcher.returncode == 128 + signal.SIGTERM
+    assert _wait_dead(list(_pids(out, "pid_").values())) == []
+
+
 def test_module_mode_and_run_path(tmp_path):
     package = tmp_path / "mypkg"
     package.mkdir()

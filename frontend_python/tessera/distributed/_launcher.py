@@ -159,7 +159,12 @@ class WorkerGroupAgent:
             # terminal's Ctrl-C reaches only the launcher, which forwards it.
             process = subprocess.Popen(self.cmd, env=config.worker_env(local_rank, restart_count),
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-            output = forward_worker_output(process, config.output, rank, local_rank, config.role, restart_count)
+            try:
+                output = forward_worker_output(process, config.output, rank, local_rank, config.role, restart_count)
+            except BaseException:  # e.g. an unwritable log folder: leave no worker without a watcher
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+                raise
             self._workers.append(_Worker(rank, local_rank, process, output))
 
     def _monitor(self):

@@ -254,6 +254,9 @@ def _master(args, nnodes: int, parser):
         default_port = DEFAULT_C10D_PORT if args.rdzv_backend == "c10d" else (args.master_port or DEFAULT_MASTER_PORT)
         return _split_endpoint(args.rdzv_endpoint, default_port, parser)
     addr = args.master_addr
+    if addr is None and nnodes > 1 and not (args.local_addr and args.node_rank == 0):
+        say(f"--nnodes {nnodes} without --master-addr: every node's workers look for rank 0 at "
+            f"{DEFAULT_MASTER_ADDR}, their own machine")
     if addr is None:
         # Node 0 is the master: its own address is the one to give out (torch's c10d rendezvous does so).
         addr = args.local_addr if args.local_addr and args.node_rank == 0 else DEFAULT_MASTER_ADDR
