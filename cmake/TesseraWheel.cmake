@@ -26,5 +26,5 @@ endforeach()
 # The export runtime and its command-line runner (the console script tessera-export-run runs it):
 # tessera/bin/tessera-export-run finds its libraries in tessera/lib through $ORIGIN/../lib.
 add_dependencies(tessera_wheel_cpu tessera_export_run)
-install(TARGETS tessera_cpp tessera_export LIBRARY DESTINATION lib COMPONENT python EXCLUDE_FROM_ALL)
+install(TARGETS tessera_cpp tessera_export tessera_distributed LIBRARY DESTINATION lib COMPONENT python EXCLUDE_FROM_ALL)
 install(TARGETS tessera_export_run RUNTIME DESTINATION bin COMPONENT python EXCLUDE_FROM_ALL)

@@ -21,7 +21,7 @@ CC=clang CXX=clang++ cmake -S fuzz -B build/fuzz -G Ninja -DTESSERA_BUILD_DIR="$
 cmake --build build/fuzz
 mkdir -p build/fuzz/artifacts
 status=0
-targets=(fuzz_schema fuzz_handshake fuzz_safetensors fuzz_export_archive)
+targets=(fuzz_schema fuzz_handshake fuzz_safetensors fuzz_export_archive fuzz_store_protocol)
 # fuzz_index drives the Python frontend: the build tree's package if there is one, else the installed one.
 [ -d "$BUILD_DIR/python/tessera" ] && export PYTHONPATH="$PWD/$BUILD_DIR/python${PYTHONPATH:+:$PYTHONPATH}"
 if [ -x build/fuzz/fuzz_index ] && (cd /tmp && python3 -c "import tessera") 2>/dev/null; then

@@ -122,14 +122,38 @@ void register_hook(Args& a) {
   a.returns({});
 }
 
+// torch's Tensor.register_post_accumulate_grad_hook: leaves only; hook(leaf) after .grad changed.
+void register_post_accumulate_grad_hook(Args& a) {
+  ts_tensor t = a.tensor(0).handle();
+  int64_t id = a.to_int(1);
+  AutogradMeta* m = meta_of(t);
+  if (!m || !m->requires_grad || m->grad_fn) {
+    sdk::host().release_callback(id);
+    throw sdk::Error(TS_ERROR, m && m->grad_fn ? "post accumulate grad hooks cannot be registered on non-leaf tensors"
+                                              : "register_post_accumulate_grad_hook: cannot register a hook on a "
+                                                "tensor that doesn't require gradient");
+  }
+  m->post_accumulate_hooks.push_back(id);
+  a.returns({});
+}
+
+void queue_callback(Args& a) {
+  queue_final_callback(a.to_int(0));
+  a.returns({});
+}
+
 void remove_hook(Args& a) {
   ts_tensor t = a.tensor(0).handle();
   int64_t id = a.to_int(1);
   AutogradMeta* m = meta_of(t);
   if (!m) return a.returns({});
   auto& hooks = m->hooks;
+  auto& post = m->post_accumulate_hooks;
   if (auto it = std::find(hooks.begin(), hooks.end(), id); it != hooks.end()) {
     hooks.erase(it);
+    sdk::host().release_callback(id);
+  } else if (auto it3 = std::find(post.begin(), post.end(), id); it3 != post.end()) {
+    post.erase(it3);
     sdk::host().release_callback(id);
   } else if (m->grad_fn) {
     auto& pre = m->grad_fn->pre_hooks;
@@ -249,6 +273,9 @@ void register_control_ops(sdk::Registrar& reg, const std::vector<ts_dispatch_key
       {"autograd::retain_grad(Tensor self) -> ()", "autograd::retain_grad", retain_grad},
       {"autograd::retains_grad(Tensor self) -> bool", "autograd::retains_grad", retains_grad},
       {"autograd::register_hook(Tensor self, int callback) -> ()", "autograd::register_hook", register_hook},
+      {"autograd::register_post_accumulate_grad_hook(Tensor self, int callback) -> ()",
+       "autograd::register_post_accumulate_grad_hook", register_post_accumulate_grad_hook},
+      {"autograd::queue_callback(int callback) -> ()", "autograd::queue_callback", queue_callback},
       {"autograd::remove_hook(Tensor self, int callback) -> ()", "autograd::remove_hook", remove_hook},
       {"autograd::backward(Tensor[] tensors, Tensor?[] grad_tensors, bool retain_graph=False, bool create_graph=False, "
        "Tensor[]? inputs=None) -> ()", "autograd::backward", backward},

@@ -92,8 +92,59 @@ TensorRef run_hooks(const std::vector<int64_t>& ids, TensorRef grad) {
   return grad;
 }
 
+void run_post_accumulate_hooks(const std::vector<int64_t>& ids, const TensorRef& leaf) {
+  for (int64_t id : ids) {
+    ts_value values[1] = {sdk::value(leaf)};
+    ts_stack stack{sizeof(ts_stack), values, 1, 1};
+    sdk::check_host(sdk::host().invoke_callback(sdk::current_call(), id, &stack));
+    if (stack.size >= 1 && values[0].tag == TS_VALUE_TENSOR && values[0].u.tensor)
+      sdk::host().tensor_release(values[0].u.tensor);  // a return is ignored, as in torch
+  }
+}
+
+namespace {
+// The callbacks queued during the backward passes running on this thread (innermost last).
+struct FinalCallbacks {
+  std::vector<std::vector<int64_t>> passes;
+};
+FinalCallbacks& final_callbacks() {
+  thread_local FinalCallbacks callbacks;
+  return callbacks;
+}
+// Runs the pass's queued callbacks when it ends without an error; drops them when it fails.
+class FinalCallbackScope {
+ public:
+  FinalCallbackScope() { final_callbacks().passes.emplace_back(); }
+  ~FinalCallbackScope() {
+    auto ids = std::move(final_callbacks().passes.back());
+    final_callbacks().passes.pop_back();
+    for (int64_t id : ids) sdk::host().release_callback(id);
+  }
+  void run() {
+    // A callback may queue another: run until the list is empty.
+    for (size_t i = 0; i < final_callbacks().passes.back().size(); ++i) {
+      int64_t id = final_callbacks().passes.back()[i];
+      ts_value values[1] = {sdk::none()};
+      ts_stack stack{sizeof(ts_stack), values, 0, 1};  // room for the None a Python callback returns
+      sdk::check_host(sdk::host().invoke_callback(sdk::current_call(), id, &stack));
+      if (stack.size >= 1 && values[0].tag == TS_VALUE_TENSOR && values[0].u.tensor)
+        sdk::host().tensor_release(values[0].u.tensor);
+    }
+  }
+};
+}  // namespace
+
+void queue_final_callback(int64_t id) {
+  if (final_callbacks().passes.empty()) {
+    sdk::host().release_callback(id);
+    throw sdk::Error(TS_ERROR, "queue_callback: no backward pass is running on this thread (call it from a hook)");
+  }
+  final_callbacks().passes.back().push_back(id);
+}
+
 std::vector<TensorRef> run_backward(const std::vector<TensorRef>& roots, std::vector<TensorRef> root_grads,
                                     const std::vector<TensorRef>& inputs, const BackwardOptions& options) {
+  FinalCallbackScope final_callbacks_scope;
   if (root_grads.size() != roots.size())
     throw sdk::Error(TS_ERROR_VALUE, sdk::cat("backward: got ", roots.size(), " tensors but ", root_grads.size(),
                                               " gradients"));
@@ -259,6 +310,7 @@ std::vector<TensorRef> run_backward(const std::vector<TensorRef>& roots, std::ve
       throw sdk::Error(TS_ERROR, sdk::cat("One of the differentiated Tensors (input ", k,
                                           ") appears to not have been used in the graph. Set allow_unused=True if "
                                           "this is the desired behavior."));
+  final_callbacks_scope.run();
   return captured;
 }
 

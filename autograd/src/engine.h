@@ -22,5 +22,10 @@ GradList apply_node(Node* n, GradList grads);
 
 // Runs frontend hooks (callback ids) on a gradient in order; a hook returning None keeps it.
 TensorRef run_hooks(const std::vector<int64_t>& ids, TensorRef grad);
+// Runs a leaf's post-accumulate-grad hooks (callback ids) with the leaf, after its .grad changed.
+void run_post_accumulate_hooks(const std::vector<int64_t>& ids, const TensorRef& leaf);
+// Queues a frontend callback to run once the backward pass now running on this thread ends
+// (torch's Variable._execution_engine.queue_callback). Throws outside a backward pass.
+void queue_final_callback(int64_t id);
 
 }  // namespace tessera::autograd

@@ -14,6 +14,7 @@ void destroy_meta(void* p) { delete static_cast<AutogradMeta*>(p); }
 
 AutogradMeta::~AutogradMeta() {
   for (int64_t id : hooks) sdk::host().release_callback(id);
+  for (int64_t id : post_accumulate_hooks) sdk::host().release_callback(id);
 }
 
 AutogradMeta* meta_of(ts_tensor t) {

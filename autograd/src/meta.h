@@ -24,6 +24,7 @@ struct AutogradMeta {
   uint64_t base_generation = 0;        // views: the base's history_generation grad_fn was made for
   uint64_t history_generation = 0;     // bumped when an in-place operator gives this tensor new history
   std::vector<int64_t> hooks;          // frontend callback ids, run on the gradient in order
+  std::vector<int64_t> post_accumulate_hooks;  // leaves: callback ids run with the leaf after .grad changed
   ~AutogradMeta();
 };
 

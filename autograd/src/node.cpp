@@ -67,6 +67,7 @@ GradList AccumulateGrad::apply(GradList&& grads) {
   } else {
     m.grad = sdk::ops::add(m.grad, g);  // out of place: a user may hold the old .grad
   }
+  run_post_accumulate_hooks(m.post_accumulate_hooks, variable);
   return {};
 }
 

@@ -13,6 +13,7 @@ void bind_callbacks(pybind11::module_& m);      // register_callback / release_c
 void bind_streams(pybind11::module_& m);         // Stream, Event, pin_memory, _to_device     (streams.cpp)
 void bind_serialization(pybind11::module_& m);  // _save_safetensors / _load_safetensors     (serialization.cpp)
 void bind_guards(pybind11::module_& m);          // _guard_signature (ts.compile's fast guards)   (guards.cpp)
+void bind_distributed(pybind11::module_& m);     // stores, process groups, work (distributed.cpp)
 
 // Tells ts.compile's capture (when it listens) that tensor data was read into Python.
 void note_data_read(const char* what);

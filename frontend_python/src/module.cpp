@@ -13,4 +13,5 @@ PYBIND11_MODULE(_C, m) {
   tessera::python::bind_guards(m);
   tessera::python::bind_callbacks(m);
   tessera::python::bind_streams(m);
+  tessera::python::bind_distributed(m);
 }

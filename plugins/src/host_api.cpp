@@ -4,6 +4,7 @@
 #include <tessera/callbacks.h>
 #include <tessera/device_registry.h>
 #include <tessera/observer.h>
+#include <tessera/process_group_backend.h>
 #include <tessera/runtime.h>
 #include <tessera/stream.h>
 #include <tessera/tensor_impl.h>
@@ -140,6 +141,26 @@ ts_status api_register_device(ts_registrar reg, const ts_device_desc* desc, ts_d
     *key = DeviceRegistry::instance().backend_key(name);  // may refuse: stage only after it
     r->devices.push_back(copy);
     r->device_names.push_back(name);
+  });
+}
+
+ts_status api_register_process_group_backend(ts_registrar reg, const ts_process_group_backend* desc) {
+  return guarded(nullptr, [&] {
+    auto* r = checked(reg);
+    if (!desc || desc->struct_size < sizeof(ts_process_group_backend))
+      raise<PluginError>("plugin '{}' registers a process-group backend with a missing or too small description "
+                         "({} bytes, {} expected)", r->plugin, desc ? desc->struct_size : 0,
+                         sizeof(ts_process_group_backend));
+    if (!desc->name || !*desc->name)
+      raise<PluginError>("plugin '{}' registers a process-group backend without a name", r->plugin);
+    if (!desc->create || !desc->destroy || !desc->start || !desc->work_wait || !desc->work_is_completed ||
+        !desc->work_release)
+      raise<PluginError>("plugin '{}' registers process-group backend '{}' without create/destroy/start/work_wait/"
+                         "work_is_completed/work_release", r->plugin, desc->name);
+    if (has_process_group_backend(desc->name))
+      raise<PluginError>("plugin '{}' registers process-group backend '{}', which is already registered", r->plugin,
+                         desc->name);
+    r->process_group_backends.push_back(*desc);
   });
 }
 
@@ -401,6 +422,7 @@ const ts_host_api kHostApi = {
     observe_memory,
     observe_device_span,
     api_device_type_id,
+    api_register_process_group_backend,
 };
 
 }  // namespace

@@ -12,6 +12,7 @@ struct ts_registrar_s {
   std::vector<tessera::Registration> batch;
   std::vector<ts_device_desc> devices;  // staged device descriptions
   std::vector<std::string> device_names;
+  std::vector<ts_process_group_backend> process_group_backends;  // staged (1.7)
   std::vector<std::string> warnings;  // host->warn(NULL, ...) during init
   std::string error;
 };

@@ -2,6 +2,8 @@
 // registration (a refused plugin leaves nothing behind), lazy loading by device name.
 #include "host_state.h"
 
+#include <tessera/process_group_backend.h>
+
 #include <tessera/device_registry.h>
 #include <tessera/runtime.h>
 
@@ -142,6 +144,7 @@ LoadedPlugin& register_plugin(PluginHost& host, InitFn&& init_fn, const std::str
     record.devices.push_back(d.name);
   }
   Dispatcher::instance().commit(registrar.batch);
+  for (auto& b : registrar.process_group_backends) host::add_process_group_backend(b, name);
   forget_on_refusal.committed = true;
   LoadedPlugin& loaded = host.plugins.emplace_back();
   loaded.info = std::move(record);

@@ -82,3 +82,18 @@ class detect_anomaly:
 __all__ = ["Function", "FunctionCtx", "backward", "detect_anomaly", "enable_grad", "grad", "gradcheck",
            "gradgradcheck", "inference_mode", "is_grad_enabled", "no_grad", "set_detect_anomaly",
            "set_grad_enabled"]
+
+
+class _ExecutionEngine:
+    """torch.autograd.Variable._execution_engine: queue_callback(fn) runs fn() once the backward
+    pass that is running (the caller is one of its hooks) has finished."""
+
+    def queue_callback(self, callback):
+        if not callable(callback):
+            raise TypeError("queue_callback expects a callable")
+        _plugin.call("queue_callback", (_C.register_callback(lambda: callback()),))
+
+
+class Variable:
+    """torch.autograd.Variable survives in code only for its execution engine; tensors are Variables."""
+    _execution_engine = _ExecutionEngine()

@@ -96,6 +96,16 @@ def register_hook(self, hook):
     return RemovableHandle(self, callback)
 
 
+def register_post_accumulate_grad_hook(self, hook):
+    """hook(tensor) -> None runs after a leaf's .grad was accumulated during backward (torch's
+    optimizer-in-backward and DDP's gradient buckets use it)."""
+    if not callable(hook):
+        raise TypeError("register_post_accumulate_grad_hook expects a callable")
+    callback = _C.register_callback(hook)
+    _plugin.call("register_post_accumulate_grad_hook", (self, callback))  # the id's hold passes to autograd
+    return RemovableHandle(self, callback)
+
+
 def retain_grad(self):
     _plugin.call("retain_grad", (self,))
 
@@ -122,5 +132,6 @@ def install():
     T.is_leaf = property(_get_is_leaf)
     T.grad_fn = property(_get_grad_fn)
     T.retains_grad = property(_get_retains_grad)
-    for f in (requires_grad_, backward, register_hook, retain_grad, detach, detach_):
+    for f in (requires_grad_, backward, register_hook, register_post_accumulate_grad_hook, retain_grad, detach,
+              detach_):
         setattr(T, f.__name__, f)

@@ -51,6 +51,10 @@
  *        created which autograd node, allocator events and device activity. Without an
  *        observer each report costs one atomic load. ts_host_api.device_type_id: a device
  *        plugin's own device type id (ts_device.type of its tensors), by name.
+ *   1.7  Distributed: process-group backends (Gloo, NCCL, a vendor's) register with
+ *        ts_host_api.register_process_group_backend. The host lends a backend a ts_store (the
+ *        ranks' shared key-value store) to meet its peers, then starts collectives on it
+ *        (ts_collective) and waits on the ts_work handles they return.
  */
 #ifndef TESSERA_ABI_H
 #define TESSERA_ABI_H
@@ -63,7 +67,7 @@ extern "C" {
 #endif
 
 #define TESSERA_ABI_MAJOR 1
-#define TESSERA_ABI_MINOR 6
+#define TESSERA_ABI_MINOR 7
 
 /* True when a struct filled by the other side, of size `s->struct_size`, contains `field`. */
 #define TS_STRUCT_HAS(s, type, field) \
@@ -283,6 +287,84 @@ typedef struct ts_observer {
   void (*device_span)(void* data, ts_device device, const char* name, int64_t begin_ns, int64_t end_ns);
 } ts_observer;
 
+/* ----------------------------------------------------------------------------- distributed (1.7) */
+/* A key-value store that every rank of a group reaches (a TCP server, a shared file), lent by the
+ * host to a backend's `create` for the rendezvous and valid only during that call. On failure a
+ * function has set the message (host->set_error(NULL, ...) semantics) and returns an error status. */
+typedef struct ts_store {
+  size_t struct_size;
+  void* data;
+  ts_status (*set)(void* data, const char* key, const void* value, size_t size);
+  /* Waits up to timeout_ms (< 0: the store's own timeout) for `key`, then hands its value to
+   * `sink` (valid only during that call). A timeout is TS_ERROR with a message naming the key. */
+  ts_status (*get)(void* data, const char* key, int64_t timeout_ms,
+                   void (*sink)(void* sink_data, const void* value, size_t size), void* sink_data);
+  /* Adds `delta` to the integer stored at `key` (0 when absent); *value is the sum. */
+  ts_status (*add)(void* data, const char* key, int64_t delta, int64_t* value /* out */);
+} ts_store;
+
+typedef struct ts_process_group_s* ts_process_group;  /* owned by the backend */
+typedef struct ts_work_s* ts_work;                    /* owned by the backend until work_release */
+
+/* Codes are part of the ABI: never renumber, only append. */
+typedef enum {
+  TS_COLLECTIVE_ALL_REDUCE = 0,     /* in place: inputs[0] reduced across ranks */
+  TS_COLLECTIVE_BROADCAST = 1,      /* in place: inputs[0] of rank `root` to every rank */
+  TS_COLLECTIVE_REDUCE = 2,         /* in place: inputs[0] reduced into rank `root`'s */
+  TS_COLLECTIVE_ALL_GATHER = 3,     /* inputs[0] (n elements) -> outputs[0] (size * n, rank order) */
+  TS_COLLECTIVE_GATHER = 4,         /* the same, outputs[0] on rank `root` only */
+  TS_COLLECTIVE_SCATTER = 5,        /* inputs[0] (size * n) on `root` -> outputs[0] (n) */
+  TS_COLLECTIVE_REDUCE_SCATTER = 6, /* inputs[0] (size * n) reduced; rank r gets block r in outputs[0] */
+  TS_COLLECTIVE_ALL_TO_ALL = 7,     /* inputs[0] split by input_splits (elements per rank) ->
+                                       outputs[0] by output_splits; NULL splits: equal blocks */
+  TS_COLLECTIVE_BARRIER = 8,
+  TS_COLLECTIVE_SEND = 9,           /* inputs[0] to rank `root`, matched by `tag` */
+  TS_COLLECTIVE_RECV = 10           /* outputs[0] from rank `root` (-1: any rank), matched by `tag` */
+} ts_collective_kind;
+
+typedef enum { TS_REDUCE_SUM = 0, TS_REDUCE_PRODUCT = 1, TS_REDUCE_MIN = 2, TS_REDUCE_MAX = 3 } ts_reduce_op;
+
+/* One collective. Tensors are contiguous, on the backend's device, borrowed: the host keeps them
+ * alive until the work is released. Every rank starts the same collectives in the same order. */
+typedef struct {
+  size_t struct_size;
+  int32_t kind;        /* ts_collective_kind */
+  int32_t reduce_op;   /* ts_reduce_op */
+  int32_t root;        /* root rank, or the peer of send/recv */
+  int32_t tag;
+  const ts_tensor* inputs;
+  int64_t n_inputs;
+  const ts_tensor* outputs;
+  int64_t n_outputs;
+  const int64_t* input_splits;   /* all-to-all: `size` element counts, or NULL */
+  const int64_t* output_splits;
+  int64_t timeout_ms;  /* this collective's timeout */
+} ts_collective;
+
+/* What a process-group backend provides. A backend runs a group's collectives in the order they
+ * were started (on threads or a device stream of its own) and never blocks `start` on peers. */
+typedef struct {
+  size_t struct_size;
+  const char* name;          /* "gloo", "nccl": lower case, unique */
+  const char* device_types;  /* the device types whose tensors it takes, comma-separated: "cpu" */
+  void* backend_data;
+  /* Meets the other `size` ranks through `store` (keys it uses start with its own prefix) and
+   * returns a group; fails with a message naming the ranks it did not reach by timeout_ms. */
+  ts_status (*create)(void* backend_data, const ts_store* store, int32_t rank, int32_t size,
+                      int64_t timeout_ms, ts_process_group* out /* out */);
+  /* Ends the group: collectives still running fail; every work handle stays valid to release. */
+  void (*destroy)(void* backend_data, ts_process_group group);
+  /* Queues one collective; *out is its work handle. Argument errors are reported here. */
+  ts_status (*start)(void* backend_data, ts_process_group group, const ts_collective* collective,
+                     ts_work* out /* out */);
+  /* Waits up to timeout_ms (< 0: for the collective's own timeout) for the work. TS_OK when it
+   * completed; an error status with the message of its failure or of the timeout. */
+  ts_status (*work_wait)(void* backend_data, ts_work work, int64_t timeout_ms);
+  /* 1 when the work has finished (completed or failed), else 0; does not block. */
+  int32_t (*work_is_completed)(void* backend_data, ts_work work);
+  void (*work_release)(void* backend_data, ts_work work);
+} ts_process_group_backend;
+
 /* ----------------------------------------------------------------------------- host API */
 /* The table of host functions a plugin calls. Appended to only; check struct_size (or
  * abi_minor) before using a function added after 1.0. */
@@ -410,6 +492,10 @@ typedef struct ts_host_api {
    * tensors), or -1 when no plugin registered that name. A device plugin asks for its own after
    * register_device: the id is not its dispatch key in general. */
   int32_t (*device_type_id)(const char* name);
+
+  /* --- 1.7: distributed. Registers a process-group backend (only inside tessera_plugin_init);
+   * the host copies the description. */
+  ts_status (*register_process_group_backend)(ts_registrar reg, const ts_process_group_backend* backend);
 } ts_host_api;
 
 /* Extension slots (ts_host_api.tensor_get_slot), one per transform. */
@@ -447,7 +533,9 @@ TS_STATIC_ASSERT(sizeof(ts_stack) == 24, "ts_stack layout changed");
 TS_STATIC_ASSERT(sizeof(ts_tensor_view) == 64, "ts_tensor_view layout changed");
 TS_STATIC_ASSERT(sizeof(ts_plugin_info) == 40, "ts_plugin_info layout changed");
 TS_STATIC_ASSERT(sizeof(ts_device_desc) == 224, "ts_device_desc layout changed (1.3): append only");
-TS_STATIC_ASSERT(sizeof(ts_host_api) == 368, "ts_host_api layout changed (1.6): append only");
+TS_STATIC_ASSERT(sizeof(ts_host_api) == 376, "ts_host_api layout changed (1.7): append only");
+TS_STATIC_ASSERT(sizeof(ts_collective) == 80, "ts_collective layout changed (1.7): append only");
+TS_STATIC_ASSERT(sizeof(ts_process_group_backend) == 80, "ts_process_group_backend layout changed (1.7): append only");
 TS_STATIC_ASSERT(sizeof(ts_observer) == 64, "ts_observer layout changed (1.6): append only");
 #endif
 

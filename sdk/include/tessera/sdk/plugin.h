@@ -555,6 +555,12 @@ class Registrar {
     if (type < 0) fail(TS_ERROR_VALUE, "device_type: no device type named '", name, "' is registered");
     return type;
   }
+  // Registers a process-group backend (ABI 1.7: Gloo, NCCL, a vendor's collectives library).
+  void process_group_backend(const ts_process_group_backend& desc) {
+    if (!TS_STRUCT_HAS(&host(), ts_host_api, register_process_group_backend))
+      fail(TS_ERROR_NOT_IMPLEMENTED, "process_group_backend: the host predates ABI 1.7");
+    check_host(host().register_process_group_backend(reg_, &desc));
+  }
   ts_registrar raw() const { return reg_; }
 
  private:

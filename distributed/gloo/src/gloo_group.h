@@ -1,0 +1,77 @@
+#pragma once
+// One process group on Gloo's TCP transport: the ranks' full mesh of connections, and a worker
+// thread that runs the group's collectives in the order they were started (every rank starts them
+// in the same order, which is what lets Gloo match them up).
+#include <tessera/abi.h>
+
+#include <gloo/context.h>
+#include <gloo/transport/unbound_buffer.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace tessera::gloo_backend {
+
+// What `work_wait` and `work_is_completed` look at: set once by whoever ran the collective.
+struct Work {
+  std::mutex mutex;
+  std::condition_variable finished_cv;
+  bool finished = false;
+  std::string error;  // empty: completed
+  std::string what;   // "all_reduce", for messages
+  std::chrono::milliseconds timeout{0};
+  std::unique_ptr<::gloo::transport::UnboundBuffer> buffer;  // send/recv: the posted buffer
+
+  void finish(std::string failure);
+  // TS_OK when finished without error; otherwise the message is in *message.
+  ts_status wait(std::chrono::milliseconds timeout, std::string* message);
+  bool is_finished();
+};
+
+// A byte range of a contiguous tensor, with its element type.
+struct Buffer {
+  void* data = nullptr;
+  int64_t numel = 0;
+  int32_t dtype = 0;
+  int64_t itemsize = 0;
+  int64_t bytes() const { return numel * itemsize; }
+};
+
+class Group {
+ public:
+  Group(std::shared_ptr<::gloo::Context> context, int rank, int size);
+  ~Group();
+
+  // Checks the arguments (throws std::invalid_argument with the message) and queues the work.
+  std::shared_ptr<Work> start(const ts_collective& c);
+  // Fails queued work and lets the running one end on its own (its peers time out or close).
+  void shut_down();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  // What the group's threads share; it outlives the Group while a thread is still blocked in Gloo.
+  struct State;
+
+ private:
+  void enqueue(std::shared_ptr<Work> work, std::function<void()> run);
+
+  std::shared_ptr<::gloo::Context> context_;
+  int rank_;
+  int size_;
+  std::shared_ptr<State> state_;
+  std::thread worker_;  // runs collectives in order
+  std::thread waiter_;  // waits for posted send/recv buffers in the order they were posted
+};
+
+const char* collective_name(int32_t kind);
+
+}  // namespace tessera::gloo_backend

@@ -1,0 +1,126 @@
+#include <tessera/distributed/process_group.h>
+
+#include <tessera/process_group_backend.h>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+namespace tessera::distributed {
+
+const char* collective_name(ts_collective_kind kind) {
+  switch (kind) {
+    case TS_COLLECTIVE_ALL_REDUCE: return "all_reduce";
+    case TS_COLLECTIVE_BROADCAST: return "broadcast";
+    case TS_COLLECTIVE_REDUCE: return "reduce";
+    case TS_COLLECTIVE_ALL_GATHER: return "all_gather";
+    case TS_COLLECTIVE_GATHER: return "gather";
+    case TS_COLLECTIVE_SCATTER: return "scatter";
+    case TS_COLLECTIVE_REDUCE_SCATTER: return "reduce_scatter";
+    case TS_COLLECTIVE_ALL_TO_ALL: return "all_to_all";
+    case TS_COLLECTIVE_BARRIER: return "barrier";
+    case TS_COLLECTIVE_SEND: return "send";
+    case TS_COLLECTIVE_RECV: return "recv";
+  }
+  return "collective";
+}
+
+namespace {
+// The message a backend (or the store it used) left with set_error(NULL, ...).
+std::string backend_message(const std::string& fallback) {
+  std::string said = take_backend_error();
+  return said.empty() ? fallback : said;
+}
+}  // namespace
+
+Work::~Work() {
+  if (handle_) backend_->desc.work_release(backend_->desc.backend_data, handle_);
+}
+
+void Work::wait(Milliseconds timeout) {
+  ts_status s = backend_->desc.work_wait(backend_->desc.backend_data, handle_, timeout.count());
+  if (s != TS_OK)
+    throw DistBackendError(fmt::format("{} on {}: {}", name_, group_text_, backend_message("the backend gave no message")));
+  waited_ = true;
+}
+
+bool Work::is_completed() { return backend_->desc.work_is_completed(backend_->desc.backend_data, handle_) != 0; }
+
+ProcessGroup::ProcessGroup(const std::string& backend, std::shared_ptr<Store> store, int rank, int size,
+                           Milliseconds timeout)
+    : backend_(&process_group_backend(backend)), store_(std::move(store)), rank_(rank), size_(size), timeout_(timeout) {
+  if (!store_) throw ValueError("ProcessGroup: a store is needed to meet the other ranks, got None");
+  if (size < 1 || rank < 0 || rank >= size)
+    throw ValueError(fmt::format("ProcessGroup: rank {} is not in a world of size {} (expected 0 <= rank < size)", rank, size));
+  ts_store view = store_->abi_view();
+  take_backend_error();
+  ts_status s = backend_->desc.create(backend_->desc.backend_data, &view, rank, size, timeout.count(), &handle_);
+  if (s != TS_OK)
+    throw DistBackendError(fmt::format("{}: could not create a process group (rank {} of {}): {}", backend, rank, size,
+                                       backend_message("the backend gave no message")));
+}
+
+ProcessGroup::~ProcessGroup() { shutdown(); }
+
+void ProcessGroup::shutdown() {
+  if (handle_) backend_->desc.destroy(backend_->desc.backend_data, std::exchange(handle_, nullptr));
+}
+
+const std::string& ProcessGroup::backend_name() const { return backend_->name; }
+
+std::shared_ptr<Work> ProcessGroup::start(const Collective& c) {
+  const char* name = collective_name(c.kind);
+  if (!handle_) throw DistBackendError(fmt::format("{}: the process group was destroyed", name));
+  std::shared_ptr<Work> work(new Work());
+  work->backend_ = backend_;
+  work->name_ = name;
+  work->group_text_ = fmt::format("{} group (rank {} of {})", backend_->name, rank_, size_);
+  auto take = [&](const std::vector<Tensor>& tensors, std::vector<ts_tensor>& handles, const char* role) {
+    for (const Tensor& t : tensors) {
+      if (!t.defined()) throw ValueError(fmt::format("{}: an undefined {} tensor", name, role));
+      const std::string type = t.device().type_name();
+      if (std::find(backend_->device_types.begin(), backend_->device_types.end(), type) == backend_->device_types.end())
+        throw ValueError(fmt::format("{}: backend '{}' takes tensors on [{}], got a {} tensor on {}", name, backend_->name,
+                                     fmt::join(backend_->device_types, ", "), role, t.device().str()));
+      if (!t.is_contiguous())
+        throw ValueError(fmt::format("{}: the {} tensor must be contiguous", name, role));
+      work->tensors_.push_back(t);
+      handles.push_back(t.handle());
+    }
+  };
+  take(c.inputs, work->inputs_, "input");
+  take(c.outputs, work->outputs_, "output");
+  work->input_splits_ = c.input_splits;
+  work->output_splits_ = c.output_splits;
+  auto check_splits = [&](const std::vector<int64_t>& splits, const char* which) {
+    if (!splits.empty() && int(splits.size()) != size_)
+      throw ValueError(fmt::format("{}: {} has {} entries, expected one per rank ({})", name, which, splits.size(), size_));
+  };
+  check_splits(c.input_splits, "input_split_sizes");
+  check_splits(c.output_splits, "output_split_sizes");
+
+  ts_collective args{};
+  args.struct_size = sizeof args;
+  args.kind = c.kind;
+  args.reduce_op = int32_t(c.op);
+  args.root = c.root;
+  args.tag = c.tag;
+  args.inputs = work->inputs_.data();
+  args.n_inputs = int64_t(work->inputs_.size());
+  args.outputs = work->outputs_.data();
+  args.n_outputs = int64_t(work->outputs_.size());
+  args.input_splits = work->input_splits_.empty() ? nullptr : work->input_splits_.data();
+  args.output_splits = work->output_splits_.empty() ? nullptr : work->output_splits_.data();
+  args.timeout_ms = (c.timeout.count() >= 0 ? c.timeout : timeout_).count();
+  take_backend_error();
+  ts_status s = backend_->desc.start(backend_->desc.backend_data, handle_, &args, &work->handle_);
+  if (s != TS_OK) {
+    std::string message = fmt::format("{}: {}", work->group_text_, backend_message("the backend refused it"));
+    if (s == TS_ERROR_VALUE) throw ValueError(message);
+    throw DistBackendError(message);
+  }
+  return work;
+}
+
+}  // namespace tessera::distributed
