@@ -1,0 +1,124 @@
+"""fully_shard(module): torch 2.x's FSDP2 entry point.
+
+The parameters of `module` (less those of submodules that fully_shard was already applied to) are
+sharded across the process group on dim 0 (_shard_layout.py): between forwards, module.weight and
+friends ARE this rank's shards (nn.Parameters), so an optimizer built afterwards from
+model.parameters() steps the shards, and module.state_dict() holds the local shards (what torch's
+DTensors hold locally; full_state_dict() gathers full tensors). Before the module's forward, one
+all_gather puts the full parameters in their place; after it, the shards go back. In backward, the
+gradients are reduce-scattered (AVG) into the shards' .grad. The full parameters that backward needs
+are kept by the autograd graph rather than freed and re-gathered (reshard_after_forward is accepted,
+and the memory it would save is not saved). As in torch, every rank must start from the same
+parameters (same seed, or a broadcast); nothing is broadcast here.
+
+Apply it bottom-up (layers, then the root), as torch does; the module's class becomes
+FSDP<Class>, a subclass of FSDPModule and the original class."""
+from tessera.nn.modules.module import Module
+
+from ._shard_layout import ShardLayout
+from ._unshard import AllGatherShards
+
+_WHERE = "fully_shard"
+
+
+class FSDPModule:
+    """Mixed into a module's class by fully_shard: what torch's FSDPModule offers."""
+
+    def unshard(self, async_op=False):
+        """Puts the full parameters in place now (without autograd) until reshard()."""
+        import tessera
+        state = self._fsdp_state
+        with tessera.no_grad():
+            state.install(state.gather(state.shards))
+        return None
+
+    def reshard(self):
+        """Puts the shards back in place."""
+        self._fsdp_state.install(self._fsdp_state.shards)
+
+    def set_requires_gradient_sync(self, requires_gradient_sync, *, recurse=True):
+        """False: backward keeps the full gradients locally (accumulating) instead of reduce-scattering;
+        the next backward with it True reduces their sum (torch's gradient accumulation)."""
+        for module in (self.modules() if recurse else [self]):
+            if isinstance(module, FSDPModule):
+                module._fsdp_state.requires_gradient_sync = bool(requires_gradient_sync)
+
+    def set_reshard_after_forward(self, reshard_after_forward, recurse=True):
+        for module in (self.modules() if recurse else [self]):
+            if isinstance(module, FSDPModule):
+                module._fsdp_reshard_after_forward = reshard_after_forward
+
+
+_fsdp_classes = {}
+
+
+def _fsdp_class(cls):
+    if cls not in _fsdp_classes:
+        _fsdp_classes[cls] = type(f"FSDP{cls.__name__}", (FSDPModule, cls), {"__module__": cls.__module__})
+    return _fsdp_classes[cls]
+
+
+def _managed_parameters(module):
+    """[(parameter, [(owner module, attribute)])] that this call manages: the module's own and its
+    submodules', less what a nested fully_shard already manages; a parameter shared by several
+    attributes is managed once."""
+    skip = [name + "." for name, sub in module.named_modules() if sub is not module and isinstance(sub, FSDPModule)]
+    by_id, order = {}, []
+    for name, sub in module.named_modules():
+        if any((name + ".").startswith(prefix) for prefix in skip):
+            continue
+        for attribute, p in sub._parameters.items():
+            if p is None:
+                continue
+            if id(p) not in by_id:
+                by_id[id(p)] = (p, [])
+                order.append(id(p))
+            by_id[id(p)][1].append((sub, attribute))
+    return [by_id[i] for i in order]
+
+
+def _pre_forward(module, args):
+    import tessera
+    state = module._fsdp_state
+    if tessera.is_grad_enabled() and any(s.requires_grad for s in state.shards):
+        fulls = AllGatherShards.apply(state, *state.shards)
+    else:
+        with tessera.no_grad():
+            fulls = state.gather(state.shards)
+    state.install(fulls)
+    return None
+
+
+def _post_forward(module, args, output):
+    module._fsdp_state.install(module._fsdp_state.shards)
+    return None
+
+
+def fully_shard(module, *, mesh=None, reshard_after_forward=True, shard_placement_fn=None, mp_policy=None,
+                offload_policy=None, ignored_params=None, process_group=None):
+    """Shards `module`'s parameters across the default process group (or `process_group`); returns
+    the module, whose class is now FSDP<Class>."""
+    if isinstance(module, (list, tuple)):
+        raise NotImplementedError(f"{_WHERE}: a list of modules sharing one group is not supported here; apply "
+                                  "fully_shard to each")
+    if not isinstance(module, Module):
+        raise TypeError(f"{_WHERE}: expected an nn.Module, got {type(module).__name__}")
+    for name, value in (("mesh", mesh), ("shard_placement_fn", shard_placement_fn), ("mp_policy", mp_policy),
+                        ("offload_policy", offload_policy), ("ignored_params", ignored_params)):
+        if value is not None:
+            raise NotImplementedError(f"{_WHERE}: {name} is not supported here (parameters are sharded on dim 0 over "
+                                      f"one process group); got {value!r}")
+    if isinstance(module, FSDPModule):
+        raise ValueError(f"{_WHERE}: fully_shard was already applied to this {type(module).__name__}")
+    from tessera.distributed._c10d import _resolve
+    process_group = _resolve(process_group, _WHERE)  # ValueError before init_process_group, as torch
+    managed = _managed_parameters(module)
+    module.__class__ = _fsdp_class(type(module))
+    module._fsdp_reshard_after_forward = reshard_after_forward
+    if not managed:  # a root whose parameters all live in sharded children: nothing of its own to move
+        module._fsdp_state = None
+        return module
+    module._fsdp_state = ShardLayout(managed, process_group)
+    module.register_forward_pre_hook(_pre_forward)
+    module.register_forward_hook(_post_forward, always_call=True)
+    return module
