@@ -27,7 +27,7 @@ def _dist():
 class _Bucket:
     """A flat gradient buffer, the parameters (indices) it holds and a view per parameter."""
 
-    def __init__(self, indices, params):
+    def __init__(self, indices, params, world_size):
         import tessera
         self.indices = list(indices)
         first = params[self.indices[0]]
@@ -40,6 +40,7 @@ class _Bucket:
             offset += size
         self.pending = len(self.indices)
         self.work = None
+        self.scale = tessera.tensor(1.0 / world_size, dtype=first.dtype, device=first.device)
 
 
 def _same_memory(a, b):
@@ -114,7 +115,7 @@ class Reducer:
 
     # ---------------------------------------------------------------- buckets
     def _install(self, bucket_indices):
-        self.buckets = [_Bucket(indices, self.params) for indices in bucket_indices]
+        self.buckets = [_Bucket(indices, self.params, self.world_size) for indices in bucket_indices]
         self._where = {}
         for b, bucket in enumerate(self.buckets):
             for position, i in enumerate(bucket.indices):
@@ -233,8 +234,8 @@ class Reducer:
         elif self.gradient_as_bucket_view and _same_memory(grad, view):
             view.div_(self.world_size)
         else:
-            view.copy_(grad)
-            view.mul_(1.0 / self.world_size)  # torch scales while copying in, then sums
+            import tessera
+            tessera.mul(grad, bucket.scale, out=view)  # torch scales while copying in (one pass), then sums
             if self.gradient_as_bucket_view:
                 param.grad = view
         bucket.pending -= 1
