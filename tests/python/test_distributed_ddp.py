@@ -264,6 +264,63 @@ print("ok")
 
 
 @needs_gloo
+def test_comm_hooks(tmp_path):
+    run_ranks(tmp_path, """
+import pytest
+from tessera.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+def train(ddp, model, reference, steps=3, tol=1e-5, factor=1.0):
+    opt = ts.optim.SGD(ddp.parameters(), lr=0.1)
+    ref_opt = ts.optim.SGD(reference.parameters(), lr=0.1)
+    for step in range(steps):
+        x, y = batch(step)
+        opt.zero_grad(); ref_opt.zero_grad()
+        nn.functional.cross_entropy(ddp(half(x)), half(y)).backward()
+        nn.functional.cross_entropy(reference(x), y).backward()
+        for p, q in zip(model.parameters(), reference.parameters()):
+            scale = float(q.grad.abs().max()) * factor
+            np.testing.assert_allclose(p.grad.numpy(), factor * q.grad.numpy(), rtol=0, atol=tol * scale + 1e-7)
+        with ts.no_grad():   # the same step on both sides, so only this step's compression error shows
+            opt.step()
+            for p, q in zip(model.parameters(), reference.parameters()):
+                q.copy_(p)
+        same_on_every_rank(list(model.parameters()), "hooked")
+
+# torch's default hooks: plain all-reduce (exact), and float16 / bfloat16 on the wire (rounded)
+for hook, tol in ((default_hooks.allreduce_hook, 1e-6), (default_hooks.fp16_compress_hook, 5e-3),
+                  (default_hooks.bf16_compress_hook, 4e-2)):
+    model, reference = cnn(RANK), cnn(0)
+    ddp = DDP(model, bucket_cap_mb=0.002)
+    ddp.register_comm_hook(None, hook)
+    train(ddp, model, reference, tol=tol)
+
+# a hook of one's own: every bucket once per iteration, in order, the last one flagged; it sums
+model, reference = cnn(RANK), cnn(0)
+ddp = DDP(model, bucket_cap_mb=0.002, gradient_as_bucket_view=True)
+seen = []
+def summing_hook(state, bucket):
+    assert state == "my state"
+    ids = [id(p) for p in bucket.parameters()]
+    seen.append((bucket.index(), bucket.is_last(), ids))
+    assert [tuple(g.shape) for g in bucket.gradients()] == [tuple(p.shape) for p in bucket.parameters()]
+    return dist.all_reduce(bucket.buffer(), async_op=True).get_future().then(lambda fut: bucket.buffer())
+ddp.register_comm_hook("my state", summing_hook)
+with pytest.raises(RuntimeError, match="can only be called once"):
+    ddp.register_comm_hook(None, default_hooks.allreduce_hook)
+train(ddp, model, reference, factor=WORLD)   # summed, not averaged: WORLD times the mean gradient
+buckets = ddp._get_bucket_indices()
+last = seen[-len(buckets):]
+assert [i for i, _, _ in last] == list(range(len(buckets)))
+assert [flag for _, flag, _ in last] == [False] * (len(buckets) - 1) + [True]
+ids = [id(p) for p in model.parameters()]
+assert [[ids.index(i) for i in bucket_ids] for _, _, bucket_ids in last] == buckets
+with pytest.raises(TypeError, match="must be callable"):
+    DDP(cnn(0)).register_comm_hook(None, 3)
+print("ok")
+""")
+
+
+@needs_gloo
 def test_bad_input_in_a_world(tmp_path):
     run_ranks(tmp_path, """
 import pytest

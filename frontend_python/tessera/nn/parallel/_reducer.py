@@ -39,8 +39,13 @@ class _Bucket:
             self.views.append(self.buffer[offset:offset + size].view(params[i].shape))
             offset += size
         self.pending = len(self.indices)
-        self.work = None
+        self.work = None                   # a Work, or the comm hook's future: wait() finishes the reduction
         self.scale = tessera.tensor(1.0 / world_size, dtype=first.dtype, device=first.device)
+
+
+def _is_tensor(value):
+    import tessera
+    return isinstance(value, tessera.Tensor)
 
 
 def _same_memory(a, b):
@@ -107,6 +112,7 @@ class Reducer:
         self._ready = [False] * len(self.params)
         self._next_bucket = 0
         self.num_iterations = 0
+        self.comm_hook = None              # (state, hook): replaces the all-reduce (it then does the averaging)
         self._install(bucket_indices)
         me = weakref.ref(self)
         self._hook_handles = [p.register_post_accumulate_grad_hook(_hook_for(me, i)) for i, p in enumerate(self.params)]
@@ -231,6 +237,11 @@ class Reducer:
         grad = param.grad
         if grad is None:
             view.zero_()
+        elif self.comm_hook is not None:  # the hook averages: the gradient goes in as it is
+            if not _same_memory(grad, view):
+                view.copy_(grad)
+                if self.gradient_as_bucket_view:
+                    param.grad = view
         elif self.gradient_as_bucket_view and _same_memory(grad, view):
             view.div_(self.world_size)
         else:
@@ -246,7 +257,17 @@ class Reducer:
         dist = _dist()
         while self._next_bucket < len(self.buckets) and self.buckets[self._next_bucket].pending == 0:
             bucket = self.buckets[self._next_bucket]
-            bucket.work = dist.all_reduce(bucket.buffer, group=self.process_group, async_op=True)
+            if self.comm_hook is None:
+                bucket.work = dist.all_reduce(bucket.buffer, group=self.process_group, async_op=True)
+            else:
+                from tessera.nn.parallel._grad_bucket import GradBucket
+                state, hook = self.comm_hook
+                grad_bucket = GradBucket(self._next_bucket, bucket, self.params,
+                                         self._next_bucket == len(self.buckets) - 1)
+                bucket.work = hook(state, grad_bucket)
+                if not callable(getattr(bucket.work, "wait", None)):
+                    raise TypeError(f"DDP communication hook {getattr(hook, '__qualname__', hook)} must return a "
+                                    f"future (an object with wait()), got {type(bucket.work).__name__}")
             self._next_bucket += 1
 
     def _finalize_backward(self):
@@ -276,7 +297,12 @@ class Reducer:
                 _dist().all_reduce(used, group=self.process_group)
                 globally_used = [bool(u) for u in used.tolist()]
             for bucket in self.buckets:
-                bucket.work.wait()
+                result = bucket.work.wait()
+                if self.comm_hook is not None:
+                    if isinstance(result, (list, tuple)) and len(result) == 1:
+                        result = result[0]
+                    if _is_tensor(result) and not _same_memory(result.reshape(-1), bucket.buffer):
+                        bucket.buffer.copy_(result.reshape(-1))
             if self._static_first_iteration:
                 self._static_globally_unused = [i for i, u in enumerate(globally_used) if not u]
                 self._static_first_iteration = False

@@ -216,6 +216,28 @@ class DistributedDataParallel(Module):
         finally:
             self.require_backward_grad_sync = previous
 
+    def register_comm_hook(self, state, hook):
+        """hook(state, bucket: GradBucket) -> a future (wait() gives the reduced flat tensor, or None
+        when the hook reduced bucket.buffer() in place) replaces the all-reduce of each bucket; the
+        gradients reach it unscaled, so the hook does the averaging (see
+        tessera.distributed.algorithms.ddp_comm_hooks.default_hooks). Once, before training."""
+        import inspect
+        if not callable(hook):
+            raise TypeError("Communication hook must be callable.")
+        try:
+            arity = len(inspect.signature(hook).parameters)
+        except (TypeError, ValueError):
+            arity = 2
+        if arity != 2:
+            raise TypeError(f"DistributedDataParallel.register_comm_hook: the hook must take (state, bucket), got "
+                            f"{arity} parameters")
+        if self.reducer.comm_hook is not None:
+            raise RuntimeError("register_comm_hook or register_builtin_comm_hook can only be called once.")
+        if self.reducer.num_iterations > 0:
+            raise RuntimeError("DistributedDataParallel.register_comm_hook: register the hook before the first "
+                               "backward; got one after the first iteration")
+        self.reducer.comm_hook = (state, hook)
+
     def _get_bucket_indices(self):
         """The parameter indices in each gradient bucket, in the order the buckets are reduced."""
         return self.reducer.bucket_indices()

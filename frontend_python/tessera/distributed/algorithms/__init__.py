@@ -1,0 +1,1 @@
+"""tessera.distributed.algorithms: DDP communication hooks (torch.distributed.algorithms)."""
