@@ -320,6 +320,55 @@ print("ok")
 """)
 
 
+@pytest.mark.torch
+@needs_gloo
+def test_unused_parameter_semantics_match_torch(tmp_path):
+    # torch's DDP and tessera's side by side in the same 2 ranks (torch on a port of its own): the
+    # same model and data; .grad None or averaged exactly where torch's is
+    from dist_harness import free_port
+    results = run_world(tmp_path, 2, COMMON + """
+import torch
+import torch.distributed as tdist
+tdist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{os.environ['TORCH_PORT']}", rank=RANK, world_size=WORLD)
+
+def build(lib):
+    class Branchy(lib.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.trunk, self.branch, self.head = lib.nn.Linear(4, 4), lib.nn.Linear(4, 4), lib.nn.Linear(4, 2)
+        def forward(self, x, use_branch):
+            h = self.trunk(x).relu()
+            return self.head(self.branch(h) if use_branch else h)
+    return Branchy()
+
+rng = np.random.default_rng(RANK)
+for case in ("nobody", "rank0", "everyone"):
+    for options in (dict(find_unused_parameters=True), dict(static_graph=True), dict(find_unused_parameters=True, gradient_as_bucket_view=True)):
+        if case == "rank0" and options.get("static_graph"):
+            continue   # a static graph must be the same each iteration, not across ranks' choices
+        ours, theirs = build(ts), build(torch)
+        with torch.no_grad():
+            for p, q in zip(ours.parameters(), theirs.parameters()):
+                q.copy_(torch.from_numpy(p.detach().numpy().copy()))
+        ddp_ours = DDP(ours, **options)
+        ddp_theirs = torch.nn.parallel.DistributedDataParallel(theirs, **options)
+        for it in range(3):
+            x = rng.standard_normal((3, 4)).astype("float32")
+            use = {"nobody": False, "rank0": RANK == 0, "everyone": True}[case]
+            ddp_ours(ts.from_numpy(x), use).sum().backward()
+            ddp_theirs(torch.from_numpy(x), use).sum().backward()
+            for (name, p), q in zip(ours.named_parameters(), theirs.parameters()):
+                what = f"{case} {options} iteration {it} {name}"
+                assert (p.grad is None) == (q.grad is None), what
+                if p.grad is not None:
+                    np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-5, atol=1e-6, err_msg=what)
+tdist.destroy_process_group()
+print("ok")
+""", timeout=120, extra_env={"TORCH_PORT": str(free_port())})
+    for rank, (_, out, err) in enumerate(results):
+        assert out.strip().endswith("ok"), f"rank {rank} did not finish:\n{out}\n{err}"
+
+
 @needs_gloo
 def test_bad_input_in_a_world(tmp_path):
     run_ranks(tmp_path, """
