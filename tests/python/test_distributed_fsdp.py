@@ -13,7 +13,7 @@ needs_gloo = pytest.mark.skipif(not dist.is_gloo_available(), reason="the gloo b
 COMMON = """
 import tessera.nn as nn
 from tessera.nn.parallel import DistributedDataParallel as DDP
-from tessera.distributed.fsdp import FSDPModule, fully_shard, full_state_dict
+from tessera.distributed.fsdp import FSDPModule, fully_shard, full_state_dict, load_full_state_dict
 
 class Net(nn.Module):
     def __init__(self):
@@ -116,6 +116,17 @@ assert (full_state_dict(sharded, rank0_only=True) == {}) == (RANK != 0)
 plain = net(seed=5)
 plain.load_state_dict(full)
 close(list(plain.parameters()), [full[name] for name, _ in plain.named_parameters()], "loaded full state", 0)
+# a full state dict loads into a freshly sharded model: each rank takes its rows
+fresh = shard_everything(net(seed=9))
+load_full_state_dict(fresh, full)
+close(full_params(fresh), [full[name] for name, _ in plain.named_parameters()], "load_full_state_dict", 0)
+with ts.no_grad():
+    np.testing.assert_array_equal(fresh(batch(0)[0]).numpy(), sharded(batch(0)[0]).numpy())
+import pytest
+bad = dict(full)
+bad["head.weight"] = ts.zeros(4, 7)
+with pytest.raises(RuntimeError, match="size mismatch for head.weight"):
+    load_full_state_dict(fresh, bad)
 # unshard()/reshard()
 sharded.unshard()
 assert sharded.conv.weight.shape == (5, 3, 3, 3)
