@@ -167,3 +167,48 @@ def test_zero_bad_input():
         ZeroRedundancyOptimizer([p], ts.optim.SGD, overlap_with_ddp=True, lr=0.1)
     with pytest.raises(ValueError, match="Default process group has not been initialized"):
         ZeroRedundancyOptimizer([p], ts.optim.SGD, lr=0.1)
+
+
+@pytest.mark.torch
+@needs_gloo
+def test_partition_and_state_dict_match_torch(tmp_path):
+    # torch's ZeroRedundancyOptimizer beside ours in the same 2 ranks (torch on a port of its own):
+    # the same owner for each parameter, and the same consolidated state_dict
+    from dist_harness import free_port
+    results = run_world(tmp_path, 2, COMMON + """
+import torch
+import torch.distributed as tdist
+from torch.distributed.optim import ZeroRedundancyOptimizer as TorchZero
+tdist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{os.environ['TORCH_PORT']}", rank=RANK, world_size=WORLD)
+shapes = [(7, 3), (5,), (12, 2), (3, 3), (1,), (40,), (6, 6)]
+ours = [nn.Parameter(ts.from_numpy(np.random.default_rng(i).standard_normal(s).astype("float32"))) for i, s in enumerate(shapes)]
+theirs = [torch.nn.Parameter(torch.from_numpy(p.detach().numpy().copy())) for p in ours]
+groups = lambda ps: [{"params": ps[:4]}, {"params": ps[4:], "lr": 0.05}]
+zero = ZeroRedundancyOptimizer(groups(ours), ts.optim.Adam, lr=0.01)
+torch_zero = TorchZero(groups(theirs), torch.optim.Adam, lr=0.01)
+assert [zero._param_to_rank[p] for p in ours] == [torch_zero._param_to_rank[p] for p in theirs]
+for step in range(3):
+    for i, (p, q) in enumerate(zip(ours, theirs)):
+        g = np.random.default_rng(100 * step + i).standard_normal(p.shape).astype("float32")
+        p.grad = ts.from_numpy(g)
+        q.grad = torch.from_numpy(g.copy())
+    zero.step()
+    torch_zero.step()
+    for p, q in zip(ours, theirs):
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-6)
+zero.consolidate_state_dict(to=1)
+torch_zero.consolidate_state_dict(to=1)
+if RANK == 1:
+    sd, tsd = zero.state_dict(), torch_zero.state_dict()
+    assert list(sd["state"]) == list(tsd["state"])
+    assert [g["params"] for g in sd["param_groups"]] == [g["params"] for g in tsd["param_groups"]]
+    assert [g["lr"] for g in sd["param_groups"]] == [g["lr"] for g in tsd["param_groups"]]
+    for i in sd["state"]:
+        assert sorted(sd["state"][i]) == sorted(tsd["state"][i])
+        np.testing.assert_allclose(sd["state"][i]["exp_avg_sq"].numpy(), tsd["state"][i]["exp_avg_sq"].numpy(), rtol=1e-5)
+        assert float(sd["state"][i]["step"]) == float(tsd["state"][i]["step"]) == 3
+tdist.destroy_process_group()
+print("ok")
+""", timeout=120, extra_env={"TORCH_PORT": str(free_port())})
+    for rank, (_, out, err) in enumerate(results):
+        assert out.strip().endswith("ok"), f"rank {rank} did not finish:\n{out}\n{err}"
