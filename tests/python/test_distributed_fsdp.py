@@ -154,8 +154,14 @@ for step in range(2):
     nn.functional.mse_loss(sharded(half(micro[2][0])), half(micro[2][1])).backward()
     for x, y in micro:
         nn.functional.mse_loss(reference(x), y).backward()
+    # clipping sees the norm of the whole model, not of this rank's shards
+    for norm_type, max_norm in ((2.0, 0.05), (float("inf"), 0.001)):
+        total = sharded.clip_grad_norm_(max_norm, norm_type=norm_type)
+        expected = ts.nn.utils.clip_grad_norm_(reference.parameters(), max_norm, norm_type=norm_type)
+        np.testing.assert_allclose(float(total), float(expected), rtol=1e-5)
+        assert float(total) > max_norm   # the clip did something
     opt.step(); ref_opt.step()
-close(full_params(sharded), list(reference.parameters()), "accumulated")
+close(full_params(sharded), list(reference.parameters()), "accumulated and clipped")
 print("ok")
 """)
 

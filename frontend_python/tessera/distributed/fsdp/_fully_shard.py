@@ -43,6 +43,42 @@ class FSDPModule:
             if isinstance(module, FSDPModule):
                 module._fsdp_state.requires_gradient_sync = bool(requires_gradient_sync)
 
+    def clip_grad_norm_(self, max_norm, norm_type=2.0):
+        """Scales the gradients of the whole (sharded) model so that their joint norm is at most
+        max_norm; returns the norm before clipping. A collective: nn.utils.clip_grad_norm_ on the
+        shards would see only this rank's part of the norm (torch's DTensors make it global there;
+        FSDP1 had this method)."""
+        import math
+        import tessera
+        import tessera.distributed as dist
+        norm_type = float(norm_type)
+        states = [m._fsdp_state for m in self.modules() if isinstance(m, FSDPModule) and m._fsdp_state is not None]
+        group = states[0].process_group if states else None
+        sharded = {id(s) for st in states for s in st.shards}
+        grads = [s.grad for st in states for s in st.shards if s.grad is not None]
+        replicated = [p.grad for p in self.parameters() if id(p) not in sharded and p.grad is not None]
+        with tessera.no_grad():
+            def local(gs):
+                if not gs:
+                    return 0.0
+                if math.isinf(norm_type):
+                    return max(float(g.abs().max()) if g.numel() else 0.0 for g in gs)
+                return sum(float((g.double().abs() ** norm_type).sum()) for g in gs)
+            if math.isinf(norm_type):
+                total = tessera.tensor([max(local(grads), local(replicated))], dtype=tessera.float64)
+                if group is not None:
+                    dist.all_reduce(total, op=dist.ReduceOp.MAX, group=group)
+                norm = float(total[0])
+            else:
+                total = tessera.tensor([local(grads)], dtype=tessera.float64)
+                if group is not None:
+                    dist.all_reduce(total, group=group)
+                norm = (float(total[0]) + local(replicated)) ** (1.0 / norm_type)
+            coef = min(float(max_norm) / (norm + 1e-6), 1.0)
+            for g in grads + replicated:
+                g.mul_(coef)
+        return tessera.tensor(norm, dtype=(grads + replicated)[0].dtype if grads + replicated else tessera.float32)
+
     def set_reshard_after_forward(self, reshard_after_forward, recurse=True):
         for module in (self.modules() if recurse else [self]):
             if isinstance(module, FSDPModule):
