@@ -370,6 +370,58 @@ print("ok")
 
 
 @needs_gloo
+def test_join_trains_on_uneven_inputs(tmp_path):
+    run_ranks(tmp_path, """
+import pytest
+steps_of = {0: 3, 1: 5}   # rank 0 runs out of data first
+for divide_by_initial in (True, False):
+    for options in (dict(), dict(bucket_cap_mb=0.002), dict(find_unused_parameters=True)):
+        model, reference = cnn(RANK), cnn(0)
+        ddp = DDP(model, **options)
+        opt = ts.optim.SGD(ddp.parameters(), lr=0.1)
+        ref_opt = ts.optim.SGD(reference.parameters(), lr=0.1)
+        with ddp.join(divide_by_initial_world_size=divide_by_initial):
+            for step in range(steps_of[RANK]):
+                x, y = batch(step)
+                opt.zero_grad()
+                nn.functional.cross_entropy(ddp(half(x)), half(y)).backward()
+                opt.step()
+        # the reference: both halves while both ranks train; then rank 1's half alone, its gradient
+        # divided by the initial world size (or by the one rank left)
+        for step in range(max(steps_of.values())):
+            x, y = batch(step)
+            ref_opt.zero_grad()
+            if step < steps_of[0]:
+                nn.functional.cross_entropy(reference(x), y).backward()
+            else:
+                loss = nn.functional.cross_entropy(reference(x[4:]), y[4:])
+                (loss / WORLD if divide_by_initial else loss).backward()
+            ref_opt.step()
+        close(list(model.parameters()), list(reference.parameters()), f"join {divide_by_initial} {options}")
+        same_on_every_rank(list(model.parameters()), "after join")   # the last joiner's copy everywhere
+
+# buffers: broadcast from the highest rank still training; every rank ends with the last joiner's
+ts.manual_seed(0)
+model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.Flatten(), nn.Linear(4 * 6 * 6, 10))
+ddp = DDP(model)
+with ddp.join():
+    for step in range(steps_of[RANK]):
+        x, y = batch(step)
+        nn.functional.cross_entropy(ddp(half(x)), half(y)).backward()
+same_on_every_rank([model[1].running_mean, model[1].running_var], "buffers after join")
+
+# throw_on_early_termination: every rank raises when the first one runs out
+ddp = DDP(cnn(0))
+with pytest.raises(RuntimeError, match="exhausted" ):
+    with ddp.join(throw_on_early_termination=True):
+        for step in range(steps_of[RANK]):
+            x, y = batch(step)
+            nn.functional.cross_entropy(ddp(half(x)), half(y)).backward()
+print("ok")
+""", timeout=180)
+
+
+@needs_gloo
 def test_bad_input_in_a_world(tmp_path):
     run_ranks(tmp_path, """
 import pytest

@@ -27,7 +27,7 @@ def _dist():
 class _Bucket:
     """A flat gradient buffer, the parameters (indices) it holds and a view per parameter."""
 
-    def __init__(self, indices, params, world_size):
+    def __init__(self, indices, params, divisor):
         import tessera
         self.indices = list(indices)
         first = params[self.indices[0]]
@@ -40,7 +40,7 @@ class _Bucket:
             offset += size
         self.pending = len(self.indices)
         self.work = None                   # a Work, or the comm hook's future: wait() finishes the reduction
-        self.scale = tessera.tensor(1.0 / world_size, dtype=first.dtype, device=first.device)
+        self.scale = tessera.tensor(1.0 / divisor, dtype=first.dtype, device=first.device)
 
 
 def _is_tensor(value):
@@ -113,6 +113,7 @@ class Reducer:
         self._next_bucket = 0
         self.num_iterations = 0
         self.comm_hook = None              # (state, hook): replaces the all-reduce (it then does the averaging)
+        self._divisor = self.world_size
         self._install(bucket_indices)
         me = weakref.ref(self)
         self._hook_handles = [p.register_post_accumulate_grad_hook(_hook_for(me, i)) for i, p in enumerate(self.params)]
@@ -121,7 +122,7 @@ class Reducer:
 
     # ---------------------------------------------------------------- buckets
     def _install(self, bucket_indices):
-        self.buckets = [_Bucket(indices, self.params, self.world_size) for indices in bucket_indices]
+        self.buckets = [_Bucket(indices, self.params, self._divisor) for indices in bucket_indices]
         self._where = {}
         for b, bucket in enumerate(self.buckets):
             for position, i in enumerate(bucket.indices):
@@ -162,6 +163,38 @@ class Reducer:
             self._has_rebuilt = True
             self._ready_order = []
             return True
+
+    def set_divisor(self, divisor):
+        """What gradients are divided by before the sum (the world size; join() may say otherwise)."""
+        import tessera
+        if divisor != self._divisor:
+            self._divisor = divisor
+            for bucket in self.buckets:
+                bucket.scale = tessera.tensor(1.0 / divisor, dtype=bucket.buffer.dtype, device=bucket.buffer.device)
+
+    def shadow_backward(self):
+        """For a rank that has joined (out of data): the collectives of one synced backward, with
+        zeros, in bucket order, so the ranks still training are matched."""
+        import tessera
+        dist = _dist()
+        works = []
+        for b, bucket in enumerate(self.buckets):
+            zeros = _Bucket(bucket.indices, self.params, self.world_size)
+            if self.comm_hook is None:
+                works.append(dist.all_reduce(zeros.buffer, group=self.process_group, async_op=True))
+            else:
+                from tessera.nn.parallel._grad_bucket import GradBucket
+                state, hook = self.comm_hook
+                works.append(hook(state, GradBucket(b, zeros, self.params, b == len(self.buckets) - 1)))
+        if self.find_unused_parameters or self._static_first_iteration:
+            used = tessera.zeros(len(self.params), dtype=tessera.int32)
+            works.append(dist.all_reduce(used, group=self.process_group, async_op=True))
+        for work in works:
+            work.wait()
+        if self._should_rebuild() and len(self._ready_order) != len(self.params):
+            self._ready_order = list(range(len(self.params)))  # so this rank takes part in the rebuild
+        self._static_first_iteration = False
+        self.num_iterations += 1
 
     # ---------------------------------------------------------------- one iteration
     def ensure_prior_reduction_finished(self):
@@ -243,7 +276,7 @@ class Reducer:
                 if self.gradient_as_bucket_view:
                     param.grad = view
         elif self.gradient_as_bucket_view and _same_memory(grad, view):
-            view.div_(self.world_size)
+            view.div_(self._divisor)
         else:
             import tessera
             tessera.mul(grad, bucket.scale, out=view)  # torch scales while copying in (one pass), then sums

@@ -25,8 +25,8 @@ def _dist():
     return dist
 
 
-def _broadcast_coalesced(tensors, process_group, bucket_bytes):
-    """Broadcasts `tensors` from the group's rank 0 in place, flattened together per dtype and
+def _broadcast_coalesced(tensors, process_group, bucket_bytes, src=0):
+    """Broadcasts `tensors` from the group's rank `src` in place, flattened together per dtype and
     device in chunks of at most bucket_bytes: a few collectives instead of one per tensor."""
     import tessera
     dist = _dist()
@@ -42,7 +42,7 @@ def _broadcast_coalesced(tensors, process_group, bucket_bytes):
                     size += t.numel() * t.element_size()
                     continue
                 flat = tessera.cat([c.reshape(-1) for c in chunk])
-                dist.broadcast(flat, group=process_group, group_src=0)
+                dist.broadcast(flat, group=process_group, group_src=src)
                 offset = 0
                 for c in chunk:
                     c.copy_(flat[offset:offset + c.numel()].view(c.shape))
@@ -140,13 +140,11 @@ class DistributedDataParallel(Module):
         self.first_bucket_bytes_cap = _DEFAULT_FIRST_BUCKET_BYTES if bucket_cap_mb is None else self.bucket_bytes_cap
         self.broadcast_bucket_size = _BROADCAST_BUCKET_BYTES
 
+        self._join = None  # the join() context this rank is in, if any
         parameters = self._params_for_reducer()
         if init_sync:
             _verify_param_shapes_across_processes(process_group, parameters)
-            states = [p.detach() for n, p in module.named_parameters() if n not in ignored]
-            if sync_buffers:
-                states += [b.detach() for n, b in module.named_buffers() if n not in ignored]
-            _broadcast_coalesced(states, process_group, self.broadcast_bucket_size)
+            self._sync_module_states(src=0, buffers=sync_buffers)
         self.static_graph = False
         limits = ([UNLIMITED] if static_graph or not find_unused_parameters
                   else [self.first_bucket_bytes_cap, self.bucket_bytes_cap])
@@ -169,6 +167,13 @@ class DistributedDataParallel(Module):
                     params.append(p)
         return params
 
+    def _sync_module_states(self, src, buffers=None):
+        """Parameters (and buffers, with broadcast_buffers) from group rank `src` to every rank."""
+        states = [p.detach() for n, p in self.module.named_parameters() if n not in self.parameters_to_ignore]
+        if self.broadcast_buffers if buffers is None else buffers:
+            states += [b.detach() for b in self._module_buffers()]
+        _broadcast_coalesced(states, self.process_group, self.broadcast_bucket_size, src)
+
     def _module_buffers(self):
         return [b for n, b in self.module.named_buffers() if n not in self.parameters_to_ignore]
 
@@ -184,19 +189,28 @@ class DistributedDataParallel(Module):
     def will_sync_module_buffers(self):
         return self.require_forward_param_sync and self.broadcast_buffers and len(self._module_buffers()) > 0
 
-    def _sync_buffers(self):
+    def _sync_buffers(self, src=0):
         _broadcast_coalesced([b.detach() for b in self._module_buffers()], self.process_group,
-                             self.broadcast_bucket_size)
+                             self.broadcast_bucket_size, src)
 
     def forward(self, *inputs, **kwargs):
         import tessera
         syncing = tessera.is_grad_enabled() and self.require_backward_grad_sync
         if syncing:
             self.reducer.ensure_prior_reduction_finished()
+        join = self._join
+        if join is not None:  # tell the ranks that ran out of data that this one has not (_join.py)
+            join.notify()
         if tessera.is_grad_enabled():
             self.reducer.rebuild_buckets()
         if self.will_sync_module_buffers():
-            self._sync_buffers()
+            if join is None:
+                self._sync_buffers()
+            else:  # rank 0 may have joined: the highest rank still training has the buffers
+                from tessera.nn.parallel._join import find_common_rank
+                self._sync_buffers(src=find_common_rank(self, True))
+        if join is not None:
+            join.global_requires_sync(joined=False)
         output = self.module(*inputs, **kwargs)
         if syncing:
             self.require_forward_param_sync = True
@@ -204,6 +218,12 @@ class DistributedDataParallel(Module):
         else:
             self.require_forward_param_sync = False
         return output
+
+    def join(self, divide_by_initial_world_size=True, enable=True, throw_on_early_termination=False):
+        """A context for training on uneven inputs: ranks that run out of data keep matching the
+        collectives of those still training, until all are done (_join.py)."""
+        from tessera.nn.parallel._join import Join
+        return Join(self, enable, throw_on_early_termination, divide_by_initial_world_size)
 
     @contextlib.contextmanager
     def no_sync(self):
