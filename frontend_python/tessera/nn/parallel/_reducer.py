@@ -61,8 +61,9 @@ def _hook_for(reducer_ref, index):
 
 
 def _reachable_parameters(outputs):
-    """ids of the leaves that the autograd graph of `outputs` reaches, or None where the graph
-    cannot be walked (then unused parameters are found at the end of backward instead)."""
+    """Data pointers of the leaves that the autograd graph of `outputs` reaches, or None where the
+    graph cannot be walked (tessera's grad_fn has no next_functions yet): then unused parameters
+    are found at the end of backward instead, and their buckets are reduced last."""
     seen, reached, stack = set(), set(), []
     for t in outputs:
         fn = getattr(t, "grad_fn", None)
@@ -83,7 +84,7 @@ def _reachable_parameters(outputs):
         for next_fn, _ in nexts:
             if next_fn is not None:
                 stack.append(next_fn)
-    return reached
+    return reached or None  # no leaf seen: the nodes do not name their variables, so trust nothing
 
 
 class Reducer:
