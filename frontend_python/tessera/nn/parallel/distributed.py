@@ -86,7 +86,7 @@ class DistributedDataParallel(Module):
     (25 MiB; the first bucket reduced is 1 MiB unless bucket_cap_mb is given), find_unused_parameters
     lets parameters the forward did not use count as ready, static_graph assumes the same used
     parameters every iteration, gradient_as_bucket_view leaves .grad as a view of its bucket.
-    device_ids, mixed_precision, device_mesh and delayed all-reduce are not supported (CPU, gloo)."""
+    mixed_precision, device_mesh and delayed all-reduce are not supported."""
 
     def __init__(self, module, device_ids=None, output_device=None, dim=0, broadcast_buffers=True, init_sync=True,
                  process_group=None, bucket_cap_mb=None, find_unused_parameters=False, check_reduction=False,
