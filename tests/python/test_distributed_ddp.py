@@ -425,6 +425,7 @@ print("ok")
 def test_bad_input_in_a_world(tmp_path):
     run_ranks(tmp_path, """
 import pytest
+from tessera.utils.data import DistributedSampler
 frozen = nn.Linear(2, 2)
 frozen.requires_grad_(False)
 with pytest.raises(RuntimeError, match="doesn't have any parameter that requires a gradient"):
@@ -433,6 +434,23 @@ with pytest.raises(ValueError, match="device_ids"):
     DDP(nn.Linear(2, 2), device_ids=[0])
 with pytest.raises(ValueError, match="bucket_cap_mb"):
     DDP(nn.Linear(2, 2), bucket_cap_mb=-1)
+# the sampler takes its rank and replica count from the default group
+sampler = DistributedSampler(range(10))
+assert (sampler.num_replicas, sampler.rank) == (WORLD, RANK)
+assert list(sampler) == list(DistributedSampler(range(10), WORLD, RANK))
+# a DDP that is gone takes its hooks off the parameters: a second one on the same module works alone
+import gc
+shared = nn.Linear(3, 2)
+first = DDP(shared)
+handles = first.reducer._hook_handles
+assert len(handles) == 2
+del first
+gc.collect()
+assert handles == []   # removed from the parameters
+second = DDP(shared)
+shared(ts.ones(1, 3)).sum().backward()   # outside DDP's forward: no hook of either may act
+second(ts.ones(1, 3)).sum().backward()
+np.testing.assert_allclose(shared.weight.grad.numpy(), np.ones((2, 3)) * 2, rtol=1e-6)
 # a rank with a different model: every rank reports it
 with pytest.raises(RuntimeError, match="DDP expects same model across all ranks"):
     DDP(nn.Linear(2, 3 if RANK == 0 else 4))

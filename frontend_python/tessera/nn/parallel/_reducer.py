@@ -60,6 +60,12 @@ def _hook_for(reducer_ref, index):
     return on_grad_accumulated
 
 
+def _remove_hooks(handles):
+    for handle in handles:
+        handle.remove()
+    handles.clear()
+
+
 def _reachable_parameters(outputs):
     """Data pointers of the leaves that the autograd graph of `outputs` reaches, or None where the
     graph cannot be walked (tessera's grad_fn has no next_functions yet): then unused parameters
@@ -118,6 +124,8 @@ class Reducer:
         self._install(bucket_indices)
         me = weakref.ref(self)
         self._hook_handles = [p.register_post_accumulate_grad_hook(_hook_for(me, i)) for i, p in enumerate(self.params)]
+        # a reducer that is gone takes its hooks off the parameters (a new DDP may wrap them again)
+        weakref.finalize(self, _remove_hooks, self._hook_handles)
         if static_graph:
             self.set_static_graph()
 
@@ -363,6 +371,4 @@ class Reducer:
             grad.copy_(view)
 
     def remove_hooks(self):
-        for handle in self._hook_handles:
-            handle.remove()
-        self._hook_handles = []
+        _remove_hooks(self._hook_handles)
