@@ -94,6 +94,43 @@ print("ok")
 
 
 @needs_gloo
+def test_sampler_loader_and_ddp_equal_one_process_over_the_dataset(tmp_path):
+    # each rank reads its DistributedSampler share; the union of the ranks' k-th batches is the
+    # k-th chunk of the shuffled dataset, so 2 epochs equal one process reading those chunks
+    run_ranks(tmp_path, """
+from tessera.utils.data import DataLoader, DistributedSampler, TensorDataset
+from tessera.utils.data.distributed import torch_randperm
+rng = np.random.default_rng(0)
+xs = ts.from_numpy(rng.standard_normal((24, 3, 8, 8)).astype("float32"))
+ys = ts.from_numpy(rng.integers(0, 10, 24).astype("int64"))
+data = TensorDataset(xs, ys)
+sampler = DistributedSampler(data, seed=7)
+loader = DataLoader(data, batch_size=4, sampler=sampler)
+model, reference = cnn(RANK), cnn(0)
+ddp = DDP(model)
+opt = ts.optim.SGD(ddp.parameters(), lr=0.1)
+ref_opt = ts.optim.SGD(reference.parameters(), lr=0.1)
+for epoch in range(2):
+    sampler.set_epoch(epoch)
+    steps = 0
+    for x, y in loader:
+        opt.zero_grad()
+        nn.functional.cross_entropy(ddp(x), y).backward()
+        opt.step()
+        steps += 1
+    assert steps == 3
+    order = torch_randperm(24, 7 + epoch)
+    for k in range(3):
+        chunk = ts.tensor(order[8 * k:8 * k + 8])
+        ref_opt.zero_grad()
+        nn.functional.cross_entropy(reference(xs[chunk]), ys[chunk]).backward()
+        ref_opt.step()
+close(list(model.parameters()), list(reference.parameters()), "sampler + loader + DDP")
+print("ok")
+""")
+
+
+@needs_gloo
 def test_no_sync_accumulates_then_averages_the_sum(tmp_path):
     run_ranks(tmp_path, """
 for as_view in (False, True):
