@@ -3,7 +3,8 @@
 # gtests (every kernel against the CPU plugin, cuBLAS and the tiled GEMM, the allocator), the
 # Python tests on device "cuda", every operator of ops.yaml on "cuda" against the CPU (the
 # sweep), and the benchmark against cuBLAS called directly, the HBM peak and PyTorch when it is
-# installed (benchmarks/cuda_vs_peers.py). Prints a summary; exit status 1 on a failure.
+# installed (benchmarks/cuda_vs_peers.py), and the NCCL process-group backend (a world of one,
+# and of two ranks where there are two GPUs). Prints a summary; exit status 1 on a failure.
 #   bash backends/cuda/device_check.sh [build-dir]
 # A GPU machine reaches no registry, and its image lacks some Debian packages Tessera builds
 # against: fetch them here first (bash backends/cuda/device_deps.sh, into .devdeps/), then carry
@@ -45,7 +46,7 @@ T=${BUILD_TIMEOUT:-360} step configure+build bash -c "(cmake -S . -B $B -G Ninja
   -DTESSERA_BUILD_ROCM=OFF -DTESSERA_BUILD_BENCHMARKS=OFF -DTESSERA_BUILD_EXAMPLES=OFF -DCMAKE_PREFIX_PATH='$PREFIX_PATH' \
   ${CUDNN_ARGS[*]} ${EXTRA_CMAKE_ARGS:-} > $B/configure.log 2>&1 || (tail -40 $B/configure.log; exit 1)) && { grep -E 'CUDA plugin|SLEEF' $B/configure.log; \
   cmake --build $B -j$J --target tessera tessera_cpu tessera_cuda tessera_autograd test_cuda test_cuda_allocator \
-  tessera_python tessera_python_package; }"
+  tessera_python tessera_python_package tessera_nccl tessera_distributed; }"
 T=30 step nvidia-smi nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
 T=30 step nm-no-host-symbols bash -c "! nm -D --undefined-only -C $B/lib/tessera/plugins/libtessera_cuda.so | grep 'tessera::'"
 T=120 step gtest-cuda "$B/bin/test_cuda"
@@ -53,11 +54,12 @@ T=30 step gtest-allocator "$B/bin/test_cuda_allocator"
 T=150 step pytest-cuda env PYTHONPATH="$B/python" TESSERA_TEST_BUILD_DIR="$B" python3 -m pytest -q tests/python/test_cuda.py
 T=150 step sweep env PYTHONPATH="$B/python" TESSERA_TEST_BUILD_DIR="$B" TESSERA_SWEEP_DEVICE=cuda \
   python3 -m pytest -q tests/python/test_every_operator_on_device.py
+T=120 step nccl env PYTHONPATH="$B/python" TESSERA_TEST_BUILD_DIR="$B" python3 -m pytest -q tests/python/test_distributed_nccl.py
 T=150 step benchmark env PYTHONPATH="$B/python" python3 benchmarks/cuda_vs_peers.py
 
 echo "=== summary"
 rc=0
-for k in configure+build nvidia-smi nm-no-host-symbols gtest-cuda gtest-allocator pytest-cuda sweep benchmark; do
+for k in configure+build nvidia-smi nm-no-host-symbols gtest-cuda gtest-allocator pytest-cuda sweep nccl benchmark; do
   printf '%-22s %s\n' "$k" "${R[$k]:-not run}"
   [[ "${R[$k]:-}" == PASS ]] || rc=1
 done

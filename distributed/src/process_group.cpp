@@ -1,5 +1,6 @@
 #include <tessera/distributed/process_group.h>
 
+#include <tessera/observer.h>
 #include <tessera/process_group_backend.h>
 
 #include <fmt/format.h>
@@ -27,6 +28,21 @@ const char* collective_name(ts_collective_kind kind) {
 }
 
 namespace {
+// A profiler range around a collective's start and around its wait ("c10d::all_reduce"), as
+// torch's profiler shows its c10d operators. One atomic load when nobody observes.
+class CollectiveRange {
+ public:
+  explicit CollectiveRange(const std::string& name) : active_(observer() != nullptr) {
+    if (active_) observe_range(0, name.c_str(), -1);
+  }
+  ~CollectiveRange() {
+    if (active_) observe_range(1, "", -1);
+  }
+
+ private:
+  bool active_;
+};
+
 // The message a backend (or the store it used) left with set_error(NULL, ...).
 std::string backend_message(const std::string& fallback) {
   std::string said = take_backend_error();
@@ -39,6 +55,7 @@ Work::~Work() {
 }
 
 void Work::wait(Milliseconds timeout) {
+  CollectiveRange range("c10d::" + name_ + " (wait)");
   ts_status s = backend_->desc.work_wait(backend_->desc.backend_data, handle_, timeout.count());
   if (s != TS_OK)
     throw DistBackendError(fmt::format("{} on {}: {}", name_, group_text_, backend_message("the backend gave no message")));
@@ -71,6 +88,7 @@ const std::string& ProcessGroup::backend_name() const { return backend_->name; }
 
 std::shared_ptr<Work> ProcessGroup::start(const Collective& c) {
   const char* name = collective_name(c.kind);
+  CollectiveRange range(std::string("c10d::") + name);
   if (!handle_) throw DistBackendError(fmt::format("{}: the process group was destroyed", name));
   std::shared_ptr<Work> work(new Work());
   work->backend_ = backend_;

@@ -164,6 +164,16 @@ ts_status api_register_process_group_backend(ts_registrar reg, const ts_process_
   });
 }
 
+void* api_native_stream(ts_device device, ts_stream stream) {
+  try {
+    const DeviceTypeEntry* entry = DeviceRegistry::instance().find(device.type);
+    if (!entry || !entry->desc.native_stream) return nullptr;
+    return entry->desc.native_stream(entry->desc.device_data, device.index, stream);
+  } catch (...) {
+    return nullptr;
+  }
+}
+
 ts_status api_find_dispatch_key(const char* name, ts_dispatch_key* key) {
   return guarded(nullptr, [&] {
     if (!key) raise<ValueError>("find_dispatch_key: null key pointer");
@@ -423,6 +433,7 @@ const ts_host_api kHostApi = {
     observe_device_span,
     api_device_type_id,
     api_register_process_group_backend,
+    api_native_stream,
 };
 
 }  // namespace

@@ -317,3 +317,49 @@ def test_world_of_one_in_process():
         assert objs == [{"a": 1}]
     finally:
         dist.destroy_process_group()
+
+
+def test_profiler_sees_collectives():
+    import tessera as ts
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        t = ts.ones(16)
+        with ts.profiler.profile() as prof:
+            dist.all_reduce(t)
+            dist.broadcast(t, src=0)
+        names = {e.key for e in prof.key_averages()}
+        assert "c10d::all_reduce" in names and "c10d::broadcast" in names, names
+        assert "c10d::all_reduce (wait)" in names
+    finally:
+        dist.destroy_process_group()
+
+
+def test_compile_breaks_the_graph_at_a_collective():
+    import tessera as ts
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        def step(x):
+            y = x * 2
+            dist.all_reduce(y)
+            return y + 1
+
+        compiled = ts.compile(step)
+        for _ in range(2):
+            assert compiled(ts.ones(3)).tolist() == [3.0, 3.0, 3.0]
+        assert any("c10d::all_reduce" in what for what, _ in compiled.graph_breaks)
+        with pytest.raises(Exception, match="c10d::all_reduce"):
+            ts.compile(step, fullgraph=True)(ts.ones(3))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_work_future_carries_the_tensors():
+    import tessera as ts
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        t = ts.ones(3)
+        fut = dist.all_reduce(t, async_op=True).get_future()
+        assert fut.value()[0] is t
+        assert fut.then(lambda f: f.value()[0].sum().item()).wait() == 3.0
+    finally:
+        dist.destroy_process_group()

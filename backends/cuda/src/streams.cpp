@@ -325,6 +325,15 @@ void host_deallocate_cb(void*, void* ptr, size_t) {
   collect_pinned(p);
 }
 
+// The runtime's stream behind a handle (ABI 1.7), for NCCL: NULL on any failure.
+void* native_stream_cb(void*, int32_t index, ts_stream stream) {
+  try {
+    return reinterpret_cast<void*>(resolve(index, stream));
+  } catch (...) {
+    return nullptr;
+  }
+}
+
 // copy_to_host_async / copy_from_host_async: the host passes memory from host_allocate.
 ts_status copy_to_host_async_cb(void*, int32_t index, void* dst, const void* src, size_t nbytes) {
   return sdk::device_call("copy_to_host_async", [&] {
@@ -418,6 +427,7 @@ void add_stream_functions(ts_device_desc& d) {
   d.host_deallocate = host_deallocate_cb;
   d.copy_to_host_async = copy_to_host_async_cb;
   d.copy_from_host_async = copy_from_host_async_cb;
+  d.native_stream = native_stream_cb;
 }
 
 }  // namespace tessera::gpu

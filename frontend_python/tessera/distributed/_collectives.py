@@ -4,7 +4,7 @@ Each call checks its arguments, hands contiguous buffers to the backend and, whe
 done (at once, or at Work.wait() with async_op=True), puts the results where the caller asked:
 into non-contiguous tensors, lists of tensors, and AVG's division by the group's size.
 """
-from datetime import timedelta
+import sys
 
 from .. import _C
 from ._c10d import _group_rank, _resolve
@@ -45,8 +45,20 @@ def _flat(t):
     return t.reshape(-1)
 
 
+def _note_for_compile(kind):
+    """Inside ts.compile's capture a collective cannot live in the graph (the tracer records
+    operators, and a replay would skip the communication): it breaks the graph, so the function
+    runs eagerly (fullgraph=True: GraphBreakError)."""
+    capture = sys.modules.get("tessera.compiler._capture")
+    if capture is not None and getattr(capture._local, "capturing", False):
+        on_read = getattr(capture._local, "on_read", None)
+        if on_read is not None:
+            on_read(f"the collective c10d::{_KIND_NAMES[kind]}", verbatim=True)
+
+
 def _run(pg, kind, inputs, outputs, async_op, finish=None, op=0, root=0, tag=0, input_splits=(),
          output_splits=(), result=None):
+    _note_for_compile(kind)
     impl, sequence = pg._start(kind, inputs, outputs, op, root, tag, input_splits, output_splits)
     work = Work(pg, impl, sequence, _KIND_NAMES[kind], finish, result)
     if async_op:
@@ -87,7 +99,7 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     _check_avg(op, tensor, where)
     buffer, copy_back = _contiguous(tensor)
     return _run(pg, ALL_REDUCE, [buffer], [], async_op, _steps(_average(buffer, pg, op), copy_back),
-                op=0 if op == ReduceOp.AVG else code)
+                op=0 if op == ReduceOp.AVG else code, result=[tensor])
 
 
 def broadcast(tensor, src=None, group=None, async_op=False, group_src=None):
@@ -98,7 +110,7 @@ def broadcast(tensor, src=None, group=None, async_op=False, group_src=None):
         return None
     root = _root(pg, src, group_src, where, "src")
     buffer, copy_back = _contiguous(tensor)
-    return _run(pg, BROADCAST, [buffer], [], async_op, copy_back, root=root)
+    return _run(pg, BROADCAST, [buffer], [], async_op, copy_back, root=root, result=[tensor])
 
 
 def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_dst=None):
@@ -142,12 +154,13 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
     tensor_list = _check_list(tensor_list, where, "tensor_list", pg.size())
     _same_shape(tensor_list, tensor, where, "tensor_list")
     import tessera
-    gathered = tessera.empty(pg.size() * tensor.numel(), dtype=tensor.dtype)
+    gathered = tessera.empty(pg.size() * tensor.numel(), dtype=tensor.dtype, device=tensor.device)
 
     def scatter_back():
         for i, t in enumerate(tensor_list):
             t.copy_(gathered[i * tensor.numel():(i + 1) * tensor.numel()].view(t.shape))
-    return _run(pg, ALL_GATHER, [_flat(tensor.contiguous())], [gathered], async_op, scatter_back)
+    return _run(pg, ALL_GATHER, [_flat(tensor.contiguous())], [gathered], async_op, scatter_back,
+                result=[tensor_list])
 
 
 def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
@@ -163,7 +176,8 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
         raise ValueError(f"{where}: output tensor size must be equal to world_size times input tensor size: "
                          f"{output_tensor.numel()} != {pg.size()} x {input_tensor.numel()}")
     buffer, copy_back = _contiguous(output_tensor)
-    return _run(pg, ALL_GATHER, [_flat(input_tensor.contiguous())], [_flat(buffer)], async_op, copy_back)
+    return _run(pg, ALL_GATHER, [_flat(input_tensor.contiguous())], [_flat(buffer)], async_op, copy_back,
+                result=[output_tensor])
 
 
 def _all_gather_base(output_tensor, input_tensor, group=None, async_op=False):
@@ -222,7 +236,7 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group
         gather_list = _check_list(gather_list if gather_list is not None else [], where, "gather_list", pg.size())
         _same_shape(gather_list, tensor, where, "gather_list")
         import tessera
-        gathered = tessera.empty(pg.size() * tensor.numel(), dtype=tensor.dtype)
+        gathered = tessera.empty(pg.size() * tensor.numel(), dtype=tensor.dtype, device=tensor.device)
         outputs = [gathered]
 
         def finish():
@@ -293,7 +307,7 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False
     inputs = _check_list(input_tensor_list, where, "input_tensor_list", pg.size())
     import tessera
     whole_in = tessera.cat([_flat(t.contiguous()) for t in inputs])
-    whole_out = tessera.empty(sum(t.numel() for t in outputs), dtype=whole_in.dtype)
+    whole_out = tessera.empty(sum(t.numel() for t in outputs), dtype=whole_in.dtype, device=whole_in.device)
 
     def finish():
         at = 0

@@ -55,6 +55,9 @@
  *        ts_host_api.register_process_group_backend. The host lends a backend a ts_store (the
  *        ranks' shared key-value store) to meet its peers, then starts collectives on it
  *        (ts_collective) and waits on the ts_work handles they return.
+ *        ts_device_desc.native_stream and ts_host_api.native_stream: the vendor runtime's own
+ *        handle of a stream (a cudaStream_t), so a library of the same vendor (NCCL) runs its work
+ *        in the caller's stream order.
  */
 #ifndef TESSERA_ABI_H
 #define TESSERA_ABI_H
@@ -244,6 +247,11 @@ typedef struct {
    * are done, even when host_deallocate comes first. NULL: the host uses the synchronous copies. */
   ts_status (*copy_to_host_async)(void* device_data, int32_t index, void* host_dst, const void* src, size_t nbytes);
   ts_status (*copy_from_host_async)(void* device_data, int32_t index, void* dst, const void* host_src, size_t nbytes);
+
+  /* --- 1.7: the vendor runtime's handle of `stream` on device `index` (NULL: the default stream),
+   * e.g. a cudaStream_t, for libraries of the same runtime that queue work in the caller's stream
+   * order (NCCL). NULL slot or NULL result: the device has no such handle. */
+  void* (*native_stream)(void* device_data, int32_t index, ts_stream stream);
 } ts_device_desc;
 
 /* ts_device_desc.event_create flags (1.3). */
@@ -496,6 +504,9 @@ typedef struct ts_host_api {
   /* --- 1.7: distributed. Registers a process-group backend (only inside tessera_plugin_init);
    * the host copies the description. */
   ts_status (*register_process_group_backend)(ts_registrar reg, const ts_process_group_backend* backend);
+  /* The native handle of `stream` (from current_stream) of `device`, from its plugin's
+   * ts_device_desc.native_stream; NULL when the device offers none. */
+  void* (*native_stream)(ts_device device, ts_stream stream);
 } ts_host_api;
 
 /* Extension slots (ts_host_api.tensor_get_slot), one per transform. */
@@ -532,8 +543,8 @@ TS_STATIC_ASSERT(sizeof(ts_value) == 24, "ts_value layout changed");
 TS_STATIC_ASSERT(sizeof(ts_stack) == 24, "ts_stack layout changed");
 TS_STATIC_ASSERT(sizeof(ts_tensor_view) == 64, "ts_tensor_view layout changed");
 TS_STATIC_ASSERT(sizeof(ts_plugin_info) == 40, "ts_plugin_info layout changed");
-TS_STATIC_ASSERT(sizeof(ts_device_desc) == 224, "ts_device_desc layout changed (1.3): append only");
-TS_STATIC_ASSERT(sizeof(ts_host_api) == 376, "ts_host_api layout changed (1.7): append only");
+TS_STATIC_ASSERT(sizeof(ts_device_desc) == 232, "ts_device_desc layout changed (1.7): append only");
+TS_STATIC_ASSERT(sizeof(ts_host_api) == 384, "ts_host_api layout changed (1.7): append only");
 TS_STATIC_ASSERT(sizeof(ts_collective) == 80, "ts_collective layout changed (1.7): append only");
 TS_STATIC_ASSERT(sizeof(ts_process_group_backend) == 80, "ts_process_group_backend layout changed (1.7): append only");
 TS_STATIC_ASSERT(sizeof(ts_observer) == 64, "ts_observer layout changed (1.6): append only");
