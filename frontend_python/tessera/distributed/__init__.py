@@ -15,8 +15,17 @@ from ._process_group import (Backend, DistBackendError, DistError, DistNetworkEr
 from ._store import FileStore, HashStore, PrefixStore, Store, TCPStore
 
 
+def __getattr__(name):
+    # DDP's gradient bucket type (torch.distributed.GradBucket), imported on first use: it lives
+    # with the reducer in nn.parallel.
+    if name == "GradBucket":
+        from ..nn.parallel._grad_bucket import GradBucket
+        return GradBucket
+    raise AttributeError(f"module 'tessera.distributed' has no attribute {name!r}")
+
+
 def is_gloo_available():
-    from .. import _C, plugins
+    from .. import _C
     try:
         return "gloo" in _C._process_group_backends() or bool(_C._process_group_backend_devices("gloo"))
     except Exception:

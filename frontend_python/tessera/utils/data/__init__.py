@@ -9,6 +9,7 @@ from tessera.utils.data.dataloader import DataLoader  # noqa: F401
 from tessera.utils.data._worker import WorkerInfo, get_worker_info  # noqa: F401
 from tessera.utils.data.distributed import DistributedSampler  # noqa: F401
 
-__all__ = ["BatchSampler", "ConcatDataset", "DataLoader", "Dataset", "IterableDataset", "RandomSampler", "Sampler",
+__all__ = ["BatchSampler", "ConcatDataset", "DataLoader", "Dataset", "DistributedSampler", "IterableDataset",
+           "RandomSampler", "Sampler",
            "SequentialSampler", "Subset", "TensorDataset", "WorkerInfo", "default_collate", "default_convert",
            "get_worker_info", "random_split"]
