@@ -391,11 +391,18 @@ TensorRef matmul_backward(const TensorRef& grad, const TensorRef& self, const Te
   TensorRef g = grad;
   if (self.dim() == 1) g = ops::unsqueeze(g, g.dim() == 0 ? 0 : g.dim() - 1);  // restore the row dim
   if (other.dim() == 1) g = ops::unsqueeze(g, g.dim());                        // restore the column dim
-  if (!for_self && b.dim() == 2 && a.dim() > 2 && a.dim() == g.dim()) {
+  // A weight used transposed (Linear's x @ w.t()) gets its gradient in the weight's own layout:
+  // (g^T a)^T is that gradient with column-major strides, so the transpose's backward hands the
+  // weight a contiguous gradient and accumulating it is a plain copy, not a strided transpose.
+  const bool other_transposed = !for_self && b.dim() == 2 && b.size(0) > 1 && b.size(1) > 1 && b.stride(0) == 1 &&
+                                b.stride(1) == b.size(0);
+  if (!for_self && b.dim() == 2 && a.dim() >= 2 && a.dim() == g.dim() && (a.dim() > 2 || other_transposed)) {
     // A matrix applied to a batch (a Linear over [T, N, in]): fold the batch into the rows, one
     // GEMM, instead of a product per batch entry and a sum over them.
     const int64_t k = a.size(a.dim() - 1), n = g.size(g.dim() - 1);  // size() takes no negative dims
-    TensorRef out = ops::mm(conj(ops::transpose(ops::reshape(a, {-1, k}), 0, 1)), ops::reshape(g, {-1, n}));
+    TensorRef rows_a = ops::reshape(a, {-1, k}), rows_g = ops::reshape(g, {-1, n});
+    if (other_transposed) return ops::transpose(ops::mm(ops::transpose(rows_g, 0, 1), conj(rows_a)), 0, 1);
+    TensorRef out = ops::mm(conj(ops::transpose(rows_a, 0, 1)), rows_g);
     return ops::reshape(out, other.shape_vector());
   }
   TensorRef out = for_self ? ops::matmul(g, conj(ops::transpose(b, -1, -2))) : ops::matmul(conj(ops::transpose(a, -1, -2)), g);

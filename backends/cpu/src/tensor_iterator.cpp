@@ -356,6 +356,58 @@ RowFn move_row_for(int64_t itemsize) {
   }
 }
 
+// A same-dtype copy whose innermost destination dim walks the source with a large stride while
+// the next dim walks it densely (a transpose, `w.t().contiguous()`): copied in square tiles, so
+// the rows written and the columns read both stay in cache. Element-by-element, one side misses
+// the cache on every element (7x slower on a 1024x1024 float matrix).
+template <class W>
+void transpose_tiles(const LoopGeometry& g, char* dst, const char* src) {
+  constexpr int64_t kTile = 16;
+  const int nd = g.ndim();
+  const int64_t rows = g.sizes()[size_t(nd - 2)], cols = g.sizes()[size_t(nd - 1)];
+  const int64_t d_row = g.stride(0, nd - 2), d_col = g.stride(0, nd - 1);
+  const int64_t s_row = g.stride(1, nd - 2), s_col = g.stride(1, nd - 1);
+  int64_t outer = 1;
+  for (int d = 0; d < nd - 2; ++d) outer *= g.sizes()[size_t(d)];
+  const int64_t row_tiles = (rows + kTile - 1) / kTile, col_tiles = (cols + kTile - 1) / kTile;
+  parallel_for(outer * row_tiles, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t o = t / row_tiles, r0 = (t % row_tiles) * kTile;
+      // The byte offsets of outer index o, walking the outer dims innermost last.
+      int64_t d_off = 0, s_off = 0, rest = o;
+      for (int d = nd - 3; d >= 0; --d) {
+        const int64_t size = g.sizes()[size_t(d)], i = rest % size;
+        rest /= size;
+        d_off += i * g.stride(0, d);
+        s_off += i * g.stride(1, d);
+      }
+      const int64_t r1 = std::min(rows, r0 + kTile);
+      for (int64_t ct = 0; ct < col_tiles; ++ct) {
+        const int64_t c0 = ct * kTile, c1 = std::min(cols, c0 + kTile);
+        for (int64_t r = r0; r < r1; ++r) {
+          // Typed loads and stores with the inner strides known: the compiler unrolls the row.
+          W* out = reinterpret_cast<W*>(dst + d_off + r * d_row) + c0;
+          const char* in = src + s_off + r * s_row + c0 * s_col;
+          for (int64_t c = 0; c < c1 - c0; ++c) std::memcpy(out + c, in + c * s_col, sizeof(W));
+        }
+      }
+    }
+  });
+}
+
+bool copy_as_transpose(const LoopGeometry& g, char* dst, const char* src, int64_t itemsize) {
+  const int nd = g.ndim();
+  if (nd < 2 || g.numel() < 4096) return false;
+  if (g.stride(0, nd - 1) != itemsize || g.stride(1, nd - 2) != itemsize || g.stride(1, nd - 1) == itemsize) return false;
+  switch (itemsize) {
+    case 1: transpose_tiles<uint8_t>(g, dst, src); return true;
+    case 2: transpose_tiles<uint16_t>(g, dst, src); return true;
+    case 4: transpose_tiles<uint32_t>(g, dst, src); return true;
+    case 8: transpose_tiles<uint64_t>(g, dst, src); return true;
+  }
+  return false;
+}
+
 // The byte range [lo, hi) a tensor's elements occupy.
 struct Extent {
   const char* lo;
@@ -416,6 +468,7 @@ void copy_into(ts_call call, const TensorRef& dst, const TensorRef& src, const c
   TS_SDK_CHECK(row, TS_ERROR_TYPE, op, ": cannot convert ", sdk::dtype_name(from.dtype()), " to ",
                sdk::dtype_name(dst.dtype()));
   char* base[2] = {static_cast<char*>(dst.data()), static_cast<char*>(from.data())};
+  if (dst.dtype() == from.dtype() && copy_as_transpose(g, base[0], base[1], dst.itemsize())) return;
   g.run(base, row);
 }
 
