@@ -196,3 +196,23 @@ def test_file_store_ignores_a_torn_tail(tmp_path):
     assert fresh.get("good") == b"value" and not fresh.check(["bad"])
     fresh.set("after", "ok")  # the torn tail is cut off before appending
     assert s.get("after") == b"ok" and s.get("good") == b"value"
+
+
+def test_elastic_record_writes_the_error_file(tmp_path, monkeypatch):
+    from tessera.distributed.elastic.multiprocessing.errors import record
+    path = tmp_path / "error.json"
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(path))
+
+    @record
+    def main(x):
+        if x:
+            raise ValueError("bad batch")
+        return 7
+
+    assert main(0) == 7 and not path.exists()
+    with pytest.raises(ValueError, match="bad batch"):
+        main(1)
+    import json
+    data = json.loads(path.read_text())
+    assert data["message"]["message"] == "ValueError: bad batch"
+    assert "raise ValueError" in data["message"]["extraInfo"]["py_callstack"]

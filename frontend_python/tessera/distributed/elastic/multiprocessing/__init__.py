@@ -1,0 +1,1 @@
+"""torch.distributed.elastic.multiprocessing's import path: errors.record lives below."""
