@@ -411,3 +411,23 @@ def test_torch_gloo_program_runs_under_the_launcher(tmp_path):
     done = _launch("--nproc-per-node", 2, worker, timeout=120)
     assert done.returncode == 0, done.stderr
     assert sorted(line for line in done.stdout.splitlines() if "sum" in line) == ["[rank0]:sum 3.0", "[rank1]:sum 3.0"]
+
+
+RECORDED_WORKER = """
+import os
+from tessera.distributed.elastic.multiprocessing.errors import record
+
+@record
+def main():
+    if os.environ["RANK"] == "1":
+        raise RuntimeError("loss is nan at step 12")
+
+main()
+"""
+
+
+def test_recorded_error_appears_in_the_report(tmp_path):
+    worker = _script(tmp_path, "recorded.py", RECORDED_WORKER)
+    done = _launch("--nproc-per-node", 2, worker)
+    assert done.returncode == 1
+    assert "error     : RuntimeError: loss is nan at step 12" in done.stderr

@@ -10,11 +10,14 @@ launch. Rank 0's process group binds that address (torch's TORCHELASTIC_USE_AGEN
 from __future__ import annotations
 
 import datetime
+import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -46,7 +49,7 @@ class LaunchConfig:
     def world_size(self) -> int:
         return self.nnodes * self.nproc_per_node
 
-    def worker_env(self, local_rank: int, restart_count: int) -> dict:
+    def worker_env(self, local_rank: int, restart_count: int, error_file: Optional[str] = None) -> dict:
         """torchrun's variables for one worker (torch code reads these names)."""
         rank = self.node_rank * self.nproc_per_node + local_rank
         env = dict(os.environ)
@@ -70,6 +73,8 @@ class LaunchConfig:
         })
         if self.omp_num_threads is not None:
             env["OMP_NUM_THREADS"] = self.omp_num_threads
+        if error_file is not None and "TORCHELASTIC_ERROR_FILE" not in os.environ:
+            env["TORCHELASTIC_ERROR_FILE"] = error_file  # where @record writes the worker's exception
         return env
 
 
@@ -79,6 +84,7 @@ class _Worker:
     local_rank: int
     process: subprocess.Popen
     output: WorkerOutput
+    error_file: Optional[str] = None
 
 
 @dataclass
@@ -89,6 +95,7 @@ class WorkerFailure:
     returncode: int
     stderr_lines: List[str]
     time: str
+    error: Optional[str] = None  # what @record wrote to the worker's error file
 
     def how(self) -> str:
         if self.returncode < 0:
@@ -116,8 +123,10 @@ def failure_report(failures: Sequence[WorkerFailure], what: str, restarts: int, 
              f"  host      : {socket.gethostname()}",
              f"  time      : {root.time}",
              f"  exitcode  : {root.returncode} (pid: {root.pid}){signal_note}",
-             f"  restarts  : {restarts} of {max_restarts}",
-             "  last stderr lines:"]
+             f"  restarts  : {restarts} of {max_restarts}"]
+    if root.error:
+        lines.append(f"  error     : {root.error}")
+    lines.append("  last stderr lines:")
     lines += [f"    {line}" for line in root.stderr_lines] or ["    <no stderr output>"]
     lines += [thin, "Other failures:"]
     lines += [f"  rank {f.rank} (local_rank: {f.local_rank}, pid {f.pid}): {f.how()}" for f in others] \
@@ -135,6 +144,7 @@ class WorkerGroupAgent:
         self.what = what or " ".join(self.cmd)
         self._workers: List[_Worker] = []
         self._signals: List[int] = []  # received by the launcher; handled by the monitor loop
+        self._error_dir: Optional[str] = None  # the workers' TORCHELASTIC_ERROR_FILEs, for this run
 
     # --- signals -------------------------------------------------------------------------------
     def _on_signal(self, signum, frame):
@@ -157,7 +167,8 @@ class WorkerGroupAgent:
             rank = config.node_rank * config.nproc_per_node + local_rank
             # Its own session and process group, so a group kill reaches the worker's children and a
             # terminal's Ctrl-C reaches only the launcher, which forwards it.
-            process = subprocess.Popen(self.cmd, env=config.worker_env(local_rank, restart_count),
+            error_file = os.path.join(self._error_dir, f"attempt_{restart_count}_rank_{rank}.json")
+            process = subprocess.Popen(self.cmd, env=config.worker_env(local_rank, restart_count, error_file),
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
             try:
                 output = forward_worker_output(process, config.output, rank, local_rank, config.role, restart_count)
@@ -165,7 +176,7 @@ class WorkerGroupAgent:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
                 raise
-            self._workers.append(_Worker(rank, local_rank, process, output))
+            self._workers.append(_Worker(rank, local_rank, process, output, error_file))
 
     def _monitor(self):
         """[] when every worker exited 0, the failed (worker, returncode) pairs when one failed,
@@ -205,8 +216,17 @@ class WorkerGroupAgent:
             worker.output.join(OUTPUT_JOIN_SECONDS)
 
     def _failures(self, failed, now: str) -> List[WorkerFailure]:
-        return [WorkerFailure(w.rank, w.local_rank, w.process.pid, code, w.output.last_stderr_lines(), now)
-                for w, code in failed]
+        return [WorkerFailure(w.rank, w.local_rank, w.process.pid, code, w.output.last_stderr_lines(), now,
+                              self._recorded_error(w)) for w, code in failed]
+
+    @staticmethod
+    def _recorded_error(worker) -> Optional[str]:
+        """The message a worker's @record wrote, if it wrote one."""
+        try:
+            with open(worker.error_file) as f:
+                return json.load(f)["message"]["message"]
+        except (OSError, TypeError, ValueError, KeyError):
+            return None
 
     def _run_attempt(self, restart_count: int):
         self._workers = []
@@ -222,9 +242,11 @@ class WorkerGroupAgent:
     # --- the whole run -------------------------------------------------------------------------
     def run(self) -> int:
         previous = self._install_signal_handlers()
+        self._error_dir = tempfile.mkdtemp(prefix="tessera-run-errors-")
         try:
             return self._run()
         finally:
+            shutil.rmtree(self._error_dir, ignore_errors=True)
             for number, handler in previous.items():
                 signal.signal(number, handler)
 
