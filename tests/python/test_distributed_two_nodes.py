@@ -38,7 +38,7 @@ def two_namespaces():
                  ("-n", b, "addr", "add", f"10.233.{subnet}.2/24", "dev", f"{tag}vb"),
                  ("-n", a, "link", "set", f"{tag}va", "up"), ("-n", b, "link", "set", f"{tag}vb", "up"),
                  ("-n", a, "link", "set", "lo", "up"), ("-n", b, "link", "set", "lo", "up")]
-        for step in steps:
+        for step in steps + [("netns", "exec", a, "true")]:
             r = _ip(*step)
             if r.returncode != 0:
                 pytest.skip(f"cannot set up the namespaces: ip {' '.join(step)}: {r.stderr.strip()}")
