@@ -68,6 +68,7 @@ struct OverloadSet {
   std::string name;
   std::vector<Overload> overloads;
   size_t max_slots = 0;
+  bool numbers_as_tensors = false;  // torch lets Python numbers stand for this operator's tensors
 };
 
 // The boxed arguments of one call, on the C stack.
@@ -416,6 +417,16 @@ std::unique_ptr<OverloadSet> build_set(const std::string& name) {
   }
   for (const Overload& ov : set->overloads)
     set->max_slots = std::max(set->max_slots, std::max(ov.params.size(), size_t(ov.n_returns)));
+  // torch's list (python_arg_parser's should_allow_numbers_as_tensors): the arithmetic and
+  // comparison operators, by name (not a full overload name such as "add.Tensor").
+  static const std::vector<std::string_view> kNumbersAsTensors = {
+      "add", "sub", "mul", "div", "true_divide", "floor_divide", "remainder", "fmod", "eq", "ne", "ge", "gt", "le",
+      "lt", "xlogy", "copysign", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
+      "bitwise_right_shift", "where"};
+  std::string_view base = name;
+  if (base.starts_with("aten::")) base.remove_prefix(6);
+  if (base.ends_with('_')) base.remove_suffix(1);
+  set->numbers_as_tensors = std::find(kNumbersAsTensors.begin(), kNumbersAsTensors.end(), base) != kNumbersAsTensors.end();
   return set;
 }
 
@@ -492,6 +503,35 @@ bool push_int_list(const Param& p, PyObject* v, Frame& f, int slot, std::string*
   return true;
 }
 
+// Set for resolve's second pass: a Python number may stand for a Tensor argument, as torch lets
+// numbers stand for tensors (`torch.div(t, 2.0, out=o)`, `torch.where(c, x, 0.0)`).
+thread_local bool t_numbers_as_tensors = false;
+
+// A Python bool, int or float as the 0-dim tensor torch wraps it in: bool, int64, or the default
+// float dtype (so it does not widen a float32 tensor). False for anything else.
+bool wrap_number(PyObject* v, Frame& f, ts_value& out) {
+  double value;
+  ScalarType dtype;
+  if (PyBool_Check(v)) {
+    value = v == Py_True ? 1.0 : 0.0;
+    dtype = kBool;
+  } else if (PyLong_Check(v)) {
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || x > (1LL << 53) || x < -(1LL << 53)) return false;  // exact through a double only
+    value = double(x);
+    dtype = kInt64;
+  } else if (PyFloat_Check(v)) {
+    value = PyFloat_AS_DOUBLE(v);
+    dtype = get_default_dtype();
+  } else {
+    return false;
+  }
+  f.keep.push_back(tensor_from_values(std::span<const double>(&value, 1), {}, dtype));
+  detail::box(out, f.keep.back());
+  return true;
+}
+
 bool convert(const Param& p, PyObject* v, Frame& f, int slot, std::string* why) {
   ts_value& out = f.values[size_t(slot)];
   if (v == Py_None) {
@@ -503,7 +543,10 @@ bool convert(const Param& p, PyObject* v, Frame& f, int slot, std::string* why) 
   }
   switch (p.conv) {
     case Conv::Tensor:
-      if (!is_tensor(v)) break;
+      if (!is_tensor(v)) {
+        if (t_numbers_as_tensors && wrap_number(v, f, out)) return true;
+        break;
+      }
       detail::box(out, tensor_of(v));
       return true;
     case Conv::Int:
@@ -696,6 +739,9 @@ bool parse(const Overload& ov, PyObject* const* args, Py_ssize_t nargs, PyObject
       continue;
     }
     if (!convert(p, v, f, slot, why)) return false;
+    if (t_numbers_as_tensors && p.conv == Conv::Tensor && !is_tensor(v) &&
+        std::find(ov.return_alias_arg.begin(), ov.return_alias_arg.end(), int(i)) != ov.return_alias_arg.end())
+      return fail(why, fmt::format("argument '{}' is written in place and must be a Tensor", p.name));
     f.sources[i] = v;
   }
   if (used_kw != nkw) {
@@ -755,7 +801,8 @@ PyObject* return_value(const Overload& ov, const Frame& f, int j, const ts_value
     case TS_VALUE_NONE: Py_RETURN_NONE;
     case TS_VALUE_TENSOR: {
       int k = ov.return_alias_arg[size_t(j)];
-      if (k >= 0 && f.sources[size_t(k)] && tensor_of(f.sources[size_t(k)]).handle() == owned.handle()) {
+      if (k >= 0 && f.sources[size_t(k)] && is_tensor(f.sources[size_t(k)]) &&
+          tensor_of(f.sources[size_t(k)]).handle() == owned.handle()) {
         PyObject* same = f.sources[size_t(k)];  // in place / out=: the argument's own object
         Py_INCREF(same);
         return same;
@@ -802,6 +849,16 @@ const Overload& resolve(const OverloadSet& set, PyObject* const* args, Py_ssize_
                         Py_ssize_t nkw, Frame& f) {
   for (const Overload& ov : set.overloads)
     if (parse(ov, args, nargs, kwargs, nkw, f, nullptr)) return ov;
+  if (!set.numbers_as_tensors) raise_no_match(set, args, nargs, kwargs, nkw);
+  // Nothing matched as given: let Python numbers stand for tensors, as torch does for these
+  // operators. A second pass, so an overload that takes the number as a Scalar always wins.
+  struct NumbersAsTensors {
+    NumbersAsTensors() { t_numbers_as_tensors = true; }
+    ~NumbersAsTensors() { t_numbers_as_tensors = false; }
+  } numbers_as_tensors;
+  for (const Overload& ov : set.overloads)
+    if (parse(ov, args, nargs, kwargs, nkw, f, nullptr)) return ov;
+  t_numbers_as_tensors = false;  // the error lists why each overload refused the arguments as given
   raise_no_match(set, args, nargs, kwargs, nkw);
 }
 
