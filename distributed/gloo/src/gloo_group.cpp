@@ -251,6 +251,9 @@ std::shared_ptr<Work> Group::start(const ts_collective& c) {
             opts.setReduceFunction(fn);
             opts.setTag(tag);
             opts.setTimeout(timeout);
+            // Gloo's bcube (recursive halving and doubling) takes fewer, larger steps than its ring:
+            // ahead below about 32 MB of traffic (size x bytes), behind above it (benchmarks/distributed.py).
+            if (b.bytes() * size <= (int64_t(32) << 20)) opts.setAlgorithm(::gloo::AllreduceOptions::Algorithm::BCUBE);
             ::gloo::allreduce(opts);
           } else {
             // Gloo uses every rank's buffer as scratch; only the root's tensor may change.
