@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <mutex>
 
 namespace tessera::distributed {
 
@@ -50,8 +51,49 @@ std::string backend_message(const std::string& fallback) {
 }
 }  // namespace
 
+namespace {
+// Works dropped while their collective still runs (an async_op handle never waited on, or still in
+// flight at exit): the backend keeps reading and writing their tensors, so the handle and the
+// tensors wait here until a later start() finds them finished. Never freed at exit: a thread of
+// the backend may still be writing into them then.
+struct ParkedWork {
+  const ProcessGroupBackendEntry* backend;
+  ts_work handle;
+  std::vector<Tensor> tensors;
+};
+struct Parking {
+  std::mutex mutex;
+  std::vector<ParkedWork> works;
+};
+Parking& parking() {
+  static Parking* p = new Parking;
+  return *p;
+}
+void release_finished_parked_works() {
+  std::vector<ParkedWork> finished;
+  {
+    auto& p = parking();
+    std::lock_guard lock(p.mutex);
+    std::vector<ParkedWork> running;
+    for (auto& w : p.works) {
+      const bool done = w.backend->desc.work_is_completed(w.backend->desc.backend_data, w.handle) != 0;
+      (done ? finished : running).push_back(std::move(w));
+    }
+    p.works = std::move(running);
+  }
+  for (auto& w : finished) w.backend->desc.work_release(w.backend->desc.backend_data, w.handle);
+}
+}  // namespace
+
 Work::~Work() {
-  if (handle_) backend_->desc.work_release(backend_->desc.backend_data, handle_);
+  if (!handle_) return;
+  if (!backend_->desc.work_is_completed(backend_->desc.backend_data, handle_)) {
+    auto& p = parking();
+    std::lock_guard lock(p.mutex);
+    p.works.push_back({backend_, handle_, std::move(tensors_)});
+    return;
+  }
+  backend_->desc.work_release(backend_->desc.backend_data, handle_);
 }
 
 void Work::wait(Milliseconds timeout) {
@@ -87,6 +129,7 @@ void ProcessGroup::shutdown() {
 const std::string& ProcessGroup::backend_name() const { return backend_->name; }
 
 std::shared_ptr<Work> ProcessGroup::start(const Collective& c) {
+  release_finished_parked_works();
   const char* name = collective_name(c.kind);
   CollectiveRange range(std::string("c10d::") + name);
   if (!handle_) throw DistBackendError(fmt::format("{}: the process group was destroyed", name));
