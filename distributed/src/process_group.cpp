@@ -2,6 +2,7 @@
 
 #include <tessera/observer.h>
 #include <tessera/process_group_backend.h>
+#include <tessera/sdk/collective_names.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -11,22 +12,6 @@
 
 namespace tessera::distributed {
 
-const char* collective_name(ts_collective_kind kind) {
-  switch (kind) {
-    case TS_COLLECTIVE_ALL_REDUCE: return "all_reduce";
-    case TS_COLLECTIVE_BROADCAST: return "broadcast";
-    case TS_COLLECTIVE_REDUCE: return "reduce";
-    case TS_COLLECTIVE_ALL_GATHER: return "all_gather";
-    case TS_COLLECTIVE_GATHER: return "gather";
-    case TS_COLLECTIVE_SCATTER: return "scatter";
-    case TS_COLLECTIVE_REDUCE_SCATTER: return "reduce_scatter";
-    case TS_COLLECTIVE_ALL_TO_ALL: return "all_to_all";
-    case TS_COLLECTIVE_BARRIER: return "barrier";
-    case TS_COLLECTIVE_SEND: return "send";
-    case TS_COLLECTIVE_RECV: return "recv";
-  }
-  return "collective";
-}
 
 namespace {
 // A profiler range around a collective's start and around its wait ("c10d::all_reduce"), as
@@ -101,7 +86,6 @@ void Work::wait(Milliseconds timeout) {
   ts_status s = backend_->desc.work_wait(backend_->desc.backend_data, handle_, timeout.count());
   if (s != TS_OK)
     throw DistBackendError(fmt::format("{} on {}: {}", name_, group_text_, backend_message("the backend gave no message")));
-  waited_ = true;
 }
 
 bool Work::is_completed() { return backend_->desc.work_is_completed(backend_->desc.backend_data, handle_) != 0; }
@@ -130,7 +114,7 @@ const std::string& ProcessGroup::backend_name() const { return backend_->name; }
 
 std::shared_ptr<Work> ProcessGroup::start(const Collective& c) {
   release_finished_parked_works();
-  const char* name = collective_name(c.kind);
+  const char* name = sdk::collective_name(c.kind);
   CollectiveRange range(std::string("c10d::") + name);
   if (!handle_) throw DistBackendError(fmt::format("{}: the process group was destroyed", name));
   std::shared_ptr<Work> work(new Work());

@@ -31,7 +31,7 @@ Bytes to_bytes(py::handle value) {
     std::string s = value.cast<std::string>();
     return Bytes(s.begin(), s.end());
   }
-  throw py::type_error("Store: a value must be str or bytes, got " + std::string(py::str(value.get_type().attr("__name__"))));
+  throw py::type_error("Store: a value must be str or bytes, got " + std::string(Py_TYPE(value.ptr())->tp_name));
 }
 py::bytes to_python(const Bytes& b) { return py::bytes(reinterpret_cast<const char*>(b.data()), b.size()); }
 

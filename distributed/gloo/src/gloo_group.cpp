@@ -2,6 +2,7 @@
 
 #include "reduce_functions.h"
 
+#include <tessera/sdk/collective_names.h>
 #include <tessera/sdk/plugin.h>
 
 #include <gloo/allgather.h>
@@ -18,22 +19,6 @@
 
 namespace tessera::gloo_backend {
 
-const char* collective_name(int32_t kind) {
-  switch (kind) {
-    case TS_COLLECTIVE_ALL_REDUCE: return "all_reduce";
-    case TS_COLLECTIVE_BROADCAST: return "broadcast";
-    case TS_COLLECTIVE_REDUCE: return "reduce";
-    case TS_COLLECTIVE_ALL_GATHER: return "all_gather";
-    case TS_COLLECTIVE_GATHER: return "gather";
-    case TS_COLLECTIVE_SCATTER: return "scatter";
-    case TS_COLLECTIVE_REDUCE_SCATTER: return "reduce_scatter";
-    case TS_COLLECTIVE_ALL_TO_ALL: return "all_to_all";
-    case TS_COLLECTIVE_BARRIER: return "barrier";
-    case TS_COLLECTIVE_SEND: return "send";
-    case TS_COLLECTIVE_RECV: return "recv";
-  }
-  return "unknown collective";
-}
 
 void Work::finish(std::string failure) {
   {
@@ -93,7 +78,6 @@ void with_element_type(int64_t itemsize, Fn&& fn) {
     case 2: return fn(uint16_t{});
     case 4: return fn(uint32_t{});
     case 8: return fn(uint64_t{});
-    case 16: return fn(std::pair<uint64_t, uint64_t>{});
   }
   throw std::invalid_argument(sdk::cat("element size ", itemsize, " is not supported"));
 }
@@ -213,7 +197,7 @@ void Group::enqueue(std::shared_ptr<Work> work, std::function<void()> run) {
 
 std::shared_ptr<Work> Group::start(const ts_collective& c) {
   auto work = std::make_shared<Work>();
-  work->what = collective_name(c.kind);
+  work->what = sdk::collective_name(c.kind);
   work->timeout = std::chrono::milliseconds(c.timeout_ms > 0 ? c.timeout_ms : 600000);
   const auto timeout = work->timeout;
   auto input = [&](int64_t i) {

@@ -55,9 +55,6 @@ class Group {
   // Fails queued work and lets the running one end on its own (its peers time out or close).
   void shut_down();
 
-  int rank() const { return rank_; }
-  int size() const { return size_; }
-
   // What the group's threads share; it outlives the Group while a thread is still blocked in Gloo.
   struct State;
 
@@ -71,7 +68,5 @@ class Group {
   std::thread worker_;  // runs collectives in order
   std::thread waiter_;  // waits for posted send/recv buffers in the order they were posted
 };
-
-const char* collective_name(int32_t kind);
 
 }  // namespace tessera::gloo_backend

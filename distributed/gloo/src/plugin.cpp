@@ -3,6 +3,7 @@
 #include "gloo_group.h"
 #include "store_adapter.h"
 
+#include <tessera/sdk/collective_names.h>
 #include <tessera/sdk/plugin.h>
 
 #include <gloo/common/error.h>
@@ -127,7 +128,7 @@ ts_status start(void*, ts_process_group group, const ts_collective* collective, 
     report(sdk::cat("gloo: ", e.what()));
     return TS_ERROR_VALUE;
   } catch (const std::exception& e) {
-    report(sdk::cat("gloo: ", collective ? collective_name(collective->kind) : "collective", ": ", e.what()));
+    report(sdk::cat("gloo: ", collective ? sdk::collective_name(collective->kind) : "collective", ": ", e.what()));
     return TS_ERROR;
   }
 }

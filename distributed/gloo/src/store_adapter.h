@@ -15,6 +15,12 @@ namespace tessera::gloo_backend {
 
 class StoreAdapter : public ::gloo::rendezvous::Store {
  public:
+  // A store call failed; the store already set the message (set_error(NULL, ...)), this only unwinds.
+  struct Failed : std::runtime_error {
+    ts_status status;
+    explicit Failed(ts_status s) : std::runtime_error("store failed"), status(s) {}
+  };
+
   StoreAdapter(const ts_store& store, std::string prefix, std::chrono::milliseconds timeout)
       : store_(store), prefix_(std::move(prefix)), timeout_(timeout) {}
 
@@ -39,22 +45,14 @@ class StoreAdapter : public ::gloo::rendezvous::Store {
   }
 
  private:
-  // The store already carries the message (set_error(NULL, ...)); the exception only unwinds.
-  struct StoreFailed : std::runtime_error {
-    ts_status status;
-    explicit StoreFailed(ts_status s) : std::runtime_error("store failed"), status(s) {}
-  };
   static void check(ts_status s) {
-    if (s != TS_OK) throw StoreFailed(s);
+    if (s != TS_OK) throw Failed(s);
   }
   std::string full(const std::string& key) const { return prefix_ + key; }
 
   const ts_store& store_;
   std::string prefix_;
   std::chrono::milliseconds timeout_;
-
- public:
-  using Failed = StoreFailed;
 };
 
 }  // namespace tessera::gloo_backend

@@ -3,6 +3,7 @@
 // the kernels around them; a work handle is an event recorded after them. The communicator is
 // non-blocking: every wait polls NCCL's asynchronous error and ends at its timeout, aborting the
 // communicator, instead of hanging on a peer that never came.
+#include <tessera/sdk/collective_names.h>
 #include <tessera/sdk/plugin.h>
 
 #include <cuda_runtime.h>
@@ -82,12 +83,6 @@ ts_status guarded(F&& f) noexcept {
     report(sdk::cat("nccl: ", e.what()));
     return TS_ERROR;
   }
-}
-
-const char* kind_name(int32_t kind) {
-  static const char* names[] = {"all_reduce", "broadcast", "reduce", "all_gather", "gather", "scatter",
-                                "reduce_scatter", "all_to_all", "barrier", "send", "recv"};
-  return kind >= 0 && kind <= TS_COLLECTIVE_RECV ? names[kind] : "collective";
 }
 
 // The device this rank's communicator uses: LOCAL_RANK (set by launchers) modulo the devices.
@@ -193,7 +188,7 @@ ts_status start(void*, ts_process_group handle, const ts_collective* c, ts_work*
     auto* g = reinterpret_cast<Group*>(handle);
     if (!g || !c || !out) fail(TS_ERROR_VALUE, "nccl: null group, collective or work pointer");
     if (g->aborted) fail(TS_ERROR, "nccl: the communicator was aborted after an earlier failure or timeout");
-    const char* what = kind_name(c->kind);
+    const char* what = sdk::collective_name(c->kind);
     auto input = [&](int64_t i) {
       if (c->n_inputs <= i) fail(TS_ERROR_VALUE, sdk::cat("nccl ", what, " needs an input tensor"));
       return buffer_of(*g, c->inputs[i], what);

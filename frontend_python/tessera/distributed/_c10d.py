@@ -1,6 +1,5 @@
 """The default process group and the groups made from it: init_process_group, new_group,
 destroy_process_group and the rank/size queries (torch.distributed.distributed_c10d's state)."""
-import os
 from datetime import timedelta
 
 from ._process_group import Backend, ProcessGroup, default_pg_timeout
@@ -198,14 +197,6 @@ def _group_rank(pg, global_rank, where, what):
     return ranks.index(global_rank)
 
 
-def _default_store():
+def get_default_store():
     _require_init("the default store")
     return _world.store
-
-
-def get_default_store():
-    return _default_store()
-
-
-def _env_local_rank():
-    return int(os.environ.get("LOCAL_RANK", "0"))

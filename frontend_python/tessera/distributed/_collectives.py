@@ -45,6 +45,14 @@ def _flat(t):
     return t.reshape(-1)
 
 
+def _copy_blocks(flat, tensors):
+    """Fills each tensor, in order, from the next t.numel() elements of the 1-D `flat`."""
+    at = 0
+    for t in tensors:
+        t.copy_(flat[at:at + t.numel()].view(t.shape))
+        at += t.numel()
+
+
 def _note_for_compile(kind):
     """Inside ts.compile's capture a collective cannot live in the graph (the tracer records
     operators, and a replay would skip the communication): it breaks the graph, so the function
@@ -155,11 +163,8 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
     _same_shape(tensor_list, tensor, where, "tensor_list")
     import tessera
     gathered = tessera.empty(pg.size() * tensor.numel(), dtype=tensor.dtype, device=tensor.device)
-
-    def scatter_back():
-        for i, t in enumerate(tensor_list):
-            t.copy_(gathered[i * tensor.numel():(i + 1) * tensor.numel()].view(t.shape))
-    return _run(pg, ALL_GATHER, [_flat(tensor.contiguous())], [gathered], async_op, scatter_back,
+    return _run(pg, ALL_GATHER, [_flat(tensor.contiguous())], [gathered], async_op,
+                lambda: _copy_blocks(gathered, tensor_list),
                 result=[tensor_list])
 
 
@@ -240,8 +245,7 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group
         outputs = [gathered]
 
         def finish():
-            for i, t in enumerate(gather_list):
-                t.copy_(gathered[i * tensor.numel():(i + 1) * tensor.numel()].view(t.shape))
+            _copy_blocks(gathered, gather_list)
     elif gather_list:
         raise ValueError(f"{where}: Argument ``gather_list`` must NOT be specified on non-destination ranks.")
     return _run(pg, GATHER, [_flat(tensor.contiguous())], outputs, async_op, finish, root=root)
@@ -308,13 +312,7 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False
     import tessera
     whole_in = tessera.cat([_flat(t.contiguous()) for t in inputs])
     whole_out = tessera.empty(sum(t.numel() for t in outputs), dtype=whole_in.dtype, device=whole_in.device)
-
-    def finish():
-        at = 0
-        for t in outputs:
-            t.copy_(whole_out[at:at + t.numel()].view(t.shape))
-            at += t.numel()
-    return _run(pg, ALL_TO_ALL, [whole_in], [whole_out], async_op, finish,
+    return _run(pg, ALL_TO_ALL, [whole_in], [whole_out], async_op, lambda: _copy_blocks(whole_out, outputs),
                 input_splits=[t.numel() for t in inputs], output_splits=[t.numel() for t in outputs])
 
 

@@ -51,9 +51,8 @@ def _from_tensor(t, size):
     return _RestrictedUnpickler(io.BytesIO(t[:size].cpu().numpy().tobytes())).load()
 
 
-def _sizes(pg, size):
+def _sizes(pg, size, device):
     import tessera
-    device = _device(pg)
     mine = tessera.tensor([size], dtype=tessera.int64).to(device)
     sizes = [tessera.zeros(1, dtype=tessera.int64, device=device) for _ in range(pg.size())]
     all_gather(sizes, mine, group=pg)
@@ -67,12 +66,13 @@ def all_gather_object(object_list, obj, group=None):
     if not isinstance(object_list, list) or len(object_list) != pg.size():
         raise ValueError(f"all_gather_object: object_list must be a list of the group's size ({pg.size()})")
     import tessera
-    data, size = _to_tensor(obj, _device(pg))
-    sizes = _sizes(pg, size)
+    device = _device(pg)
+    data, size = _to_tensor(obj, device)
+    sizes = _sizes(pg, size, device)
     longest = max(sizes)
-    padded = tessera.zeros(longest, dtype=tessera.uint8, device=_device(pg))
+    padded = tessera.zeros(longest, dtype=tessera.uint8, device=device)
     padded[:size] = data
-    received = [tessera.empty(longest, dtype=tessera.uint8, device=_device(pg)) for _ in range(pg.size())]
+    received = [tessera.empty(longest, dtype=tessera.uint8, device=device) for _ in range(pg.size())]
     all_gather(received, padded, group=pg)
     for i in range(pg.size()):
         object_list[i] = _from_tensor(received[i], sizes[i])
@@ -87,12 +87,14 @@ def gather_object(obj, object_gather_list=None, dst=0, group=None):
     root = _group_rank(pg, dst, "gather_object", "dst")
     if pg.rank() == root and (not isinstance(object_gather_list, list) or len(object_gather_list) != pg.size()):
         raise ValueError(f"gather_object: object_gather_list must be a list of the group's size ({pg.size()}) on dst")
-    data, size = _to_tensor(obj, _device(pg))
-    sizes = _sizes(pg, size)
+    device = _device(pg)
+    data, size = _to_tensor(obj, device)
+    sizes = _sizes(pg, size, device)
     longest = max(sizes)
-    padded = tessera.zeros(longest, dtype=tessera.uint8, device=_device(pg))
+    padded = tessera.zeros(longest, dtype=tessera.uint8, device=device)
     padded[:size] = data
-    received = [tessera.empty(longest, dtype=tessera.uint8, device=_device(pg)) for _ in range(pg.size())] if pg.rank() == root else None
+    received = ([tessera.empty(longest, dtype=tessera.uint8, device=device) for _ in range(pg.size())]
+                if pg.rank() == root else None)
     gather(padded, received, dst=dst, group=pg)
     if pg.rank() == root:
         for i in range(pg.size()):

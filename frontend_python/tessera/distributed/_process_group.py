@@ -99,6 +99,7 @@ class ProcessGroup:
         self._name = name
         self._timeout = timeout
         self._sequence = 0
+        self._detail = _debug_level() == "DETAIL"  # read once, at creation, as torch does
         self._impl = _C._ProcessGroup(self._backend_name, store._impl, rank, size, timeout)
 
     def rank(self):
@@ -120,7 +121,7 @@ class ProcessGroup:
     def _start(self, kind, inputs, outputs, op=0, root=0, tag=0, input_splits=(), output_splits=(), timeout=None):
         sequence = self._sequence
         self._sequence += 1
-        if kind not in (SEND, RECV) and _debug_level() == "DETAIL":
+        if kind not in (SEND, RECV) and self._detail:
             self._check_same_collective(sequence, kind, inputs)
         timeout_ms = -1 if timeout is None else int(timeout.total_seconds() * 1000)
         impl = self._impl.start(kind, list(inputs), list(outputs), op, root, tag, list(input_splits),

@@ -39,7 +39,6 @@ class Work {
   std::vector<int64_t> input_splits_, output_splits_;
   std::string name_;
   std::string group_text_;
-  bool waited_ = false;
 };
 
 struct Collective {
@@ -81,7 +80,5 @@ class ProcessGroup {
   int size_;
   Milliseconds timeout_;
 };
-
-const char* collective_name(ts_collective_kind kind);
 
 }  // namespace tessera::distributed
