@@ -39,8 +39,9 @@ bool is_backend_key(int32_t key) { return key >= 0 && key < TS_FIRST_TRANSFORM_K
 bool is_autograd_key(int32_t key) {
   return key >= int32_t(DispatchKey::AutogradCPU) && key <= int32_t(DispatchKey::AutogradOther);
 }
-// Capture records primitives only: a composite decomposes above the Tracer's fallback.
-bool is_tracer_key(int32_t key) { return key == int32_t(DispatchKey::Tracer); }
+// Capture records primitives only, and vmap batches them only: a composite decomposes above
+// the Tracer's and the Batched key's fallbacks.
+bool is_decomposing_transform_key(int32_t key) { return key == int32_t(DispatchKey::Tracer) || key == int32_t(DispatchKey::Batched); }
 const char* composite_key_name(int32_t key) {
   return key == TS_KEY_COMPOSITE_IMPLICIT ? "CompositeImplicitAutograd" : "CompositeExplicitAutograd";
 }
@@ -50,7 +51,7 @@ const KernelEntry* OperatorEntry::composite_for(int32_t key) const {
   if (is_backend_key(key))
     if (auto* e = composite_explicit()) return e;
   if (is_backend_key(key) || is_autograd_key(key)) return composite_implicit();
-  if (is_tracer_key(key)) return composite_implicit() ? composite_implicit() : composite_explicit();
+  if (is_decomposing_transform_key(key)) return composite_implicit() ? composite_implicit() : composite_explicit();
   return nullptr;
 }
 
@@ -310,7 +311,7 @@ void Dispatcher::call_with_keys(OperatorHandle op, DispatchKeySet key_set, ts_st
 const KernelEntry* Dispatcher::composite_kernel(OperatorHandle op, int32_t key) const {
   if (op->kind() == OperatorKind::Primitive) return nullptr;
   if (auto* e = op->composite_for(key)) return e;
-  if (!is_backend_key(key) && !is_autograd_key(key) && !is_tracer_key(key)) return nullptr;
+  if (!is_backend_key(key) && !is_autograd_key(key) && !is_decomposing_transform_key(key)) return nullptr;
   // Declared composite, nothing registered: the composites plugin is not loaded yet.
   if (missing_composite_hook_) std::call_once(composite_hook_once_, [this] { missing_composite_hook_(); });
   return op->composite_for(key);

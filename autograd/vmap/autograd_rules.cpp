@@ -1,0 +1,143 @@
+// vmap over autograd's control operators. Autograd sits below Batched, so it records the
+// physical calls: a batched tensor's gradient state is its value's. Two cases for grad/backward:
+//  - outputs batched (vmap of grad, per-sample gradients): the engine runs on the values, with
+//    each batched output's gradient seed batched too;
+//  - only the seeds batched (jacrev, vjp under vmap): the engine runs on the unbatched graph
+//    with batched seeds, so each backward formula it calls is batched in its turn.
+#include "autograd_rules.h"
+
+#include "call_frame.h"
+
+namespace tessera::vmap {
+namespace {
+
+bool any_in_list(const CallFrame& f, const ts_value& v) {
+  if (v.tag != TS_VALUE_TENSOR_LIST) return false;
+  for (int64_t j = 0; j < v.u.tensors.size; ++j)
+    if (f.is_batched(v.u.tensors.data[j])) return true;
+  return false;
+}
+
+std::vector<sdk::TensorRef> values_of(const CallFrame& f, const ts_value& v) {
+  std::vector<sdk::TensorRef> out;
+  if (v.tag != TS_VALUE_TENSOR_LIST) return out;
+  for (int64_t j = 0; j < v.u.tensors.size; ++j) {
+    ts_tensor t = v.u.tensors.data[j];
+    out.push_back(!t ? sdk::TensorRef() : f.is_batched(t) ? f.value(t) : sdk::TensorRef::borrow(t));
+  }
+  return out;
+}
+
+// The seeds of batched outputs: batched seeds unwrap, unbatched ones expand, missing ones are ones.
+std::vector<sdk::TensorRef> seeds_for(const CallFrame& f, const ts_value& outputs, const ts_value& seeds) {
+  std::vector<sdk::TensorRef> out;
+  for (int64_t j = 0; j < outputs.u.tensors.size; ++j) {
+    ts_tensor o = outputs.u.tensors.data[j];
+    ts_tensor g = seeds.tag == TS_VALUE_TENSOR_LIST && j < seeds.u.tensors.size ? seeds.u.tensors.data[j] : nullptr;
+    if (g && f.is_batched(g)) {
+      out.push_back(f.value(g));
+    } else if (!f.is_batched(o)) {
+      out.push_back(g ? sdk::TensorRef::borrow(g) : sdk::TensorRef());
+    } else {
+      BelowLevel below(f.level());
+      sdk::TensorRef value = f.value(o);
+      out.push_back(g ? expand_batch(sdk::TensorRef::borrow(g), f.batch_size()) : sdk::ops::full_like(value, 1.0));
+    }
+  }
+  return out;
+}
+
+ts_status seeds_only(ts_call call, ts_keyset keys, ts_stack* stack) {
+  return sdk::host().redispatch(call, sdk::host().call_operator_of(call), keys & ~batched_bit(), stack);
+}
+
+void grad_rule(CallFrame& f) {
+  const auto& args = f.args();
+  std::vector<ts_value> values(args);
+  values[0] = f.hold_list(values_of(f, args[0]));
+  values[2] = f.hold_list(seeds_for(f, args[0], args[2]));
+  values[1] = f.hold_list(values_of(f, args[1]));
+  f.run_physical(values);
+  // Tensor[]: each input's gradient, batched where the input is.
+  thread_local std::vector<ts_tensor> list_buffer;
+  std::vector<ts_tensor> grads(values[0].u.tensors.data, values[0].u.tensors.data + values[0].u.tensors.size);
+  const ts_value& inputs = args[1];
+  for (size_t j = 0; j < grads.size(); ++j) {
+    if (!grads[j] || !f.is_batched(inputs.u.tensors.data[j])) continue;
+    sdk::TensorRef value = sdk::TensorRef::adopt(grads[j]);
+    grads[j] = wrap(f.call(), value, f.level()).new_reference();
+  }
+  list_buffer = std::move(grads);
+  values[0].u.tensors.data = list_buffer.data();
+  values[0].u.tensors.size = int64_t(list_buffer.size());
+  f.return_raw(values);
+}
+
+void backward_rule(CallFrame& f) {
+  const auto& args = f.args();
+  std::vector<ts_value> values(args);
+  values[1] = f.hold_list(seeds_for(f, args[0], args[1]));
+  values[0] = f.hold_list(values_of(f, args[0]));
+  if (args.size() > 4 && args[4].tag == TS_VALUE_TENSOR_LIST) values[4] = f.hold_list(values_of(f, args[4]));
+  f.run_physical(values);
+  f.return_raw(values);
+}
+
+// Operators that read or set a tensor's autograd state: they act on the value.
+void on_value(CallFrame& f, bool wrap_result, bool returns_self) {
+  std::vector<ts_value> values(f.args());
+  values[0] = f.hold(f.value(f.arg(0).u.tensor));
+  f.run_physical(values);
+  if (returns_self) {
+    for (ts_value& v : values)
+      if (v.tag == TS_VALUE_TENSOR && v.u.tensor) sdk::host().tensor_release(v.u.tensor);
+    return f.return_argument(0);
+  }
+  if (wrap_result) return f.return_wrapped(values);
+  f.return_raw(values);
+}
+
+}  // namespace
+
+ts_status autograd_kernel(void* data, ts_call call, ts_keyset keys, ts_stack* stack) noexcept {
+  return guarded_rule(call, [&] {
+    const auto which = static_cast<AutogradOp>(reinterpret_cast<intptr_t>(data));
+    const int64_t level = call_level(stack);
+    if (level == 0) return sdk::check_host(sdk::host().redispatch(call, sdk::host().call_operator_of(call),
+                                                                  keys & ~batched_bit(), stack));
+    CallFrame f(call, keys, stack, level);
+    switch (which) {
+      case AutogradOp::Grad:
+        if (!any_in_list(f, f.arg(0)) && !any_in_list(f, f.arg(1))) return sdk::check_host(seeds_only(call, keys, stack));
+        return grad_rule(f);
+      case AutogradOp::Backward:
+        if (!any_in_list(f, f.arg(0))) return sdk::check_host(seeds_only(call, keys, stack));
+        return backward_rule(f);
+      case AutogradOp::ReadState: return on_value(f, false, false);
+      case AutogradOp::ReadTensor: return on_value(f, true, false);
+      case AutogradOp::SetState: return on_value(f, false, true);
+    }
+  });
+}
+
+void register_autograd_rules(sdk::Registrar& reg, ts_dispatch_key key) {
+  if (!sdk::host().find_operator("autograd::grad")) return;  // autograd is not loaded: nothing to batch
+  const std::pair<const char*, AutogradOp> ops[] = {
+      {"autograd::grad", AutogradOp::Grad},
+      {"autograd::backward", AutogradOp::Backward},
+      {"autograd::requires_grad", AutogradOp::ReadState},
+      {"autograd::is_leaf", AutogradOp::ReadState},
+      {"autograd::grad_fn_name", AutogradOp::ReadState},
+      {"autograd::retains_grad", AutogradOp::ReadState},
+      {"autograd::version", AutogradOp::ReadState},
+      {"autograd::retain_grad", AutogradOp::ReadState},
+      {"autograd::get_grad", AutogradOp::ReadTensor},
+      {"autograd::detach", AutogradOp::ReadTensor},
+      {"autograd::requires_grad_", AutogradOp::SetState},
+  };
+  for (const auto& [name, which] : ops)
+    if (sdk::host().find_operator(name))
+      reg.boxed_kernel(name, key, autograd_kernel, reinterpret_cast<void*>(static_cast<intptr_t>(which)));
+}
+
+}  // namespace tessera::vmap
