@@ -79,6 +79,7 @@ LEADING = {
     "linalg_eigh": {},
     "linalg_svd": {},
     "native_layer_norm": dict(passed=["weight", "bias"]),
+    "full_like": {},
     "embedding": dict(passed=["weight"]),
     "native_dropout": dict(random=True),
     "slice_backward": dict(size="input_sizes", dims=["dim"]),
@@ -100,6 +101,10 @@ LOSS = ["mse_loss", "l1_loss", "binary_cross_entropy_with_logits"]
 SPECIAL = ["matmul", "mm", "bmm", "addmm", "permute", "expand", "squeeze", "index.Tensor"]  # full names
 
 RANDOM_FACTORIES = ["rand", "randn", "randint"]
+
+# Composites batch through their decomposition, except these, whose decomposition would lose the
+# batch (full_like decomposes into the factory `full`, which takes no tensor).
+COMPOSITES_WITH_RULES = ["full_like"]
 
 # Data-dependent output shapes: vmap cannot batch them (PyTorch raises too).
 DATA_DEPENDENT = ["nonzero", "masked_select"]
@@ -163,11 +168,13 @@ def main():
     entries = yaml.safe_load(open(args.yaml))
     rows, primitives = [], []
     for entry in entries:
-        if entry.get("composite"):
+        composite = bool(entry.get("composite"))
+        if composite and Schema(entry["schema"]).name not in COMPOSITES_WITH_RULES:
             continue
         for text, _ in derive_variants(entry):
             s = Schema(text)
-            primitives.append(s.full_name)
+            if not composite:
+                primitives.append(s.full_name)
             r = rule_for(s)
             if r is None:
                 continue

@@ -2,6 +2,10 @@
 // The pieces of tessera._C, each in its own file, each adding itself to the module.
 #include <pybind11/pybind11.h>
 
+namespace tessera {
+class Tensor;
+}
+
 namespace tessera::python {
 
 void bind_types(pybind11::module_& m);     // dtype, device, errors, default dtype, manual_seed (types.cpp)
@@ -15,7 +19,7 @@ void bind_serialization(pybind11::module_& m);  // _save_safetensors / _load_saf
 void bind_guards(pybind11::module_& m);          // _guard_signature (ts.compile's fast guards)   (guards.cpp)
 void bind_distributed(pybind11::module_& m);     // stores, process groups, work (distributed.cpp)
 
-// Tells ts.compile's capture (when it listens) that tensor data was read into Python.
-void note_data_read(const char* what);
+// Raises for a batched tensor (vmap); tells ts.compile's capture about a data-dependent read.
+void note_data_read(const char* what, const Tensor& t);
 
 }  // namespace tessera::python

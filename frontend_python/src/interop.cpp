@@ -140,7 +140,7 @@ void require_cpu(const Tensor& t, const char* what) {
 // An array over the tensor's memory; its base object keeps the tensor's storage alive.
 py::array tensor_to_numpy(const Tensor& t) {
   require_cpu(t, "numpy");
-  note_data_read("numpy");
+  note_data_read("numpy", t);
   py::dtype dt = numpy_dtype(t.dtype());
   const int64_t itemsize = tessera::itemsize(t.dtype());
   std::vector<py::ssize_t> shape(t.sizes().begin(), t.sizes().end()), strides;

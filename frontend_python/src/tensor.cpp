@@ -120,7 +120,12 @@ PyObject* tolist_rec(const TensorImpl* t, const char* base, int64_t isz, int64_t
 PyObject* g_data_read_hook = nullptr;
 thread_local bool t_watch_data_reads = false;  // a capture is open on this thread
 
-void note_data_read(const char* what) {
+void note_data_read(const char* what, const Tensor& t) {
+  // A batched tensor's own geometry is one sample's view of its batch: its elements are not its value.
+  if (t.impl()->key_set().has(DispatchKey::Batched)) [[unlikely]]
+    raise<RuntimeError>("vmap: It looks like you're calling .{}() on a Tensor. We don't support vmap over calling "
+                        ".{}() on a Tensor, please try to rewrite what you're doing with other operations. If error "
+                        "is occurring somewhere inside PyTorch internals, please file a bug report.", what, what);
   if (!t_watch_data_reads || !g_data_read_hook) [[likely]] return;
   PyObject* r = PyObject_CallFunction(g_data_read_hook, "s", what);
   if (!r) throw py::error_already_set();
@@ -130,7 +135,7 @@ void note_data_read(const char* what) {
 namespace {
 
 PyObject* tensor_tolist(const Tensor& t) {
-  note_data_read("tolist");
+  note_data_read("tolist", t);
   HostBytes bytes = host_bytes(t);
   return tolist_rec(t.impl(), bytes.base, itemsize(t.dtype()), 0, 0);
 }
@@ -138,7 +143,7 @@ PyObject* tensor_tolist(const Tensor& t) {
 PyObject* tensor_item(const Tensor& t) {
   if (t.numel() != 1)
     raise<ValueError>("a Tensor with {} elements cannot be converted to Scalar", t.numel());
-  note_data_read("item");
+  note_data_read("item", t);
   HostBytes bytes = host_bytes(t);
   return element_object(t.dtype(), bytes.base);
 }
@@ -398,6 +403,12 @@ PyObject* get_is_cpu(PyObject* self, void*) {
   return guarded([&]() -> PyObject* { return PyBool_FromLong(self_tensor(self).device().is_cpu()); });
 }
 
+PyObject* get_is_batched(PyObject* self, void*) {
+  return guarded([&]() -> PyObject* {
+    return PyBool_FromLong(self_tensor(self).impl()->key_set().has(DispatchKey::Batched));
+  });
+}
+
 PyGetSetDef tensor_getset[] = {
     {"shape", get_shape, nullptr, "The sizes, as a tuple of ints.", nullptr},
     {"dtype", get_dtype, nullptr, "The element type (tessera.dtype).", nullptr},
@@ -407,6 +418,8 @@ PyGetSetDef tensor_getset[] = {
      nullptr},
     {"is_cuda", get_is_cuda, nullptr, "True for a tensor on a 'cuda' device.", nullptr},
     {"is_cpu", get_is_cpu, nullptr, "True for a tensor on the CPU.", nullptr},
+    {"_is_batched", get_is_batched, nullptr, "True for a tensor batched by vmap (inside the vmapped function).",
+     nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr},
 };
 

@@ -95,9 +95,15 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mo
                     disable=disable)
 
 
+def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
+    """torch.vmap: see tessera.func.vmap (imported on first use)."""
+    from tessera._functorch.vmap import vmap as vmap_
+    return vmap_(func, in_dims, out_dims, randomness, chunk_size=chunk_size)
+
+
 def __getattr__(name):
     # These subpackages load on first use, so `import tessera` stays light.
-    if name in ("compiler", "fx", "export", "onnx", "profiler", "distributions", "amp"):
+    if name in ("compiler", "fx", "export", "onnx", "profiler", "distributions", "amp", "func"):
         import importlib
         return importlib.import_module(f"tessera.{name}")
     raise AttributeError(f"module 'tessera' has no attribute '{name}'")

@@ -129,21 +129,29 @@ def _like(fname, input, dtype, device):
 
 def empty_like(input, *, dtype=None, device=None, requires_grad=False):
     shape, dtype, device = _like("empty_like", input, dtype, device)
+    if input._is_batched:  # inside vmap: like its batch, not like one sample (full_like has a batching rule)
+        return _call("full_like", (input, 0), {"dtype": dtype, "device": device})
     return _call("empty", (shape,), {"dtype": dtype, "device": device})
 
 
 def zeros_like(input, *, dtype=None, device=None, requires_grad=False):
     shape, dtype, device = _like("zeros_like", input, dtype, device)
+    if input._is_batched:  # inside vmap: like its batch, not like one sample (full_like has a batching rule)
+        return _call("full_like", (input, 0), {"dtype": dtype, "device": device})
     return _call("zeros", (shape,), {"dtype": dtype, "device": device})
 
 
 def ones_like(input, *, dtype=None, device=None, requires_grad=False):
     shape, dtype, device = _like("ones_like", input, dtype, device)
+    if input._is_batched:  # inside vmap: like its batch, not like one sample (full_like has a batching rule)
+        return _call("full_like", (input, 1), {"dtype": dtype, "device": device})
     return _call("ones", (shape,), {"dtype": dtype, "device": device})
 
 
 def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False):
     shape, dtype, device = _like("full_like", input, dtype, device)
+    if input._is_batched:  # inside vmap: like its batch, not like one sample (full_like has a batching rule)
+        return _call("full_like", (input, fill_value), {"dtype": dtype, "device": device})
     return _call("full", (shape, fill_value), {"dtype": dtype, "device": device})
 
 

@@ -179,6 +179,9 @@ def _add_suffixes(tensor_str, suffixes, indent):
 
 
 def tensor_repr(t):
+    if t._is_batched:  # inside vmap: its own elements are one sample's view, not its value
+        from tessera._functorch.vmap import batched_repr
+        return batched_repr(t)
     prefix = "tensor("
     indent = len(prefix)
     suffixes = []
