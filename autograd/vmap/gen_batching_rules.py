@@ -98,7 +98,7 @@ FOLD = {  # operator -> (spatial rank, operands that stay unbatched)
 
 LOSS = ["mse_loss", "l1_loss", "binary_cross_entropy_with_logits"]
 
-SPECIAL = ["matmul", "mm", "bmm", "addmm", "permute", "expand", "squeeze", "index.Tensor"]  # full names
+SPECIAL = ["matmul", "mm", "bmm", "addmm", "permute", "expand", "squeeze", "index.Tensor", "nll_loss_forward"]  # full names
 
 RANDOM_FACTORIES = ["rand", "randn", "randint"]
 

@@ -1,4 +1,4 @@
-// Batching rules written by hand: the matmul family, permute, expand, squeeze() and x[idx].
+// Batching rules written by hand: the matmul family, permute, expand, squeeze(), x[idx], nll_loss.
 #include "call_frame.h"
 
 #include <cstring>
@@ -152,6 +152,41 @@ bool index_rule(CallFrame& f) {
   return true;
 }
 
+// nll_loss_forward: the batch folds into N; the loss is computed unreduced, then reduced per sample
+// with each sample's own total weight.
+bool nll_loss_rule(CallFrame& f) {
+  const auto& args = f.args();
+  ts_tensor weight_arg = args[2].tag == TS_VALUE_TENSOR ? args[2].u.tensor : nullptr;
+  if ((weight_arg && f.is_batched(weight_arg)) || rank_of(args[0].u.tensor) > 2) return false;
+  const bool per_row = rank_of(args[0].u.tensor) == 2;
+  const int64_t reduction = args[3].u.i, ignore = args[4].u.i, batch = f.batch_size();
+  sdk::TensorRef self = f.batched_or_expanded(args[0].u.tensor);
+  sdk::TensorRef target = f.batched_or_expanded(args[1].u.tensor);
+  sdk::TensorRef out, total;
+  {
+    BelowLevel below(f.level());
+    self = sdk::ops::reshape(self, {-1, self.size(self.dim() - 1)});
+    target = sdk::ops::reshape(target, {-1});
+    const sdk::TensorRef weight = weight_arg ? sdk::TensorRef::borrow(weight_arg) : sdk::TensorRef();
+    sdk::TensorRef loss = std::get<0>(sdk::ops::nll_loss_forward(self, target, weight, 0, ignore));
+    sdk::TensorRef kept = sdk::ops::ne(target, sdk::Scalar(ignore));
+    sdk::TensorRef w = weight.defined()
+                           ? sdk::ops::mul(sdk::ops::index_select(weight, 0, sdk::ops::mul(target, kept)), kept)
+                           : sdk::ops::to(kept, self.dtype());
+    total = sdk::ops::sum(sdk::ops::reshape(w, {batch, -1}), std::vector<int64_t>{1});
+    loss = sdk::ops::reshape(loss, {batch, -1});
+    if (reduction == 0) {
+      out = per_row ? loss : sdk::ops::reshape(loss, {batch});
+    } else {
+      out = sdk::ops::sum(loss, std::vector<int64_t>{1});
+      if (reduction == 1) out = sdk::ops::div(out, total);
+    }
+  }
+  const sdk::TensorRef returns[] = {out, total};
+  f.return_tensors(returns);
+  return true;
+}
+
 }  // namespace
 
 bool run_special(CallFrame& f, const RuleSpec& spec) {
@@ -161,6 +196,7 @@ bool run_special(CallFrame& f, const RuleSpec& spec) {
   if (op == "expand") return expand_rule(f);
   if (op == "squeeze") return squeeze_rule(f);
   if (op == "index.Tensor") return index_rule(f);
+  if (op == "nll_loss_forward") return nll_loss_rule(f);
   return false;
 }
 

@@ -400,6 +400,13 @@ class Args {
     for (const ts_value& v : values) stack_->values[i++] = v;
     stack_->size = i;
   }
+  // Return slots from a stack another call filled (tensor returns keep their references).
+  void returns_values(std::span<const ts_value> values) {
+    TS_SDK_CHECK(int(values.size()) <= stack_->capacity, TS_ERROR, "stack capacity ", stack_->capacity,
+                 " is too small for ", values.size(), " returns");
+    for (size_t i = 0; i < values.size(); ++i) stack_->values[i] = values[i];
+    stack_->size = int(values.size());
+  }
   // Returns a tensor the kernel owns (moves the reference out).
   void return_tensor(TensorRef&& t) { returns({tensor_value(std::move(t))}); }
   // Returns a tensor that was an argument (in-place and out= variants): adds a reference.
