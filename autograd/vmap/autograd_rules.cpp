@@ -47,9 +47,7 @@ std::vector<sdk::TensorRef> seeds_for(const CallFrame& f, const ts_value& output
   return out;
 }
 
-ts_status seeds_only(ts_call call, ts_keyset keys, ts_stack* stack) {
-  return sdk::host().redispatch(call, sdk::host().call_operator_of(call), keys & ~batched_bit(), stack);
-}
+ts_status seeds_only(ts_call call, ts_keyset keys, ts_stack* stack) { return pass_below(call, keys, stack); }
 
 void grad_rule(CallFrame& f) {
   const auto& args = f.args();
@@ -103,8 +101,7 @@ ts_status autograd_kernel(void* data, ts_call call, ts_keyset keys, ts_stack* st
   return guarded_rule(call, [&] {
     const auto which = static_cast<AutogradOp>(reinterpret_cast<intptr_t>(data));
     const int64_t level = call_level(stack);
-    if (level == 0) return sdk::check_host(sdk::host().redispatch(call, sdk::host().call_operator_of(call),
-                                                                  keys & ~batched_bit(), stack));
+    if (level == 0) return sdk::check_host(pass_below(call, keys, stack));
     CallFrame f(call, keys, stack, level);
     switch (which) {
       case AutogradOp::Grad:

@@ -56,6 +56,13 @@ sdk::TensorRef wrap(ts_call call, const sdk::TensorRef& value, int64_t level) {
   return logical;
 }
 
+ts_status pass_below(ts_call call, ts_keyset keys, ts_stack* stack) {
+  const ts_operator op = sdk::host().call_operator_of(call);
+  if (const ts_keyset rest = keys & ~batched_bit()) return sdk::host().redispatch(call, op, rest, stack);
+  sdk::ExcludeKeysGuard below(batched_bit());
+  return sdk::host().call_operator(call, op, stack);
+}
+
 BelowLevel::BelowLevel(int64_t level) : saved_ceiling_(ceiling()) {
   ceiling() = level - 1;
   bool any_below = false;

@@ -45,6 +45,10 @@ sdk::TensorRef wrap(ts_call call, const sdk::TensorRef& value, int64_t level);
 // The value of a tensor batched at `level` (batch at dim 0).
 sdk::TensorRef value_of(ts_tensor t);
 
+// Passes a call on below the Batched key. A factory reached only through the thread's included
+// Batched key has no key left: it is dispatched afresh with Batched excluded (to its device).
+ts_status pass_below(ts_call call, ts_keyset keys, ts_stack* stack);
+
 // While alive: rules run their physical calls below `level` (and without the Batched key when
 // no level is left below).
 class BelowLevel {

@@ -33,15 +33,11 @@ const Level* innermost_level() {
   return found;
 }
 
-ts_status redispatch_below(ts_call call, ts_keyset keys, ts_stack* stack) {
-  return sdk::host().redispatch(call, sdk::host().call_operator_of(call), keys & ~batched_bit(), stack);
-}
-
 // A random operator called with no batched tensor: randomness decides whether it is an error,
 // one draw for the whole batch ("same"), or a draw per sample ("different").
 void random_without_batch(ts_call call, ts_keyset keys, ts_stack* stack, const RuleSpec& spec) {
   const Level* level = innermost_level();
-  if (!level) return sdk::check_host(redispatch_below(call, keys, stack));
+  if (!level) return sdk::check_host(pass_below(call, keys, stack));
   if (level->randomness == Randomness::Error)
     sdk::fail(TS_ERROR, "vmap: called random operation while in randomness error mode. Please either use the 'same' "
               "or 'different' randomness flags on vmap or perform the randomness operation out of vmap (",
@@ -71,7 +67,7 @@ ts_status batched_kernel(void* data, ts_call call, ts_keyset keys, ts_stack* sta
     const int64_t level = call_level(stack);
     if (level == 0) {
       if (spec && spec->random) return random_without_batch(call, keys, stack, *spec);
-      return sdk::check_host(redispatch_below(call, keys, stack));
+      return sdk::check_host(pass_below(call, keys, stack));
     }
     CallFrame f(call, keys, stack, level);
     if (spec) run_rule(f, *spec);

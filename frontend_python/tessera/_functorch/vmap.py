@@ -55,10 +55,14 @@ def _broadcast_dims(dims, spec, what, func, args_text):
     if dims is None or isinstance(dims, int):
         return [dims] * spec.num_leaves
     dims_leaves, dims_spec = tree_flatten(dims)
-    if not all(d is None or isinstance(d, int) for d in dims_leaves):
-        raise ValueError(f"vmap({_func_name(func)}, {args_text}): expected `{what}` to be int or a (potentially "
-                         f"nested) tuple matching the structure of {'inputs' if what == 'in_dims' else 'outputs'}, "
-                         f"got: {type(dims)}.")
+    for d in dims_leaves:
+        if d is not None and (not isinstance(d, int) or isinstance(d, bool)):
+            if what == "in_dims":
+                raise ValueError(f"vmap({_func_name(func)}, {args_text})(<inputs>): Got in_dim={d} for an input but "
+                                 "in_dim must be either an integer dimension or None.")
+            raise ValueError(f"vmap({_func_name(func)}, {args_text}): `out_dims` must be an int, None or a python "
+                             f"collection of ints representing where in the outputs the vmapped dimension should "
+                             f"appear. Got {d}")
     out = []
 
     def rec(d, s):
@@ -149,10 +153,10 @@ def _vmap_call(func, in_dims, out_dims, randomness, chunk_size, args, kwargs):
 def _unbatch_outputs(func, outputs, out_dims, level, batch_size):
     name = _func_name(func)
     flat, out_spec = tree_flatten(outputs)
-    if not isinstance(out_dims, (int, tuple)) and out_dims is not None:
-        raise ValueError(f"vmap({name}, ..., out_dims={out_dims}): expected `out_dims` to be int or a (potentially "
-                         f"nested) tuple matching the structure of outputs, got: {type(out_dims)}.")
-    if isinstance(out_dims, tuple) and (out_spec.is_leaf() or len(out_dims) != out_spec.num_children):
+    if not isinstance(out_dims, (int, tuple, list, dict)) and out_dims is not None:
+        raise ValueError(f"vmap({name}, ..., out_dims={out_dims}): `out_dims` must be an int, None or a python "
+                         "collection of ints representing where in the outputs the vmapped dimension should appear.")
+    if isinstance(out_dims, (tuple, list, dict)) and (out_spec.is_leaf() or len(out_dims) != out_spec.num_children):
         raise ValueError(f"vmap({name}, ..., out_dims={out_dims})(<inputs>): out_dims is not compatible with the "
                          f"structure of `outputs`. out_dims has structure {tree_flatten(out_dims)[1]} but outputs "
                          f"has structure {out_spec}.")
@@ -161,8 +165,7 @@ def _unbatch_outputs(func, outputs, out_dims, level, batch_size):
     for out, d in zip(flat, dims):
         if d is None:
             if isinstance(out, _C.Tensor) and tensor_level(out) == level:
-                raise ValueError(f"vmap({name}, ..., out_dims=None): an output with out_dim=None must not depend "
-                                 "on the mapped inputs, but it does (it is batched)")
+                raise ValueError(f"vmap({name}, ...): `{name}` can not return a BatchedTensor when out_dim is None")
             result.append(out)
             continue
         if not isinstance(out, _C.Tensor):
@@ -175,7 +178,10 @@ def _unbatch_outputs(func, outputs, out_dims, level, batch_size):
 def _chunked(func, leaves, spec, dims, batch_size, out_dims, randomness, chunk_size, kwargs):
     import tessera
     pieces = []
+    rng_state = tessera.get_rng_state() if randomness == "same" else None
     for start in range(0, batch_size, chunk_size):
+        if rng_state is not None:  # "same": every chunk draws what the first one drew
+            tessera.set_rng_state(rng_state)
         length = min(chunk_size, batch_size - start)
         chunk = [leaf if d is None else leaf.narrow(d, start, length) for leaf, d in zip(leaves, dims)]
         chunk_dims = tree_unflatten(dims, spec)
