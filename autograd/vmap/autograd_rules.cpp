@@ -71,6 +71,91 @@ void grad_rule(CallFrame& f) {
   f.return_raw(values);
 }
 
+// Seeds batched at this level, outputs at an enclosing one (jacrev or vjp under vmap): the graph
+// was recorded on the enclosing level's values, so the engine runs on those with each seed
+// batched here over the enclosing batch too, and the gradients are nested back (this level outside).
+void nested_grad_rule(CallFrame& f, int64_t inner) {
+  const auto& args = f.args();
+  const Level* l = find_level(inner);
+  const int64_t inner_size = l->batch_size;
+  auto peel = [&](const ts_value& list) {
+    std::vector<sdk::TensorRef> out;
+    for (int64_t j = 0; j < list.u.tensors.size; ++j) {
+      ts_tensor t = list.u.tensors.data[j];
+      out.push_back(!t ? sdk::TensorRef() : batched_at(t, inner) ? value_of(t) : sdk::TensorRef::borrow(t));
+    }
+    return out;
+  };
+  std::vector<sdk::TensorRef> seeds;
+  for (int64_t j = 0; j < args[0].u.tensors.size; ++j) {
+    ts_tensor o = args[0].u.tensors.data[j];
+    ts_tensor g = args[2].tag == TS_VALUE_TENSOR_LIST && j < args[2].u.tensors.size ? args[2].u.tensors.data[j] : nullptr;
+    if (!g || !f.is_batched(g) || !batched_at(o, inner)) {
+      seeds.push_back(!g ? sdk::TensorRef() : batched_at(o, inner) ? expand_batch(sdk::TensorRef::borrow(g), inner_size)
+                                                                   : sdk::TensorRef::borrow(g));
+      continue;
+    }
+    // This level's values [N, ...] (or, batched at `inner` too, [B, N, ...] inside) -> [N, B, ...].
+    sdk::TensorRef v = f.value(g);
+    if (batched_at(v.handle(), inner)) {
+      v = sdk::ops::transpose(value_of(v.handle()), 0, 1);
+    } else {
+      std::vector<int64_t> size = v.shape_vector();
+      size.insert(size.begin() + 1, inner_size);
+      v = sdk::ops::expand(sdk::ops::unsqueeze(v, 1), size);
+    }
+    seeds.push_back(wrap(f.call(), v, f.level()));
+  }
+  std::vector<ts_value> values(args);
+  values[0] = f.hold_list(peel(args[0]));
+  values[1] = f.hold_list(peel(args[1]));
+  values[2] = f.hold_list(std::move(seeds));
+  values.resize(std::max<size_t>(values.size(), 8), sdk::none());
+  ts_stack s{sizeof(ts_stack), values.data(), int32_t(args.size()), int32_t(values.size())};
+  sdk::check_host(pass_below(f.call(), f.keys(), &s));
+  thread_local std::vector<ts_tensor> list_buffer;
+  std::vector<ts_tensor> grads(values[0].u.tensors.data, values[0].u.tensors.data + values[0].u.tensors.size);
+  for (size_t j = 0; j < grads.size(); ++j) {
+    if (!grads[j] || !batched_at(args[1].u.tensors.data[j], inner)) continue;
+    sdk::TensorRef r = sdk::TensorRef::adopt(grads[j]);
+    if (f.is_batched(r.handle())) {  // [N, B, ...] here -> batched at `inner` inside, this level outside
+      sdk::TensorRef inner_value = sdk::ops::transpose(f.value(r.handle()), 0, 1);
+      r = wrap(f.call(), wrap(f.call(), inner_value, inner), f.level());
+    } else {
+      r = wrap(f.call(), r, inner);
+    }
+    grads[j] = r.new_reference();
+  }
+  list_buffer = std::move(grads);
+  values[0].u.tensors.data = list_buffer.data();
+  values[0].u.tensors.size = int64_t(list_buffer.size());
+  values.resize(size_t(s.size));
+  f.return_raw(values);
+}
+
+// The enclosing level the outputs of a grad call are batched at (0: none), when it is one level.
+int64_t enclosing_level(const CallFrame& f) {
+  int64_t found = 0;
+  for (int i : {0, 1})
+    for (int64_t j = 0; j < f.arg(size_t(i)).u.tensors.size; ++j) {
+      const int64_t l = level_of(f.arg(size_t(i)).u.tensors.data[j]);
+      if (l == 0) continue;
+      if (found && l != found)
+        sdk::fail(TS_ERROR, "autograd.grad under vmap: the outputs and inputs are batched by more than one enclosing "
+                  "vmap, which vjp/jacrev under nested vmaps does not support yet");
+      found = l;
+    }
+  if (found) {
+    for (int64_t j = 0; j < f.arg(0).u.tensors.size; ++j) {
+      ts_tensor t = f.arg(0).u.tensors.data[j];
+      if (t && batched(t) && level_of(value_of(t).handle()) != 0)
+        sdk::fail(TS_ERROR, "autograd.grad under vmap: an output is batched by nested vmaps below the seeds' vmap, "
+                  "which vjp/jacrev under nested vmaps does not support yet");
+    }
+  }
+  return found;
+}
+
 void backward_rule(CallFrame& f) {
   const auto& args = f.args();
   std::vector<ts_value> values(args);
@@ -105,7 +190,10 @@ ts_status autograd_kernel(void* data, ts_call call, ts_keyset keys, ts_stack* st
     CallFrame f(call, keys, stack, level);
     switch (which) {
       case AutogradOp::Grad:
-        if (!any_in_list(f, f.arg(0)) && !any_in_list(f, f.arg(1))) return sdk::check_host(seeds_only(call, keys, stack));
+        if (!any_in_list(f, f.arg(0)) && !any_in_list(f, f.arg(1))) {
+          if (const int64_t inner = enclosing_level(f)) return nested_grad_rule(f, inner);
+          return sdk::check_host(seeds_only(call, keys, stack));
+        }
         return grad_rule(f);
       case AutogradOp::Backward:
         if (!any_in_list(f, f.arg(0))) return sdk::check_host(seeds_only(call, keys, stack));

@@ -852,8 +852,6 @@ def _vmap_jac(api):
         assert_tree_close(got, tf.vmap(getattr(tf, api)(make(torch)))(P(X)))
 
 
-@pytest.mark.xfail(strict=True, reason="jacrev under vmap: autograd::grad raises 'element 0 of tensors does not "
-                                       "require grad and does not have a grad_fn'")
 def test_vmap_of_jacrev():
     _vmap_jac("jacrev")
 
@@ -887,8 +885,6 @@ def test_jacrev_of_jacrev():
         assert_tree_close(got, tf.jacrev(tf.jacrev(make(torch)))(P(x)))
 
 
-@pytest.mark.xfail(strict=True, reason="jacfwd(jacrev(f)) runs jacrev under vmap: autograd::grad raises 'element 0 "
-                                       "of tensors does not require grad'")
 def test_jacfwd_of_jacrev():
     def make(M):
         return lambda x: M.sin(x) * (x * x).sum()
@@ -900,8 +896,6 @@ def test_jacfwd_of_jacrev():
         assert_tree_close(got, tf.jacfwd(tf.jacrev(make(torch)))(P(x)))
 
 
-@pytest.mark.xfail(strict=True, reason="hessian (jacrev of jacrev) under vmap: autograd::grad raises 'element 0 of "
-                                       "tensors does not require grad'")
 def test_vmap_of_hessian():
     def make(M):
         return lambda x: (M.exp(x) * x).sum()
