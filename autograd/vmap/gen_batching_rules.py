@@ -25,7 +25,7 @@ from gen_ops import Schema, derive_variants, write_if_changed  # noqa: E402
 POINTWISE = """add sub mul div floor_divide pow maximum minimum eq ne lt le gt ge logical_and logical_or
 logical_not where clamp masked_fill neg abs sign exp log log1p sqrt rsqrt sin cos tanh sigmoid relu erf
 clone copy_ to fill_ contiguous gelu gelu_backward silu silu_backward threshold_backward sigmoid_backward
-tanh_backward native_dropout_backward exp2 expm1 log2 log10 tan asin acos atan sinh cosh asinh acosh atanh
+tanh_backward exp2 expm1 log2 log10 tan asin acos atan sinh cosh asinh acosh atanh
 erfc erfinv lgamma digamma reciprocal floor ceil trunc round bitwise_not atan2 fmod remainder copysign
 bitwise_and bitwise_or bitwise_xor bitwise_left_shift bitwise_right_shift""".split()
 
@@ -82,6 +82,9 @@ LEADING = {
     "full_like": {},
     "embedding": dict(passed=["weight"]),
     "native_dropout": dict(random=True),
+    "native_dropout_backward": {},
+    "view_as_real": {},
+    "view_as_complex": {},
     "slice_backward": dict(size="input_sizes", dims=["dim"]),
     "select_backward": dict(size="input_sizes", dims=["dim"]),
 }
@@ -98,16 +101,18 @@ FOLD = {  # operator -> (spatial rank, operands that stay unbatched)
 
 LOSS = ["mse_loss", "l1_loss", "binary_cross_entropy_with_logits"]
 
-SPECIAL = ["matmul", "mm", "bmm", "addmm", "permute", "expand", "squeeze", "index.Tensor", "nll_loss_forward"]  # full names
+SPECIAL = ["matmul", "mm", "bmm", "addmm", "permute", "expand", "squeeze", "index.Tensor", "nll_loss_forward",
+           "as_strided"]  # full names
 
 RANDOM_FACTORIES = ["rand", "randn", "randint"]
 
 # Composites batch through their decomposition, except these, whose decomposition would lose the
-# batch (full_like decomposes into the factory `full`, which takes no tensor).
-COMPOSITES_WITH_RULES = ["full_like"]
+# batch (full_like decomposes into the factory `full`, which takes no tensor; view_as_real and
+# view_as_complex alias their input's storage directly; _local_scalar_dense reads it).
+COMPOSITES_WITH_RULES = ["full_like", "view_as_real", "view_as_complex", "_local_scalar_dense"]
 
 # Data-dependent output shapes: vmap cannot batch them (PyTorch raises too).
-DATA_DEPENDENT = ["nonzero", "masked_select"]
+DATA_DEPENDENT = ["nonzero", "masked_select", "_local_scalar_dense"]
 
 
 def positions(schema, names):
@@ -140,7 +145,7 @@ def rule_for(schema):
         return ("RandomFactory", 0, 0, 0, False, positions(schema, ["size"])[0], "Forbidden", 0, True)
     if not tensors:
         return ("NoTensors", 0, 0, 0, False, -1, "Forbidden", 0, False)
-    if base in POINTWISE:
+    if base in POINTWISE or schema.name in POINTWISE:
         return ("Pointwise", mask(tensors), 0, 0, False, -1, "Forbidden", 0, False)
     if base in LOSS:
         return ("Loss", mask(tensors), 0, 0, False, positions(schema, ["reduction"])[0], "Forbidden", 0, False)

@@ -187,6 +187,21 @@ bool nll_loss_rule(CallFrame& f) {
   return true;
 }
 
+// as_strided on a batched tensor: each sample's view starts from its own place in the value (the
+// batch stride in front), so decompositions over as_strided (unfold) batch too.
+bool as_strided_rule(CallFrame& f) {
+  const auto& args = f.args();
+  sdk::TensorRef v = f.value(args[0].u.tensor);
+  std::vector<int64_t> size{f.batch_size()}, stride{v.stride(0)};
+  size.insert(size.end(), args[1].u.ints.data, args[1].u.ints.data + args[1].u.ints.size);
+  stride.insert(stride.end(), args[2].u.ints.data, args[2].u.ints.data + args[2].u.ints.size);
+  const int64_t offset = args.size() > 3 && args[3].tag != TS_VALUE_NONE ? args[3].u.i : v.storage_offset();
+  std::vector<ts_value> values{sdk::value(v), f.hold_ints(size), f.hold_ints(stride), sdk::value(offset)};
+  f.run_physical(values);
+  f.return_wrapped(values);
+  return true;
+}
+
 }  // namespace
 
 bool run_special(CallFrame& f, const RuleSpec& spec) {
@@ -197,6 +212,7 @@ bool run_special(CallFrame& f, const RuleSpec& spec) {
   if (op == "squeeze") return squeeze_rule(f);
   if (op == "index.Tensor") return index_rule(f);
   if (op == "nll_loss_forward") return nll_loss_rule(f);
+  if (op == "as_strided") return as_strided_rule(f);
   return false;
 }
 

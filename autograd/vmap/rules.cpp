@@ -84,7 +84,9 @@ void dropout_same(CallFrame& f) {
 void leading(CallFrame& f, const RuleSpec& spec) {
   if (f.any_batched(spec.pass_mask)) return run_loop(f, true);
   if (spec.inplace) check_inplace(f);
-  if (spec.random) {
+  // native_dropout(input, p, train): not random when not training.
+  const bool random = spec.random && !(f.args().size() > 2 && f.arg(2).tag == TS_VALUE_BOOL && !f.arg(2).u.b);
+  if (random) {
     const Level& level = *find_level(f.level());
     check_randomness(f, level);
     if (level.randomness == Randomness::Same) return dropout_same(f);
@@ -110,7 +112,17 @@ void leading(CallFrame& f, const RuleSpec& spec) {
     }
   }
   rank = std::max<int64_t>(rank, 0);
-  const int64_t dim_rank = rank + (spec.rank_plus_one ? 1 : 0);
+  int64_t dim_rank = rank + (spec.rank_plus_one ? 1 : 0);
+  // slice_backward / select_backward: their dims index the size argument (the input's sizes).
+  if (spec.int_arg >= 0 && args[size_t(spec.int_arg)].tag == TS_VALUE_INT_LIST)
+    dim_rank = args[size_t(spec.int_arg)].u.ints.size;
+  // A 0-dim sample given a dim (softmax(x, 0) of a scalar): PyTorch treats it as 1-dim, which the
+  // batched value is not; each sample runs on its own.
+  if (rank == 0 && spec.dim_mask && !(spec.int_arg >= 0)) {
+    for (size_t i = 0; i < args.size(); ++i)
+      if ((spec.dim_mask >> i) & 1 && (args[i].tag == TS_VALUE_INT || (args[i].tag == TS_VALUE_INT_LIST && args[i].u.ints.size)))
+        return run_loop(f, false);
+  }
   bool squeeze_scalar_result = false;
   for (size_t i = 0; i < args.size(); ++i) {
     if (!((spec.dim_mask >> i) & 1)) continue;
@@ -201,9 +213,13 @@ void fold(CallFrame& f, const RuleSpec& spec) {
 void loss(CallFrame& f, const RuleSpec& spec) {
   const auto& args = f.args();
   std::vector<ts_value> values(args);
+  int64_t rank = 0;  // operands broadcast element-wise: batched ones are padded to the widest rank
   for (size_t i = 0; i < args.size(); ++i)
     if ((spec.expand_mask >> i) & 1 && args[i].tag == TS_VALUE_TENSOR && args[i].u.tensor)
-      values[i] = f.hold(f.batched_or_expanded(args[i].u.tensor));
+      rank = std::max(rank, rank_of(args[i].u.tensor));
+  for (size_t i = 0; i < args.size(); ++i)
+    if ((spec.expand_mask >> i) & 1 && args[i].tag == TS_VALUE_TENSOR && args[i].u.tensor)
+      values[i] = f.hold(pad_after_batch(f.batched_or_expanded(args[i].u.tensor), rank - rank_of(args[i].u.tensor)));
   const int64_t reduction = args[size_t(spec.int_arg)].u.i;
   values[size_t(spec.int_arg)] = sdk::value(int64_t(0));
   f.run_physical(values);
@@ -276,6 +292,7 @@ void run_loop(CallFrame& f, bool warn) {
     sdk::fail(TS_ERROR, "vmap: ", f.op_name(), " has no batching rule, and its per-sample loop cannot run over a "
               "batch of size 0");
   std::vector<std::vector<sdk::TensorRef>> results;
+  int32_t inplace_returns = 0;  // an in-place operator returning () (a fused optimizer step)
   for (int64_t b = 0; b < batch; ++b) {
     std::vector<ts_value> values(args);
     std::vector<sdk::TensorRef> keep;
@@ -304,6 +321,7 @@ void run_loop(CallFrame& f, bool warn) {
     }
     f.run_physical(values);
     if (inplace) {
+      inplace_returns = int32_t(values.size());
       drop_returns(values);
       continue;
     }
@@ -318,7 +336,7 @@ void run_loop(CallFrame& f, bool warn) {
       results[r].push_back(sdk::TensorRef::adopt(values[r].u.tensor));
     }
   }
-  if (inplace) return f.return_argument(0);
+  if (inplace) return inplace_returns ? f.return_argument(0) : f.return_raw({});
   std::vector<sdk::TensorRef> stacked;
   {
     BelowLevel below(f.level());

@@ -36,72 +36,23 @@ B = 3
 # Overloads whose vmap result is wrong (or raises where the loop does not): strict xfail, so a
 # fix turns them into failures to remove from here. A key "name[mode]" marks one in_dims mode.
 # In the repros: A = ts.ops.aten, x = ts.arange(6.).reshape(2, 3).
-_STAYS_BATCHED = ("the result is still a BatchedTensor after vmap returns (its level is not removed; tolist() "
-                  "raises): ts.vmap(A.real.default)(ts.complex(x, x))._is_batched is True")
 KNOWN_FAILING = {
-    "_fused_adam_[all]": "raises RuntimeError \"the kernel left 1 values on the stack, the schema declares 0 "
-                         "returns\": p, m, v, g = (ts.ones(2, 3) for _ in range(4)); ts.vmap(lambda p, m, v, g: "
-                         "A._fused_adam_(p, m, v, g, None, 0.1, 0.9, 0.999, 1e-8, 0.0, 0.1, 0.0316, False, False))"
-                         "(p, m, v, g)",
-    "_fused_adam_[first]": "raises RuntimeError \"the kernel left 1 values on the stack\" (as [all])",
     "_rnn_layer_backward[last]": "nan/garbage: the CPU kernel reads a non-contiguous uint8 workspace as if it were "
                                  "contiguous, outside vmap too: pass ts.stack([w, w, w], -1).select(-1, 1) for "
                                  "the workspace w of op_samples' first _rnn_layer_backward sample; every result "
                                  "differs",
-    "angle": "a batched complex input: sample b > 0 gets sample 0's angles: "
-             "ts.vmap(A.angle.default)(ts.complex(x, -x))[1] != A.angle(ts.complex(x, -x)[1])",
-    "as_strided[all]": "the storage offset ignores the sample's place in the batch: ts.vmap(lambda t: "
-                       "A.as_strided(t, [2, 2], [1, 6], 3))(ts.arange(72.).reshape(3, 4, 6))[1] is "
-                       "[[3, 9], [4, 10]] (sample 0's storage), not [[27, 33], [28, 34]] (torch: offset + i * the "
-                       "batch stride)",
-    "binary_cross_entropy_with_logits[all]": "a batched weight / pos_weight of lower rank than the input is not "
-                                        "aligned with it: ts.vmap(lambda a, w: A.binary_cross_entropy_with_logits("
-                                        "a, ts.zeros(2, 3), w, None, 0))(ts.zeros(2, 2, 3), ts.tensor([[1., 2, 3], "
-                                        "[4, 5, 6]]))[0][1] is weighted by w[1], not w[0] (when B != the input's "
-                                        "rows it raises 'expected shapes to broadcast')",
     "cat": "a legacy-empty [0] sample is not skipped (torch skips it, as cat does outside vmap): ts.vmap(lambda a, "
            "b: A.cat([a, b]))(ts.zeros(2, 0), ts.ones(2, 2, 3)) raises ValueError 'expected tensors of 2 dimensions'",
-    "complex": _STAYS_BATCHED, "polar": _STAYS_BATCHED, "real": _STAYS_BATCHED, "imag": _STAYS_BATCHED,
-    "view_as_real": _STAYS_BATCHED, "view_as_complex[all]": _STAYS_BATCHED,
-    "conj": "sample b > 0 gets sample 0's values: ts.vmap(A.conj.default)(ts.complex(x, -x))[1] is conj of row 0",
-    "conj_physical": "sample b > 0 gets sample 0's values (as conj)",
-    "conj_physical_": "sample b > 0 gets sample 0's values (as conj)",
-    "fft_hfft": "wrong values: ts.vmap(A.fft_hfft.default)(ts.complex(x, x))[1] is [4, 0, 0, -4], "
-                "A.fft_hfft(ts.complex(x, x)[1]) is [16, 6, 0, -10]",
-    "fft_ifft": "a real input: sample b > 0 gets sample 0's transform: ts.vmap(A.fft_ifft.default)(x)[1][0] is 1, "
-                "A.fft_ifft(x[1])[0] is 4 (complex inputs are right)",
-    "fft_ihfft": "sample b > 0 gets sample 0's transform: ts.vmap(A.fft_ihfft.default)(x)[1][0] is 1, "
-                 "A.fft_ihfft(x[1])[0] is 4",
-    "flatten.using_ints": "0-d samples: ts.vmap(A.flatten.using_ints)(ts.arange(3.)) raises IndexError "
-                          "'dimension 1 is out of range' (torch: shape [3, 1])",
     "histc": "decomposes through masked_select, which vmap rejects: ts.vmap(lambda a: A.histc(a, 3, 0, 6))(x) "
              "raises RuntimeError (torch runs it)",
-    "index_select[first]": "a 0-d sample: ts.vmap(lambda a: A.index_select(a, 0, i))(ts.arange(2.)) with "
-                           "i = ts.tensor([0]) raises IndexError (torch: [0., 1.])",
     "linalg_qr": "mode 'r': ts.vmap(lambda a: A.linalg_qr(a, 'r'))(ts.tensor([[[1., 2], [3, 4], [5, 7]]] * 2)) "
                  "raises IndexError 'alias: a view of sizes [] ... reaches past its storage of 0 bytes'",
-    "log_softmax.int": "a 0-d sample: ts.vmap(lambda a: A.log_softmax.int(a, 0))(ts.arange(2.)) raises IndexError",
-    "softmax.int": "a 0-d sample: ts.vmap(lambda a: A.softmax.int(a, 0))(ts.arange(2.)) raises IndexError "
-                   "(torch: [1., 1.])",
     "masked_scatter": "decomposes through masked_select: ts.vmap(lambda a: A.masked_scatter(a, m, s))(x) with "
                       "m = ts.tensor([True, False, True]), s = ts.ones(3) raises RuntimeError",
-    "native_dropout_backward[first]": "an unbatched mask is not broadcast: ts.vmap(lambda g: "
-                                      "A.native_dropout_backward(g, m, 2.0))(ts.ones(2, 4)) with m = "
-                                      "ts.tensor([True, False, True, True]) raises ValueError 'expected mask of "
-                                      "shape [2, 4], got [4]'",
     "scatter_reduce.two[all]": "prod/amax/amin with a batched index go through masked_select: ts.vmap(lambda a, i: "
                           "A.scatter_reduce.two(a, 0, i, s, 'prod'))(x, ts.tensor([[0, 0], [1, 2]])) with "
                           "s = ts.ones(2) raises RuntimeError ('sum' is right)",
-    "select_backward": "ts.vmap(lambda g: A.select_backward(g, [3, 4], 1, -1))(ts.ones(2, 3)) raises IndexError "
-                       "'Dimension out of range' (torch: shape [2, 3, 4])",
-    "unfold": "sample b > 0 reads sample 0: ts.vmap(lambda a: A.unfold(a, 0, 2, 1))(x)[1] is [[0, 1], [1, 2]], "
-              "not [[3, 4], [4, 5]]",
-    "native_dropout[error]": "dropout in eval draws nothing but raises under randomness='error' (torch checks "
-                             "randomness only when training): ts.vmap(lambda a: A.native_dropout(a, 0.5, False))(x)",
-    "_local_scalar_dense": "returns sample 0's value instead of raising: "
-                           "ts.vmap(A._local_scalar_dense.default, out_dims=None)(ts.tensor([1., 2., 3.])) is 1.0",
 }
-KNOWN_FAILING["binary_cross_entropy_with_logits[last]"] = KNOWN_FAILING["binary_cross_entropy_with_logits[all]"]
 KNOWN_FAILING["scatter_reduce.two[last]"] = KNOWN_FAILING["scatter_reduce.two[all]"]
 
 SKIP = {"empty.memory_format", "mean"}  # reached only by full name (see test_compile_every_operator)
