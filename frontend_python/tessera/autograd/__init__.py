@@ -84,6 +84,14 @@ __all__ = ["Function", "FunctionCtx", "backward", "detect_anomaly", "enable_grad
            "set_grad_enabled"]
 
 
+def __getattr__(name):
+    # tessera.autograd.functional loads on first use (it imports tessera.func's vmap only when vectorizing).
+    if name == "functional":
+        import importlib
+        return importlib.import_module("tessera.autograd.functional")
+    raise AttributeError(f"module 'tessera.autograd' has no attribute '{name}'")
+
+
 class _ExecutionEngine:
     """torch.autograd.Variable._execution_engine: queue_callback(fn) runs fn() once the backward
     pass that is running (the caller is one of its hooks) has finished."""
