@@ -53,8 +53,9 @@ class Entry:
         self.spec = spec
         self.nondiff = bool(spec.get("nondifferentiable"))
         self.formulas = []  # (list of input names, formula)
+        self.jvp = spec.get("result")  # forward mode: auto_linear, auto_element_wise or a formula
         for k, v in spec.items():
-            if k in ("name", "output_differentiability", "nondifferentiable"):
+            if k in ("name", "output_differentiability", "nondifferentiable", "result"):
                 continue
             names = [n.strip() for n in k.split(",")]
             self.formulas.append((names, str(v)))
@@ -183,15 +184,39 @@ def kernel(e, variant_schema, kind, kid):
     need += [f"any_requires_grad({l})" for l in lists]
     need_expr = " || ".join(need) if need else "false"
     lines.append(f"    bool need = {need_expr};")
+    fw_singles = singles
+    fw_need = []
+    if fw_singles:
+        fw_need.append("any_has_tangent({" + ", ".join(fw_singles) + "})")
+    fw_need += [f"any_has_tangent({l})" for l in lists]
+    fw_expr = f"forward_ad_active() && ({' || '.join(fw_need)})" if fw_need else "false"
+    lines.append(f"    const bool need_fw = {fw_expr};")
     if kind == "out":
         lines.append(f'    if (need) raise_out_requires_grad("{s.full_name}");')
+        lines.append(f'    if (need_fw) raise_no_jvp("{s.full_name} (out=)");')
         lines.append("    redispatch_below(op, stack);")
         lines.append("  });\n}")
         return fname, "\n".join(lines)
+    if e.jvp is None:
+        lines.append(f'    if (need_fw) raise_no_jvp("{s.full_name}");')
     if kind == "inplace":
         lines.append(f'    if (need || requires_grad(t_self)) check_inplace(t_self, "{s.full_name}");')
-    lines.append("    if (!need) { redispatch_below(op, stack); return; }")
-    lines.append(f"    auto node = std::make_shared<{e.node}>();")
+    lines.append("    if (!need && !need_fw) { redispatch_below(op, stack); return; }")
+    # Forward mode: the arguments as the caller gave them (the stack is overwritten by the returns),
+    # and the old value of self for in-place formulas that read it.
+    lines.append("    std::vector<ts_value> fw_args;")
+    lines.append("    if (need_fw) fw_args.assign(v, v + stack->size);")
+    # (Also when it reads another argument that may be self itself: x.mul_(x).)
+    jvp_texts = e.texts if e.jvp == "auto_element_wise" else [str(e.jvp)]
+    jvp_uses_self = e.jvp not in (None, "auto_linear") and any(
+        uses(jvp_texts, a.name) for a in e.schema.args if a.base == "Tensor" and not a.is_list)
+    if kind == "inplace" and jvp_uses_self:
+        lines.append("    TensorRef fw_self_before;")
+        lines.append("    if (need_fw) { sdk::ExcludeKeysGuard below(all_autograd_keys());")
+        lines.append("      fw_self_before = sdk::ops::clone(TensorRef::borrow(t_self)); }")
+    lines.append(f"    std::shared_ptr<{e.node}> node;")
+    lines.append("    if (need) {")
+    lines.append(f"    node = std::make_shared<{e.node}>();")
     # Edges.
     lines.append("    std::vector<Edge> edges;")
     for a in e.diff_inputs:
@@ -219,10 +244,17 @@ def kernel(e, variant_schema, kind, kid):
             lines.append(f"    node->{a.name}_dtype = dtype_of(t_{a.name});")
         else:
             lines.append(f"    node->{a.name} = {saved_scalar(a)[1]}(v[{i}]);")
+    lines.append("    }")
     lines.append("    redispatch_below(op, stack);")
+    # Tangents first: the node saves its outputs with their tangents (forward over reverse).
+    if e.jvp is not None:
+        lines.append("    if (need_fw) {")
+        lines += ["      " + l for l in jvp_block(e, s, kind)]
+        lines.append("    }")
     n_out = len([r for r in s.returns if r != "()"])
     is_view = any("(a)" in r for r in s.returns) and not any("!" in r for r in s.returns)
     inputs = "{" + ", ".join(singles) + "}"
+    lines.append("    if (node) {")
     if kind == "inplace":
         self_edge = "int64_t(node->self_edge)" if any(a.name == "self" and not a.is_list for a in e.diff_inputs) else "-1"
         lines.append(f"    set_inplace_history(TensorRef::borrow(t_self), node, {self_edge});")
@@ -233,8 +265,105 @@ def kernel(e, variant_schema, kind, kid):
     for j in e.results:
         src = "t_self" if kind == "inplace" else f"tensor_arg(v[{j}])"
         lines.append(f"    node->result{j}_ = SavedTensor(TensorRef::borrow({src}), true);")
+    lines.append("    }")
     lines.append("  });\n}")
     return fname, "\n".join(lines)
+
+
+def strip_sum_to(f):
+    """sum_to(X, name_sizes) -> X: a jvp keeps each input's broadcast share at the result's shape."""
+    m = re.fullmatch(r"\s*sum_to\((.*),\s*\w+_sizes\)\s*", f, re.S)
+    return m.group(1) if m else f
+
+
+def jvp_block(e, s, kind):
+    """C++ statements computing the tangent of output 0 from the inputs' tangents, then setting it."""
+    base = e.schema
+    out = []
+    result_src = "t_self" if kind == "inplace" else "tensor_arg(v[0])"
+    out.append(f"ts_tensor fw_result = {result_src};")
+    if e.jvp == "auto_linear":
+        # The operator is linear in its differentiable inputs: the same operator on their tangents
+        # (zeros where an input has none), the other arguments as they were.
+        out.append(f'static const ts_operator fw_op = sdk::detail::resolve("{base.full_name}");')
+        out.append("std::vector<TensorRef> fw_keep;")
+        out.append("std::vector<std::vector<ts_tensor>> fw_lists;")
+        out.append("fw_lists.reserve(4);")
+        out.append(f"std::vector<ts_value> fw_v(fw_args.begin(), fw_args.begin() + {len(base.args)});")
+        diff = {a.name for a in e.diff_inputs}
+        for i, a in enumerate(base.args):
+            if a.name not in diff:
+                continue
+            if a.is_list:
+                out.append(f"{{ auto ts_ = tangents_or_zeros(t_{a.name}); fw_lists.emplace_back();")
+                out.append(f"  for (auto& t : ts_) {{ fw_lists.back().push_back(t.handle()); fw_keep.push_back(t); }}")
+                out.append(f"  fw_v[{i}].u.tensors.data = fw_lists.back().data(); }}")
+            else:
+                out.append(f"if (t_{a.name}) {{ fw_keep.push_back(tangent_or_zeros(t_{a.name})); fw_v[{i}].u.tensor = fw_keep.back().handle(); }}")
+        out.append("fw_v.resize(std::max<size_t>(fw_v.size(), 8), sdk::none());")
+        out.append(f"ts_stack fw_s{{sizeof(ts_stack), fw_v.data(), {len(base.args)}, int32_t(fw_v.size())}};")
+        out.append("TensorRef fw_t;")
+        out.append("{ HideTangents fw_hide;")
+        out.append("  sdk::check_host(sdk::host().call_operator(sdk::current_call(), fw_op, &fw_s));")
+        out.append("  fw_t = TensorRef::adopt(fw_v[0].u.tensor);")
+        out.append("  for (int32_t k = 1; k < fw_s.size; ++k) if (fw_v[k].tag == TS_VALUE_TENSOR && fw_v[k].u.tensor) sdk::host().tensor_release(fw_v[k].u.tensor);")
+        out.append("  fw_t = match_result(fw_t, fw_result); }")
+        out.append(f'set_tangent(fw_result, fw_t, "{s.full_name}");')
+        return out
+    # Formulas: locals for what they name.
+    if e.jvp == "auto_element_wise":
+        texts = []
+        for names, f in e.formulas:
+            if len(names) != 1:
+                sys.exit(f"gen_autograd.py: {base.full_name}: auto_element_wise needs one formula per input")
+            # The backward multiplies by conj(f'), the tangent by f' (the same for real inputs).
+            text = re.sub(r"(?<![\w.])conj\(", "(", strip_sum_to(f))
+            texts.append((names[0], re.sub(r"(?<![\w.])grad(?![\w\[])", f"{names[0]}_t", text)))
+        all_text = [t for _, t in texts] + [f"{name}_t" for name, _ in texts]  # each term tests its tangent
+    else:
+        all_text = [str(e.jvp)]
+    for i, a in enumerate(base.args):
+        if a.base == "Tensor":
+            if uses(all_text, a.name):
+                if kind == "inplace" and a.name == "self":
+                    out.append("const TensorRef& self = fw_self_before;")
+                elif a.is_list:
+                    out.append(f"std::vector<TensorRef> {a.name}; for (ts_tensor t : t_{a.name}) {a.name}.push_back(TensorRef::borrow(t));")
+                elif kind == "inplace":
+                    out.append(f"TensorRef {a.name} = t_{a.name} == t_self ? fw_self_before : t_{a.name} ? TensorRef::borrow(t_{a.name}) : TensorRef();")
+                else:
+                    out.append(f"TensorRef {a.name} = t_{a.name} ? TensorRef::borrow(t_{a.name}) : TensorRef();")
+            if uses(all_text, a.name + "_t"):
+                if e.jvp == "auto_element_wise":
+                    out.append(f"TensorRef {a.name}_t = tangent_of(t_{a.name});")
+                elif a.is_list:
+                    out.append(f"std::vector<TensorRef> {a.name}_t = tangents_or_zeros(t_{a.name});")
+                else:
+                    out.append(f"TensorRef {a.name}_t = tangent_or_zeros(t_{a.name});")
+            if uses(all_text, a.name + "_sizes"):
+                out.append(f"IntList {a.name}_sizes = sizes_of(t_{a.name});")
+            if uses(all_text, a.name + "_dtype"):
+                out.append(f"int32_t {a.name}_dtype = dtype_of(t_{a.name});")
+        elif uses(all_text, a.name):
+            st = saved_scalar(a)
+            if st is None:
+                sys.exit(f"gen_autograd.py: {base.full_name}: jvp cannot read argument {a.name} ({a.type_text})")
+            out.append(f"{st[0]} {a.name} = {st[1]}(fw_args[{i}]);")
+    out.append("TensorRef result = TensorRef::borrow(fw_result); (void)result;")
+    for k in (1, 2, 3):
+        if uses(all_text, f"result{k}"):
+            out.append(f"TensorRef result{k} = TensorRef::borrow(tensor_arg(v[{k}]));")
+    # The tangents were read above; the formula sees primal values only.
+    out.append("TensorRef fw_t;")
+    out.append("{ HideTangents fw_hide;")
+    if e.jvp == "auto_element_wise":
+        for name, text in texts:
+            out.append(f"  if ({name}_t.defined()) fw_t = add_tangents(fw_t, {text});")
+    else:
+        out.append(f"  fw_t = {e.jvp};")
+    out.append("  fw_t = match_result(fw_t, fw_result); }")
+    out.append(f'set_tangent(fw_result, fw_t, "{s.full_name}");')
+    return out
 
 
 def nondiff_kernel(s, kid):
@@ -291,7 +420,8 @@ def main():
             regs.append(f'  for (ts_dispatch_key k : keys) reg.boxed_kernel("{vs.full_name}", k, {fname}, nullptr);')
 
     out = ["// Generated by autograd/codegen/gen_autograd.py from autograd/derivatives.yaml. Do not edit.",
-           '#include "formulas.h"', '#include "kernel_support.h"', '#include "view_inplace.h"', "", "#include <algorithm>", "",
+           '#include "formulas.h"', '#include "forward_ad.h"', '#include "kernel_support.h"', '#include "view_inplace.h"',
+           "", "#include <algorithm>", "",
            "namespace tessera::autograd {", "namespace {", "using namespace formulas;", ""]
     out += structs + [""] + kernels
     out += ["", "}  // namespace", "",

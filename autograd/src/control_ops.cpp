@@ -4,6 +4,7 @@
 #include "custom_function.h"
 #include "device_workers.h"
 #include "engine.h"
+#include "forward_ad.h"
 #include "kernel_support.h"
 
 #include <tessera/sdk/ops.h>
@@ -247,6 +248,68 @@ void attach_function(Args& a) {
   a.returns({});
 }
 
+// Forward mode (forward_ad.h): the dual level and dual tensors, as torch.autograd.forward_ad.
+void enter_dual_level(Args& a) { a.returns({sdk::value(autograd::enter_dual_level())}); }
+
+void exit_dual_level(Args& a) {
+  autograd::exit_dual_level(a.to_int(0));
+  a.returns({});
+}
+
+void check_level(int64_t level, const char* op) {
+  if (current_dual_level() == 0)
+    throw sdk::Error(TS_ERROR, sdk::cat(op, ": Trying to create a dual Tensor for forward AD but no level exists, make "
+                                            "sure to enter_dual_level() first."));
+  if (level != current_dual_level())
+    throw sdk::Error(TS_ERROR, sdk::cat(op, ": level ", level, " is not the open dual level ", current_dual_level(),
+                                        " (one level at a time)"));
+}
+
+// A view of `primal` (sharing its data and its reverse-mode history) carrying `tangent`.
+void make_dual(Args& a) {
+  TensorRef primal = a.tensor(0), tangent = a.tensor(1);
+  check_level(a.to_int(2), "make_dual");
+  if (!is_differentiable_dtype(primal.dtype()) || !is_differentiable_dtype(tangent.dtype()))
+    throw sdk::Error(TS_ERROR_VALUE, sdk::cat("make_dual: Expected both tensor and its forward grad to be floating point "
+                                              "or complex, got ", sdk::dtype_name(primal.dtype()), " and ",
+                                              sdk::dtype_name(tangent.dtype())));
+  if (primal.shape_vector() != tangent.shape_vector())
+    throw sdk::Error(TS_ERROR, sdk::cat("make_dual: Trying to set a forward gradient that has a different size than "
+                                        "that of the original Tensor, this is not supported. Tensor is of size ",
+                                        sdk::shape_text(primal.sizes()), " while the given forward gradient is of size ",
+                                        sdk::shape_text(tangent.sizes()), "."));
+  if (tangent.device().type != primal.device().type || tangent.device().index != primal.device().index)
+    throw sdk::Error(TS_ERROR_VALUE, "make_dual: Expected tangent to be on the same device as the primal");
+  TensorRef dual;
+  {
+    HideTangents primal_only;  // the view carries the new tangent, not a view of an older one
+    dual = sdk::ops::alias(primal);
+  }
+  if (tangent.dtype() != primal.dtype()) tangent = sdk::ops::to(tangent, primal.dtype());
+  set_tangent(dual.handle(), tangent, "make_dual");
+  a.return_tensor(std::move(dual));
+}
+
+// unpack_dual's two halves: the primal as a view without the tangent, and the tangent (None when
+// the tensor has none at `level`).
+void primal_of(Args& a) {
+  TensorRef t = a.tensor(0);
+  TensorRef primal;
+  {
+    HideTangents primal_only;
+    primal = sdk::ops::alias(t);
+  }
+  a.return_tensor(std::move(primal));
+}
+
+void tangent_at(Args& a) {
+  TensorRef t = a.tensor(0);
+  const int64_t level = a.to_int(1);
+  TensorRef tangent = level == current_dual_level() ? tangent_of(t.handle()) : TensorRef();
+  if (tangent.defined()) a.return_argument(tangent);
+  else a.returns({sdk::none()});
+}
+
 // How many backward nodes ran on device workers (device_workers.h) since the plugin loaded.
 void device_worker_nodes(Args& a) { a.returns({sdk::value(int64_t(DeviceWorkers::nodes_run()))}); }
 
@@ -288,6 +351,11 @@ void register_control_ops(sdk::Registrar& reg, const std::vector<ts_dispatch_key
        "autograd::attach_function", attach_function},
       {"autograd::version(Tensor self) -> int", "autograd::version", version},
       {"autograd::device_worker_nodes() -> int", "autograd::device_worker_nodes", device_worker_nodes},
+      {"autograd::enter_dual_level() -> int", "autograd::enter_dual_level", enter_dual_level},
+      {"autograd::exit_dual_level(int level) -> ()", "autograd::exit_dual_level", exit_dual_level},
+      {"autograd::make_dual(Tensor(a) primal, Tensor tangent, int level) -> Tensor(a)", "autograd::make_dual", make_dual},
+      {"autograd::primal_of(Tensor(a) self) -> Tensor(a)", "autograd::primal_of", primal_of},
+      {"autograd::tangent_of(Tensor self, int level) -> Tensor?", "autograd::tangent_of", tangent_at},
   };
   for (const Op& op : control_ops) {
     reg.def(op.schema);

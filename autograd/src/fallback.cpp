@@ -1,6 +1,8 @@
 // The boxed fallback under the Autograd keys: an operator without a derivative formula still
 // runs; if an input requires grad, its floating outputs get a node whose backward raises,
-// naming the operator (PyTorch's "derivative for X is not implemented").
+// naming the operator (PyTorch's "derivative for X is not implemented"); a tangent reaching it is an
+// error at once (forward mode has no formula to run).
+#include "forward_ad.h"
 #include "kernel_support.h"
 
 namespace tessera::autograd {
@@ -19,7 +21,12 @@ ts_status autograd_fallback(void*, ts_call call, ts_keyset, ts_stack* stack) noe
           if (v.u.tensors.data[k]) inputs.push_back(v.u.tensors.data[k]);
     }
     bool need = any_requires_grad(inputs);
+    const bool tangents_in = forward_ad_active() && any_has_tangent(inputs);
     redispatch_below(op, stack);
+    if (tangents_in)  // a floating output would need a tangent (comparisons and indices do not)
+      for (int32_t j = 0; j < stack->size; ++j)
+        if (ts_tensor out = tensor_arg(stack->values[j]); out && is_differentiable_dtype(TensorRef::borrow(out).dtype()))
+          raise_no_jvp(sdk::host().operator_name(op));
     if (!need) return;
     auto node = std::make_shared<NotImplementedBackward>(sdk::host().operator_name(op));
     for (ts_tensor t : inputs) node->next_edges.push_back(gradient_edge(t));

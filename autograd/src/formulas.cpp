@@ -469,4 +469,16 @@ TensorRef bce_with_logits_target_backward(const TensorRef& grad, const TensorRef
   return sum_to(reduce_scale(grad, d, reduction), target.shape_vector());
 }
 
+TensorRef scatter_src_backward(const TensorRef& grad, int64_t dim, const TensorRef& index, const IntList& src_sizes) {
+  TensorRef picked = ops::gather(grad, dim, index);
+  const IntList have = picked.shape_vector();
+  if (have == src_sizes) return picked;
+  IntList pad;  // constant_pad_nd: (before, after) pairs from the last dim backwards
+  for (size_t d = have.size(); d-- > 0;) {
+    pad.push_back(0);
+    pad.push_back(src_sizes[d] - have[d]);
+  }
+  return ops::constant_pad_nd(picked, pad);
+}
+
 }  // namespace tessera::autograd::formulas

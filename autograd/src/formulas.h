@@ -81,6 +81,9 @@ TensorRef conv_transpose_weight_backward(const TensorRef& grad, const TensorRef&
 // matmul with NumPy broadcasting and 1-D promotion: the gradient of one operand.
 TensorRef matmul_backward(const TensorRef& grad, const TensorRef& self, const TensorRef& other, bool for_self);
 
+// scatter/scatter_add's gradient for src: only src's leading index-shaped block is read, the rest
+// gets zeros.
+TensorRef scatter_src_backward(const TensorRef& grad, int64_t dim, const TensorRef& index, const IntList& src_sizes);
 TensorRef index_backward(const TensorRef& grad, const IntList& sizes, const std::vector<TensorRef>& indices);
 TensorRef masked_select_backward(const TensorRef& grad, const TensorRef& self, const TensorRef& mask);
 
@@ -90,5 +93,40 @@ TensorRef bce_with_logits_backward(const TensorRef& grad, const TensorRef& self,
                                    const TensorRef& weight, const TensorRef& pos_weight, int64_t reduction);
 TensorRef bce_with_logits_target_backward(const TensorRef& grad, const TensorRef& self, const TensorRef& target,
                                           const TensorRef& weight, const TensorRef& pos_weight, int64_t reduction);
+
+// ---- Forward mode (jvp_formulas.cpp): an output's tangent from its inputs' tangents (`<arg>_t`).
+// A tangent argument may be undefined where an optional input is absent.
+TensorRef minmax_jvp(const TensorRef& self_t, const TensorRef& other_t, const TensorRef& self, const TensorRef& other,
+                     bool is_max);
+TensorRef softmax_jvp(const TensorRef& self_t, const TensorRef& result, int64_t dim);
+TensorRef log_softmax_jvp(const TensorRef& self_t, const TensorRef& result, int64_t dim);
+TensorRef logsumexp_jvp(const TensorRef& self_t, const TensorRef& self, const IntList& dim, bool keepdim);
+TensorRef var_jvp(const TensorRef& self_t, const TensorRef& self, const std::optional<IntList>& dim,
+                  const std::optional<Scalar>& correction, bool keepdim);
+TensorRef prod_jvp(const TensorRef& self_t, const TensorRef& self, const TensorRef& result,
+                   const std::optional<IntList>& dim, bool keepdim);
+TensorRef cumprod_jvp(const TensorRef& self_t, const TensorRef& self, int64_t dim);
+TensorRef extreme_jvp(const TensorRef& self_t, const TensorRef& self, const TensorRef& result, const IntList& dim,
+                      bool keepdim);
+TensorRef pool_indices_jvp(const TensorRef& self_t, const TensorRef& indices, const TensorRef& result);
+TensorRef reduce_loss(const TensorRef& t, int64_t reduction);
+TensorRef layer_norm_jvp(const TensorRef& input_t, const TensorRef& weight_t, const TensorRef& bias_t,
+                         const TensorRef& input, const TensorRef& weight, const TensorRef& mean, const TensorRef& rstd,
+                         const IntList& normalized_shape);
+TensorRef batch_norm_jvp(const TensorRef& input_t, const TensorRef& weight_t, const TensorRef& bias_t,
+                         const TensorRef& input, const TensorRef& weight, const TensorRef& running_mean,
+                         const TensorRef& running_var, const TensorRef& save_mean, const TensorRef& save_invstd,
+                         bool training, double eps);
+TensorRef group_norm_jvp(const TensorRef& input_t, const TensorRef& weight_t, const TensorRef& bias_t,
+                         const TensorRef& input, const TensorRef& weight, const TensorRef& mean, const TensorRef& rstd,
+                         int64_t group);
+TensorRef bce_with_logits_jvp(const TensorRef& self_t, const TensorRef& target_t, const TensorRef& self,
+                              const TensorRef& target, const TensorRef& weight, const TensorRef& pos_weight,
+                              int64_t reduction);
+TensorRef nll_loss_jvp(const TensorRef& self_t, const TensorRef& target, const TensorRef& weight, int64_t reduction,
+                       int64_t ignore_index, const TensorRef& total_weight);
+TensorRef linalg_solve_jvp(const TensorRef& A_t, const TensorRef& B_t, const TensorRef& A, const TensorRef& X, bool left);
+TensorRef linalg_det_jvp(const TensorRef& A_t, const TensorRef& A, const TensorRef& result);
+TensorRef cholesky_jvp(const TensorRef& A_t, const TensorRef& L, bool upper);
 
 }  // namespace tessera::autograd::formulas

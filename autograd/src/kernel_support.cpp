@@ -46,12 +46,14 @@ IntList sizes_of(ts_tensor t) {
 }
 
 bool any_requires_grad(std::initializer_list<ts_tensor> tensors) {
+  if (grad_recording_suppressed()) return false;
   for (ts_tensor t : tensors)
     if (requires_grad(t)) return true;
   return false;
 }
 
 bool any_requires_grad(const std::vector<ts_tensor>& tensors) {
+  if (grad_recording_suppressed()) return false;
   for (ts_tensor t : tensors)
     if (requires_grad(t)) return true;
   return false;

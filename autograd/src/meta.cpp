@@ -1,5 +1,7 @@
 #include "meta.h"
 
+#include "forward_ad.h"
+
 #include "node.h"
 #include "view_inplace.h"
 
@@ -47,7 +49,17 @@ ts_dispatch_key autograd_key_of(ts_tensor t) {
   return kAutogradOther;
 }
 
+namespace {
+// Grad mode off is normally the Autograd keys excluded on this thread (no kernel runs: inference
+// costs nothing). While a dual level is open the kernels must still run to compute tangents, so
+// grad mode off is this flag instead, and the kernels record no history (any_requires_grad).
+thread_local bool grad_off_keys_kept = false;
+}  // namespace
+
+bool grad_recording_suppressed() { return grad_off_keys_kept; }
+
 bool grad_mode_enabled() {
+  if (grad_off_keys_kept) return false;
   ts_keyset included = 0, excluded = 0;
   sdk::host().tls_keys(&included, &excluded);
   return (excluded & all_autograd_keys()) == 0;
@@ -56,9 +68,12 @@ bool grad_mode_enabled() {
 void set_grad_mode(bool enabled) {
   ts_keyset included = 0, excluded = 0;
   sdk::host().tls_keys(&included, &excluded);
-  excluded = enabled ? (excluded & ~all_autograd_keys()) : (excluded | all_autograd_keys());
+  grad_off_keys_kept = !enabled && dual_level_open();
+  excluded = enabled || grad_off_keys_kept ? (excluded & ~all_autograd_keys()) : (excluded | all_autograd_keys());
   sdk::host().set_tls_keys(included, excluded);
 }
+
+void refresh_grad_mode() { set_grad_mode(grad_mode_enabled()); }
 
 bool anomaly_mode_enabled() { return anomaly.load(std::memory_order_relaxed); }
 void set_anomaly_mode(bool enabled) { anomaly.store(enabled); }

@@ -25,6 +25,8 @@ struct AutogradMeta {
   uint64_t history_generation = 0;     // bumped when an in-place operator gives this tensor new history
   std::vector<int64_t> hooks;          // frontend callback ids, run on the gradient in order
   std::vector<int64_t> post_accumulate_hooks;  // leaves: callback ids run with the leaf after .grad changed
+  TensorRef tangent;                   // forward-mode AD: the tangent at dual level `tangent_level`
+  int64_t tangent_level = 0;
   ~AutogradMeta();
 };
 
@@ -48,6 +50,11 @@ ts_dispatch_key autograd_key_of(ts_tensor t);
 // from the thread's dispatch, so operators do not even reach this plugin.
 bool grad_mode_enabled();
 void set_grad_mode(bool enabled);
+// Grad mode is off but the Autograd keys stay (a dual level is open): kernels compute tangents
+// and record no history.
+bool grad_recording_suppressed();
+// Re-applies the current grad mode (when a dual level opens or closes).
+void refresh_grad_mode();
 class GradModeGuard {
  public:
   explicit GradModeGuard(bool enabled) : saved_(grad_mode_enabled()) { set_grad_mode(enabled); }

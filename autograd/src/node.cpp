@@ -1,6 +1,7 @@
 #include "node.h"
 
 #include "engine.h"
+#include "forward_ad.h"
 
 #include <tessera/sdk/ops.h>
 
@@ -83,6 +84,9 @@ SavedTensor::SavedTensor(const TensorRef& t, bool is_output) : is_output_(is_out
   if (is_output) {
     if (AutogradMeta* m = meta_of(t.handle())) output_nr_ = m->output_nr;
     data_ = alias_of(t);
+    // The alias keeps the output's tangent: a backward formula reading it (exp's result) then
+    // computes its own tangent, which forward-over-reverse (jacfwd of jacrev) needs.
+    if (TensorRef tangent = tangent_of(t.handle()); tangent.defined()) set_tangent(data_.handle(), tangent, "saved output");
   } else {
     data_ = t;
   }
@@ -103,6 +107,7 @@ TensorRef SavedTensor::unpack(Node* owner, const char* what) const {
   if (!is_output_ || !grad_mode_enabled()) return data_;
   // create_graph: the saved output is differentiable again, through this very node.
   TensorRef out = alias_of(data_);
+  if (TensorRef tangent = tangent_of(data_.handle()); tangent.defined()) set_tangent(out.handle(), tangent, "saved output");
   AutogradMeta& m = ensure_meta(out.handle());
   m.grad_fn = owner->shared_from_this();
   m.output_nr = output_nr_;

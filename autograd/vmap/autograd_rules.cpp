@@ -180,6 +180,18 @@ void on_value(CallFrame& f, bool wrap_result, bool returns_self) {
   f.return_raw(values);
 }
 
+// make_dual with a batched primal: the dual is made on the values (the tangent expanded to the
+// batch when it is not batched itself), so the operators below see a dual with a batch dim.
+// With only the tangent batched (jacfwd: one primal, a batch of directions) the call passes
+// below unchanged and the plain dual carries the batched tangent, so the primal is computed once.
+void make_dual_rule(CallFrame& f) {
+  std::vector<ts_value> values(f.args());
+  values[0] = f.hold(f.batched_or_expanded(f.arg(0).u.tensor));
+  values[1] = f.hold(f.batched_or_expanded(f.arg(1).u.tensor));
+  f.run_physical(values);
+  f.return_wrapped(values);
+}
+
 }  // namespace
 
 ts_status autograd_kernel(void* data, ts_call call, ts_keyset keys, ts_stack* stack) noexcept {
@@ -201,6 +213,13 @@ ts_status autograd_kernel(void* data, ts_call call, ts_keyset keys, ts_stack* st
       case AutogradOp::ReadState: return on_value(f, false, false);
       case AutogradOp::ReadTensor: return on_value(f, true, false);
       case AutogradOp::SetState: return on_value(f, false, true);
+      case AutogradOp::MakeDual:
+        // A plain primal with a batched tangent passes below (the primal is computed once). A
+        // primal batched at a lower level is expanded here: a dual is batched as a whole, at one
+        // level, so its tangent never sits below its primal's batch (vmap of jacfwd).
+        if (!f.is_batched(f.arg(0).u.tensor) && !batched(f.arg(0).u.tensor))
+          return sdk::check_host(pass_below(call, keys, stack));
+        return make_dual_rule(f);
     }
   });
 }
@@ -219,6 +238,9 @@ void register_autograd_rules(sdk::Registrar& reg, ts_dispatch_key key) {
       {"autograd::get_grad", AutogradOp::ReadTensor},
       {"autograd::detach", AutogradOp::ReadTensor},
       {"autograd::requires_grad_", AutogradOp::SetState},
+      {"autograd::make_dual", AutogradOp::MakeDual},
+      {"autograd::primal_of", AutogradOp::ReadTensor},
+      {"autograd::tangent_of", AutogradOp::ReadTensor},
   };
   for (const auto& [name, which] : ops)
     if (sdk::host().find_operator(name))

@@ -5,7 +5,7 @@
 
 namespace tessera::vmap {
 
-enum class AutogradOp : intptr_t { Grad, Backward, ReadState, ReadTensor, SetState };
+enum class AutogradOp : intptr_t { Grad, Backward, ReadState, ReadTensor, SetState, MakeDual };
 
 ts_status autograd_kernel(void* data, ts_call call, ts_keyset keys, ts_stack* stack) noexcept;
 // Registers the kernels when the autograd plugin is loaded (it must load first).

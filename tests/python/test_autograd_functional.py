@@ -493,10 +493,7 @@ def test_bad_input_errors():
                AssertionError, 'Expected strategy to be either "forward-mode" or "reverse-mode".')
 
 
-@pytest.mark.parametrize("vectorize", [False, pytest.param(True, marks=pytest.mark.xfail(
-    reason="older builds: select_backward under vmap used the unbatched dim (x[:, 0] under tessera.func.jacrev "
-           "failed the same way); passes with the rebuilt autograd plugin -- drop this marker once that is committed",
-    raises=IndexError, strict=False))])
+@pytest.mark.parametrize("vectorize", [False, True])
 def test_jacobian_of_select(vectorize):
     J = F.jacobian(lambda x: x[:, 0] * 2, T(XN), vectorize=vectorize)
     want = np.zeros((2, 2, 3))

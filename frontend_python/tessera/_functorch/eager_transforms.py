@@ -37,16 +37,27 @@ def _prepare(x, api):
     if not (x.is_floating_point() or x.is_complex()):
         raise RuntimeError(f"{api}: only Tensors of floating point or complex dtype can require gradients, "
                            f"got {x.dtype}")
+    # Under jvp/jacfwd (forward over reverse) the input keeps its tangent (detach would drop it);
+    # primal and tangent are promoted separately, so a dual is batched at one level as a whole.
+    from tessera.autograd import forward_ad
+    primal, tangent = forward_ad.unpack_dual(x)
     for level in _vmap_mod.active_levels():
-        if _vmap_mod.tensor_level(x) < level:
-            x = _vmap_mod.promote(x, level)
-    if x.requires_grad:
-        return x.view_as(x)
-    return x.detach().requires_grad_()
+        if _vmap_mod.tensor_level(primal) < level:
+            primal = _vmap_mod.promote(primal, level)
+        if tangent is not None and _vmap_mod.tensor_level(tangent) < level:
+            tangent = _vmap_mod.promote(tangent, level)
+    leaf = primal.view_as(primal) if primal.requires_grad else primal.detach().requires_grad_()
+    return leaf if tangent is None else forward_ad.make_dual(leaf, tangent)
 
 
 def _needs_graph(leaves):
-    return tessera.is_grad_enabled() and any(isinstance(t, _C.Tensor) and t.requires_grad for t in leaves)
+    """Whether a transform's results must stay differentiable: an input requires grad, or carries a
+    tangent (jvp/jacfwd over this transform: detaching would drop it)."""
+    if any(isinstance(t, _C.Tensor) and t.requires_grad for t in leaves) and tessera.is_grad_enabled():
+        return True
+    from tessera.autograd import forward_ad
+    return forward_ad._current_level >= 0 and any(
+        isinstance(t, _C.Tensor) and forward_ad.unpack_dual(t).tangent is not None for t in leaves)
 
 
 def _grads(outputs, inputs, seeds, create_graph):
@@ -211,8 +222,9 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_
 
 def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     """torch.func.jvp: (func(*primals), the Jacobian-vector product with `tangents`).
-    Computed as the transpose of a vjp (a vjp of the vjp), which needs each operator's backward to be
-    differentiable."""
+    Forward mode: the primals become dual tensors (tessera.autograd.forward_ad) and each operator
+    computes its output's tangent with its jvp formula. Inside another jvp (a dual level is already
+    open: forward mode has one level at a time) it is the transpose of a vjp instead."""
     if not isinstance(primals, tuple):
         raise RuntimeError(f"jvp(f, primals, tangents): Expected primals to be a tuple. E.g. it should be valid "
                            f"to call f(*primals). Got {type(primals)}")
@@ -225,9 +237,40 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
         raise RuntimeError("jvp(f, primals, tangents): Expected primals and tangents to have the same python "
                            f"structure, got {p_spec} and {t_spec}")
     for p, t in zip(p_leaves, t_leaves):
+        if not isinstance(p, _C.Tensor) or not isinstance(t, _C.Tensor):
+            raise RuntimeError("jvp(f, primals, tangents): Expected primals and tangents to be tuples of Tensors")
         if tuple(p.shape) != tuple(t.shape):
             raise RuntimeError(f"jvp(f, primals, tangents): Expected primals and tangents to have the same shape; "
                                f"got {tuple(p.shape)} and {tuple(t.shape)}")
+    from tessera.autograd import forward_ad
+    if forward_ad._current_level >= 0:
+        return _jvp_by_double_vjp(func, primals, t_leaves, has_aux)
+    with forward_ad.dual_level():
+        duals = [forward_ad.make_dual(p, t) for p, t in zip(p_leaves, t_leaves)]
+        result = func(*tree_unflatten(duals, p_spec))
+        if has_aux:
+            if not (isinstance(result, tuple) and len(result) == 2):
+                raise RuntimeError("jvp(f, primals, tangents): output of function f should be a tuple: (output, aux) "
+                                   "if has_aux is True")
+            result, aux = result
+        out_leaves, out_spec = tree_flatten(result)
+        primals_out, tangents_out = [], []
+        for o in out_leaves:
+            if not isinstance(o, _C.Tensor):
+                raise RuntimeError(f"jvp(f, primals, tangents): Expected f(*primals) to return only tensors, got "
+                                   f"unsupported type {type(o)}")
+            primal, tangent = forward_ad.unpack_dual(o)
+            primals_out.append(primal)
+            tangents_out.append(tessera.zeros_like(primal) if tangent is None else tangent)
+    out = (tree_unflatten(primals_out, out_spec), tree_unflatten(tangents_out, out_spec))
+    if has_aux:
+        return out + (tree_map(lambda a: forward_ad.unpack_dual(a).primal if isinstance(a, _C.Tensor) else a, aux),)
+    return out
+
+
+def _jvp_by_double_vjp(func, primals, t_leaves, has_aux):
+    """The jvp as the transpose of a vjp (a vjp of the vjp): for jvp nested in jvp."""
+    p_leaves = tree_flatten(primals)[0]
     with tessera.enable_grad():
         result = vjp(func, *primals, has_aux=has_aux)
         output, vjp_fn = result[0], result[1]
@@ -237,7 +280,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
         pairs = [(g, t) for g, t in zip(grads, t_leaves) if g.requires_grad]
         if pairs:
             tangent_out = tessera.autograd.grad([g for g, _ in pairs], dummies, [t for _, t in pairs],
-                                                create_graph=_needs_graph(list(primals) + list(tangents)),
+                                                create_graph=_needs_graph(p_leaves + t_leaves),
                                                 allow_unused=True)
         else:
             tangent_out = [None] * len(dummies)

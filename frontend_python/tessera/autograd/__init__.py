@@ -85,10 +85,10 @@ __all__ = ["Function", "FunctionCtx", "backward", "detect_anomaly", "enable_grad
 
 
 def __getattr__(name):
-    # tessera.autograd.functional loads on first use (it imports tessera.func's vmap only when vectorizing).
-    if name == "functional":
+    # tessera.autograd.functional and .forward_ad load on first use (it imports tessera.func's vmap only when vectorizing).
+    if name in ("functional", "forward_ad"):
         import importlib
-        return importlib.import_module("tessera.autograd.functional")
+        return importlib.import_module("tessera.autograd." + name)
     raise AttributeError(f"module 'tessera.autograd' has no attribute '{name}'")
 
 

@@ -1,0 +1,225 @@
+// Forward-mode (jvp) helpers for derivatives.yaml's `result:` formulas: the directional
+// derivative of an operator's output given its inputs' tangents. Built from operators, like
+// the backward helpers, so tangents are themselves differentiable and batched.
+#include "formulas.h"
+
+#include <algorithm>
+
+namespace tessera::autograd::formulas {
+namespace {
+TensorRef or_zero_like(const TensorRef& t, const TensorRef& like) { return t.defined() ? t : zeros_like(like); }
+
+// `v` of shape [C] viewed as [1, C, 1, ...] against an input of `rank` dims.
+TensorRef per_channel(const TensorRef& v, int64_t rank) {
+  IntList shape(size_t(rank), 1);
+  shape[1] = v.numel();
+  return ops::reshape(v, shape);
+}
+}  // namespace
+
+TensorRef minmax_jvp(const TensorRef& self_t, const TensorRef& other_t, const TensorRef& self, const TensorRef& other,
+                     bool is_max) {
+  TensorRef self_wins = is_max ? ops::gt(self, other) : ops::lt(self, other);
+  TensorRef tie_share = ops::mul(ops::add(self_t, other_t), Scalar(0.5));
+  return ops::where(ops::eq(self, other), tie_share, ops::where(self_wins, self_t, other_t));
+}
+
+TensorRef softmax_jvp(const TensorRef& self_t, const TensorRef& result, int64_t dim) {
+  TensorRef mixed = ops::sum(ops::mul(result, self_t), IntList{dim}, true);
+  return ops::mul(result, ops::sub(self_t, mixed));
+}
+
+TensorRef log_softmax_jvp(const TensorRef& self_t, const TensorRef& result, int64_t dim) {
+  return ops::sub(self_t, ops::sum(ops::mul(ops::exp(result), self_t), IntList{dim}, true));
+}
+
+TensorRef logsumexp_jvp(const TensorRef& self_t, const TensorRef& self, const IntList& dim, bool keepdim) {
+  TensorRef weights = ops::exp(ops::sub(self, ops::logsumexp(self, dim, true)));
+  return ops::sum(ops::mul(weights, self_t), dim, keepdim);
+}
+
+TensorRef var_jvp(const TensorRef& self_t, const TensorRef& self, const std::optional<IntList>& dim,
+                  const std::optional<Scalar>& correction, bool keepdim) {
+  TensorRef mean = ops::mean(self, dim, true);
+  const double n = double(self.numel()) / double(std::max<int64_t>(mean.numel(), 1));
+  const double c = correction ? correction->to_double() : 1.0;
+  TensorRef s = ops::sum(ops::mul(ops::sub(self, mean), self_t), dim, keepdim);
+  return ops::mul(s, Scalar(2.0 / std::max(n - c, 0.0)));
+}
+
+TensorRef prod_jvp(const TensorRef& self_t, const TensorRef& self, const TensorRef& result,
+                   const std::optional<IntList>& dim, bool keepdim) {
+  // The backward with a gradient of ones is d(prod)/d(self) elementwise, zeros in self included.
+  TensorRef partials = prod_backward(ops::full_like(result, Scalar(1.0)), self, result, dim, keepdim);
+  return ops::sum(ops::mul(partials, self_t), dim, keepdim);
+}
+
+TensorRef cumprod_jvp(const TensorRef& self_t, const TensorRef& self, int64_t dim) {
+  // out_i = prod_{k<=i} x_k, so d out_i = sum_{j<=i} t_j prod_{k<=i, k!=j} x_k. Row j of an n x n
+  // matrix holds x with x_j replaced by t_j; its cumprod at column i >= j is term j of d out_i.
+  // Exact with zeros in x (a division by x would not be); n^2 memory along `dim`.
+  const int64_t rank = self.dim();
+  if (rank == 0) return self_t;
+  const int64_t d = dim < 0 ? dim + rank : dim;
+  TensorRef x = ops::movedim(self, IntList{d}, IntList{-1});
+  TensorRef t = ops::movedim(self_t, IntList{d}, IntList{-1});
+  const int64_t n = x.size(x.dim() - 1);
+  IntList square = x.shape_vector();
+  square.insert(square.end() - 1, n);
+  TensorRef eye = ops::eye(n, std::nullopt, int32_t(TS_BOOL), x.device());
+  TensorRef rows = ops::where(eye, ops::expand(ops::unsqueeze(t, -1), square), ops::expand(ops::unsqueeze(x, -2), square));
+  TensorRef prefix = ops::cumprod(rows, -1);
+  TensorRef lower = ops::tril(ops::ones(IntList{n, n}, int32_t(TS_BOOL), x.device()));  // [i, j]: j <= i
+  TensorRef terms = ops::where(ops::transpose(lower, 0, 1), prefix, scalar_like(prefix, 0.0));  // [j, i]
+  return ops::movedim(ops::sum(terms, IntList{-2}, false), IntList{-1}, IntList{d});
+}
+
+TensorRef extreme_jvp(const TensorRef& self_t, const TensorRef& self, const TensorRef& result, const IntList& dim,
+                      bool keepdim) {
+  // The tangent at the extreme (shared evenly between ties, as the backward shares the gradient).
+  TensorRef at = unsqueeze_reduced(result, self.shape_vector(), dim.empty() ? std::nullopt : std::optional(dim), keepdim);
+  TensorRef mask = ops::to(ops::eq(self, at), self_t.dtype());
+  std::optional<IntList> d = dim.empty() ? std::nullopt : std::optional(dim);
+  return ops::div(ops::sum(ops::mul(self_t, mask), d, keepdim), ops::sum(mask, d, keepdim));
+}
+
+TensorRef pool_indices_jvp(const TensorRef& self_t, const TensorRef& indices, const TensorRef& result) {
+  // max_pool2d's indices count within each (n, c) plane.
+  TensorRef flat_t = ops::flatten(self_t, -2, -1);
+  TensorRef picked = ops::gather(flat_t, -1, ops::flatten(indices, -2, -1));
+  return ops::reshape(picked, result.shape_vector());
+}
+
+TensorRef reduce_loss(const TensorRef& t, int64_t reduction) {
+  if (reduction == 1) return ops::mean(t);
+  if (reduction == 2) return ops::sum(t);
+  return t;
+}
+
+TensorRef layer_norm_jvp(const TensorRef& input_t, const TensorRef& weight_t, const TensorRef& bias_t,
+                         const TensorRef& input, const TensorRef& weight, const TensorRef& mean, const TensorRef& rstd,
+                         const IntList& normalized_shape) {
+  IntList dims;
+  for (size_t i = 0; i < normalized_shape.size(); ++i) dims.push_back(input.dim() - 1 - int64_t(i));
+  TensorRef xhat = ops::mul(ops::sub(input, mean), rstd);
+  TensorRef t = ops::sub(ops::sub(input_t, ops::mean(input_t, dims, true)),
+                         ops::mul(xhat, ops::mean(ops::mul(input_t, xhat), dims, true)));
+  TensorRef out = ops::mul(t, rstd);
+  if (weight.defined()) out = ops::mul(out, weight);
+  if (weight_t.defined()) out = ops::add(out, ops::mul(xhat, weight_t));
+  if (bias_t.defined()) out = ops::add(out, bias_t);
+  return out;
+}
+
+TensorRef batch_norm_jvp(const TensorRef& input_t, const TensorRef& weight_t, const TensorRef& bias_t,
+                         const TensorRef& input, const TensorRef& weight, const TensorRef& running_mean,
+                         const TensorRef& running_var, const TensorRef& save_mean, const TensorRef& save_invstd,
+                         bool training, double eps) {
+  const int64_t rank = input.dim();
+  TensorRef mean, invstd;
+  if (training) {
+    mean = per_channel(save_mean, rank);
+    invstd = per_channel(save_invstd, rank);
+  } else {
+    mean = per_channel(running_mean, rank);
+    invstd = ops::rsqrt(ops::add(per_channel(running_var, rank), Scalar(eps)));
+  }
+  TensorRef xhat = ops::mul(ops::sub(input, mean), invstd);
+  TensorRef t = input_t;
+  if (training) {
+    IntList dims{0};
+    for (int64_t d = 2; d < rank; ++d) dims.push_back(d);
+    t = ops::sub(ops::sub(input_t, ops::mean(input_t, dims, true)),
+                 ops::mul(xhat, ops::mean(ops::mul(input_t, xhat), dims, true)));
+  }
+  TensorRef out = ops::mul(t, invstd);
+  if (weight.defined()) out = ops::mul(out, per_channel(weight, rank));
+  if (weight_t.defined()) out = ops::add(out, ops::mul(xhat, per_channel(weight_t, rank)));
+  if (bias_t.defined()) out = ops::add(out, per_channel(bias_t, rank));
+  return out;
+}
+
+TensorRef group_norm_jvp(const TensorRef& input_t, const TensorRef& weight_t, const TensorRef& bias_t,
+                         const TensorRef& input, const TensorRef& weight, const TensorRef& mean, const TensorRef& rstd,
+                         int64_t group) {
+  const IntList shape = input.shape_vector();
+  const IntList grouped{shape[0], group, -1};
+  TensorRef x = ops::reshape(input, grouped), t = ops::reshape(input_t, grouped);
+  TensorRef m = ops::unsqueeze(mean, -1), r = ops::unsqueeze(rstd, -1);
+  TensorRef xhat = ops::mul(ops::sub(x, m), r);
+  IntList last{-1};
+  TensorRef dt = ops::sub(ops::sub(t, ops::mean(t, last, true)), ops::mul(xhat, ops::mean(ops::mul(t, xhat), last, true)));
+  TensorRef out = ops::reshape(ops::mul(dt, r), shape);
+  xhat = ops::reshape(xhat, shape);
+  const int64_t rank = input.dim();
+  if (weight.defined()) out = ops::mul(out, per_channel(weight, rank));
+  if (weight_t.defined()) out = ops::add(out, ops::mul(xhat, per_channel(weight_t, rank)));
+  if (bias_t.defined()) out = ops::add(out, per_channel(bias_t, rank));
+  return out;
+}
+
+TensorRef bce_with_logits_jvp(const TensorRef& self_t, const TensorRef& target_t, const TensorRef& self,
+                              const TensorRef& target, const TensorRef& weight, const TensorRef& pos_weight,
+                              int64_t reduction) {
+  // loss = (1 - y) x + (1 + (p - 1) y) softplus(-x), p = pos_weight (1 when absent), times weight.
+  TensorRef s = ops::sigmoid(self);
+  TensorRef d_self, d_target;
+  TensorRef softplus_neg = ops::log1p(ops::exp(ops::neg(self)));
+  if (pos_weight.defined()) {
+    TensorRef pt = ops::mul(pos_weight, target);
+    d_self = ops::sub(ops::mul(s, ops::add(ops::sub(scalar_like(target, 1.0), target), pt)), pt);
+    d_target = ops::sub(ops::mul(ops::sub(pos_weight, Scalar(1.0)), softplus_neg), self);
+  } else {
+    d_self = ops::sub(s, target);
+    d_target = ops::neg(self);
+  }
+  TensorRef t = ops::add(ops::mul(d_self, self_t), ops::mul(d_target, or_zero_like(target_t, target)));
+  if (weight.defined()) t = ops::mul(t, weight);
+  return reduce_loss(t, reduction);
+}
+
+TensorRef nll_loss_jvp(const TensorRef& self_t, const TensorRef& target, const TensorRef& weight, int64_t reduction,
+                       int64_t ignore_index, const TensorRef& total_weight) {
+  const bool single = self_t.dim() == 1;
+  TensorRef t = single ? ops::unsqueeze(self_t, 0) : self_t;
+  TensorRef y = single ? ops::unsqueeze(target, 0) : target;
+  TensorRef kept = ops::ne(y, Scalar(ignore_index));
+  TensorRef safe = ops::mul(y, kept);
+  TensorRef picked = ops::squeeze(ops::gather(t, 1, ops::unsqueeze(safe, 1)), 1);
+  TensorRef w = ops::to(kept, t.dtype());
+  if (weight.defined()) w = ops::mul(w, ops::reshape(ops::index_select(weight, 0, ops::flatten(safe)), safe.shape_vector()));
+  TensorRef out = ops::neg(ops::mul(picked, w));
+  if (single) out = ops::squeeze(out, 0);
+  if (reduction == 0) return out;
+  TensorRef s = ops::sum(out);
+  return reduction == 1 ? ops::div(s, total_weight) : s;
+}
+
+TensorRef linalg_solve_jvp(const TensorRef& A_t, const TensorRef& B_t, const TensorRef& A, const TensorRef& X, bool left) {
+  // A X = B: dX = A^-1 (dB - dA X); X A = B: dX = (dB - X dA) A^-1. B may be a batch of vectors.
+  const bool vectors = left && X.dim() == A.dim() - 1;
+  TensorRef x = vectors ? ops::unsqueeze(X, -1) : X;
+  TensorRef b_t = vectors ? ops::unsqueeze(B_t, -1) : B_t;
+  TensorRef rhs = left ? ops::sub(b_t, ops::matmul(A_t, x)) : ops::sub(b_t, ops::matmul(x, A_t));
+  TensorRef dX = ops::linalg_solve(A, rhs, left);
+  return vectors ? ops::squeeze(dX, -1) : dX;
+}
+
+TensorRef linalg_det_jvp(const TensorRef& A_t, const TensorRef& A, const TensorRef& result) {
+  // d det(A) = det(A) trace(A^-1 dA); the trace of a product as an element-wise sum.
+  TensorRef inv_T = ops::transpose(ops::linalg_inv(A), -2, -1);
+  return ops::mul(result, ops::sum(ops::mul(inv_T, A_t), IntList{-2, -1}, false));
+}
+
+TensorRef cholesky_jvp(const TensorRef& A_t, const TensorRef& L_or_U, bool upper) {
+  // A = L L^T: dL = L Phi(L^-1 dA L^-T), Phi keeping the lower triangle with a halved diagonal.
+  TensorRef L = upper ? ops::transpose(L_or_U, -2, -1) : L_or_U;
+  TensorRef sym = ops::mul(ops::add(A_t, ops::transpose(A_t, -2, -1)), Scalar(0.5));
+  TensorRef L_inv = ops::linalg_inv(L);
+  TensorRef inner = ops::matmul(ops::matmul(L_inv, sym), ops::transpose(L_inv, -2, -1));
+  TensorRef phi = ops::sub(ops::tril(inner), ops::mul(ops::diag_embed(ops::diagonal(inner, 0, -2, -1)), Scalar(0.5)));
+  TensorRef dL = ops::matmul(L, phi);
+  return upper ? ops::transpose(dL, -2, -1) : dL;
+}
+
+}  // namespace tessera::autograd::formulas
