@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """tessera.func beside torch.func (when importable) and a Python loop, median time per call:
   per-sample grads   vmap(grad) of an MLP's loss (784-128-10, batch 256) w.r.t. its weights
-  jacrev             the Jacobian of a 100-input function (an MLP 100-64-100 with tanh)
+  jacrev, jacfwd     the Jacobian of a 100-input function (an MLP 100-64-100 with tanh), by
+                     reverse mode (vmap of vjp) and by forward mode (vmap of jvp over dual tensors)
   ensemble           10 small MLPs (64-128-10) on one batch through vmap(functional_call)
 
     PYTHONPATH=build/release/python python3 benchmarks/func.py [--quick] [--threads N]
@@ -84,7 +85,7 @@ def per_sample_grads(lib, weights, x, y):
     return with_vmap, with_loop
 
 
-def jacobian(lib, weights, v):
+def jacobian(lib, weights, v, mode="jacrev"):
     func = tfunc if lib is ts else torch.func
     (w1, b1), (w2, b2) = [(lib.tensor(w), lib.tensor(b)) for w, b in weights]
 
@@ -92,7 +93,7 @@ def jacobian(lib, weights, v):
         return (w2 @ (w1 @ x + b1).tanh() + b2).tanh()
 
     xv = lib.tensor(v)
-    jac = func.jacrev(f)
+    jac = getattr(func, mode)(f)
     return lambda: jac(xv)
 
 
@@ -158,6 +159,7 @@ def main():
         timings[(name, "psg_vmap")] = median_time(vm, repeat)
         timings[(name, "psg_loop")] = median_time(loop, max(3, repeat // 2), min_time=0)
         timings[(name, "jacrev")] = median_time(jacobian(lib, jac_w, v), repeat)
+        timings[(name, "jacfwd")] = median_time(jacobian(lib, jac_w, v, "jacfwd"), repeat)
         ev, el = ensemble(lib, models_np, xe)
         timings[(name, "ens_vmap")] = median_time(ev, repeat)
         timings[(name, "ens_loop")] = median_time(el, repeat)
@@ -171,6 +173,7 @@ def main():
     for label, key in [("per-sample grads, vmap(grad), MLP b=256", "psg_vmap"),
                        ("per-sample grads, Python loop of autograd", "psg_loop"),
                        ("jacrev, 100 inputs", "jacrev"),
+                       ("jacfwd, 100 inputs", "jacfwd"),
                        ("ensemble of 10 MLPs, vmap(functional_call)", "ens_vmap"),
                        ("ensemble of 10 MLPs, Python loop", "ens_loop")]:
         t_ts = ms(("tessera", key))

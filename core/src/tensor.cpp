@@ -32,10 +32,17 @@ void append_values(std::vector<double>& out, T v) {
     out.push_back(double(static_cast<sdk::opmath_t<T>>(v)));
   }
 }
+// A batched tensor (under vmap) is one sample's view of its batch: its elements are not its value.
+void reject_batched(const TensorImpl* t, const char* what) {
+  if (t->key_set().has(DispatchKey::Batched)) [[unlikely]]
+    raise<RuntimeError>("vmap: It looks like you're calling .{}() on a Tensor. We don't support vmap over calling "
+                        ".{}() on a Tensor, please try to rewrite what you're doing with other operations.", what, what);
+}
 }  // namespace
 
 std::vector<double> Tensor::to_double_vector() const {
   auto* t = checked();
+  reject_batched(t, "item");
   std::vector<double> out;
   out.reserve(size_t(t->numel()));
   if (t->numel() == 0) return out;
@@ -79,6 +86,7 @@ double Tensor::item_double() const {
 int64_t Tensor::item_int() const {
   if (numel() != 1) raise<ValueError>("item: expected a tensor with one element, got {} elements", numel());
   if (dtype() == kInt64) {  // exact beyond 2^53
+    reject_batched(impl(), "item");
     int64_t v = 0;
     const auto& entry = DeviceRegistry::instance().require(device().type());
     entry.desc.copy_to_host(entry.desc.device_data, device().index(), &v, impl()->data(), sizeof v);

@@ -3,6 +3,7 @@
 // of the core when it is installed. Tensor methods (t.add(u), t.backward(), ...) are members of
 // tessera::Tensor itself (tensor.h + the generated tensor_methods.h).
 #include <tessera/cpp/autograd.h>
+#include <tessera/cpp/func.h>
 #include <tessera/cpp/function.h>
 #include <tessera/cpp/nn.h>
 #include <tessera/cpp/operators.h>
