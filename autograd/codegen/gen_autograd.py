@@ -53,9 +53,12 @@ class Entry:
         self.spec = spec
         self.nondiff = bool(spec.get("nondifferentiable"))
         self.formulas = []  # (list of input names, formula)
-        self.jvp = spec.get("result")  # forward mode: auto_linear, auto_element_wise or a formula
+        # Forward mode: auto_linear, auto_element_wise or a formula for output 0 (`result`), or a
+        # formula returning every output's tangent (`results`: a std::vector<TensorRef>).
+        self.jvp = spec.get("result", spec.get("results"))
+        self.jvp_all_outputs = "results" in spec
         for k, v in spec.items():
-            if k in ("name", "output_differentiability", "nondifferentiable", "result"):
+            if k in ("name", "output_differentiability", "nondifferentiable", "result", "results"):
                 continue
             names = [n.strip() for n in k.split(",")]
             self.formulas.append((names, str(v)))
@@ -350,10 +353,17 @@ def jvp_block(e, s, kind):
                 sys.exit(f"gen_autograd.py: {base.full_name}: jvp cannot read argument {a.name} ({a.type_text})")
             out.append(f"{st[0]} {a.name} = {st[1]}(fw_args[{i}]);")
     out.append("TensorRef result = TensorRef::borrow(fw_result); (void)result;")
-    for k in (1, 2, 3):
+    for k in (0, 1, 2, 3):
         if uses(all_text, f"result{k}"):
             out.append(f"TensorRef result{k} = TensorRef::borrow(tensor_arg(v[{k}]));")
     # The tangents were read above; the formula sees primal values only.
+    if e.jvp_all_outputs:
+        out.append("std::vector<TensorRef> fw_ts;")
+        out.append("{ HideTangents fw_hide;")
+        out.append(f"  fw_ts = {e.jvp};")
+        out.append("  for (size_t k = 0; k < fw_ts.size(); ++k) fw_ts[k] = match_result(fw_ts[k], tensor_arg(v[k])); }")
+        out.append(f'for (size_t k = 0; k < fw_ts.size(); ++k) set_tangent(tensor_arg(v[k]), fw_ts[k], "{s.full_name}");')
+        return out
     out.append("TensorRef fw_t;")
     out.append("{ HideTangents fw_hide;")
     if e.jvp == "auto_element_wise":

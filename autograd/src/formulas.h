@@ -127,6 +127,11 @@ TensorRef nll_loss_jvp(const TensorRef& self_t, const TensorRef& target, const T
                        int64_t ignore_index, const TensorRef& total_weight);
 TensorRef linalg_solve_jvp(const TensorRef& A_t, const TensorRef& B_t, const TensorRef& A, const TensorRef& X, bool left);
 TensorRef linalg_det_jvp(const TensorRef& A_t, const TensorRef& A, const TensorRef& result);
+std::vector<TensorRef> slogdet_jvp(const TensorRef& A_t, const TensorRef& A);
+std::vector<TensorRef> eigh_jvp(const TensorRef& A_t, const TensorRef& L, const TensorRef& V);
+std::vector<TensorRef> svd_jvp(const TensorRef& A_t, const TensorRef& U, const TensorRef& S, const TensorRef& Vh,
+                               bool full_matrices);
+std::vector<TensorRef> qr_jvp(const TensorRef& A_t, const TensorRef& Q, const TensorRef& R, const std::string& mode);
 TensorRef cholesky_jvp(const TensorRef& A_t, const TensorRef& L, bool upper);
 
 }  // namespace tessera::autograd::formulas

@@ -222,4 +222,77 @@ TensorRef cholesky_jvp(const TensorRef& A_t, const TensorRef& L_or_U, bool upper
   return upper ? ops::transpose(dL, -2, -1) : dL;
 }
 
+// ---- factorisations (real inputs): tangents of every output.
+namespace {
+TensorRef mT(const TensorRef& t) { return ops::transpose(t, -2, -1); }
+int64_t size_from_end(const TensorRef& t, int64_t d) { return t.size(t.dim() + d); }
+// 1 / (e_j - e_i) off the diagonal, 0 on it (and where the values repeat).
+TensorRef inverse_gaps(const TensorRef& e) {
+  TensorRef gaps = ops::sub(ops::unsqueeze(e, -2), ops::unsqueeze(e, -1));  // [i, j] = e_j - e_i
+  TensorRef zero = ops::eq(gaps, Scalar(0.0));
+  return ops::where(zero, scalar_like(gaps, 0.0), ops::reciprocal(ops::where(zero, scalar_like(gaps, 1.0), gaps)));
+}
+}  // namespace
+
+std::vector<TensorRef> slogdet_jvp(const TensorRef& A_t, const TensorRef& A) {
+  // d log|det A| = trace(A^-1 dA); the sign is piecewise constant.
+  return {TensorRef(), ops::sum(ops::mul(mT(ops::linalg_inv(A)), A_t), IntList{-2, -1}, false)};
+}
+
+std::vector<TensorRef> eigh_jvp(const TensorRef& A_t, const TensorRef& L, const TensorRef& V) {
+  // A = V diag(L) V^T: with P = V^T dA V, dL = diag(P) and dV = V (F o P), F_ij = 1 / (L_j - L_i).
+  // Only one triangle is read: the tangent is taken symmetric, as the backward's gradient is.
+  TensorRef sym = ops::mul(ops::add(A_t, mT(A_t)), Scalar(0.5));
+  TensorRef P = ops::matmul(ops::matmul(mT(V), sym), V);
+  TensorRef dL = ops::diagonal(P, 0, -2, -1);
+  TensorRef dV = ops::matmul(V, ops::mul(inverse_gaps(L), P));
+  return {dL, dV};
+}
+
+std::vector<TensorRef> svd_jvp(const TensorRef& A_t, const TensorRef& U, const TensorRef& S, const TensorRef& Vh,
+                               bool full_matrices) {
+  const int64_t m = size_from_end(U, -2), n = size_from_end(Vh, -1);
+  if (full_matrices && m != n)
+    throw sdk::Error(TS_ERROR_NOT_IMPLEMENTED, "linalg_svd: forward AD with full_matrices=True of a non-square "
+                                               "matrix is not supported (the extra singular vectors are not unique); "
+                                               "use full_matrices=False");
+  // A = U S V^T. P = U^T dA V: dS = diag(P); with F_ij = 1 / (s_j^2 - s_i^2),
+  // dU = U (F o (P S + S P^T)) + (I - U U^T) dA V S^-1, dV = V (F o (S P + P^T S)) + (I - V V^T) dA^T U S^-1.
+  TensorRef V = mT(Vh);
+  TensorRef P = ops::matmul(ops::matmul(mT(U), A_t), V);
+  TensorRef dS = ops::diagonal(P, 0, -2, -1);
+  TensorRef F = inverse_gaps(ops::mul(S, S));
+  TensorRef s_row = ops::unsqueeze(S, -2), s_col = ops::unsqueeze(S, -1);  // X * s_row = X S, s_col * X = S X
+  TensorRef inv_s_row = ops::reciprocal(s_row);
+  TensorRef dU = ops::matmul(U, ops::mul(F, ops::add(ops::mul(P, s_row), ops::mul(s_col, mT(P)))));
+  TensorRef dV = ops::matmul(V, ops::mul(F, ops::add(ops::mul(s_col, P), ops::mul(mT(P), s_row))));
+  if (m > size_from_end(S, -1)) {
+    TensorRef AtV = ops::matmul(A_t, V);
+    dU = ops::add(dU, ops::mul(ops::sub(AtV, ops::matmul(U, ops::matmul(mT(U), AtV))), inv_s_row));
+  }
+  if (n > size_from_end(S, -1)) {
+    TensorRef AtU = ops::matmul(mT(A_t), U);
+    dV = ops::add(dV, ops::mul(ops::sub(AtU, ops::matmul(V, ops::matmul(mT(V), AtU))), inv_s_row));
+  }
+  return {dU, dS, mT(dV)};
+}
+
+std::vector<TensorRef> qr_jvp(const TensorRef& A_t, const TensorRef& Q, const TensorRef& R, const std::string& mode) {
+  // A = Q R with Q^T dQ skew and dR R^-1 upper: X = Q^T dA R^-1 = Omega + (upper), so Omega is
+  // X's strict lower triangle minus its transpose; dR = (X - Omega) R, dQ = Q Omega + (I - Q Q^T) dA R^-1.
+  const int64_t m = size_from_end(A_t, -2), n = size_from_end(A_t, -1);
+  if (m < n || (mode == "complete" && m != n) || mode == "r")
+    throw sdk::Error(TS_ERROR_NOT_IMPLEMENTED, sdk::cat("linalg_qr: forward AD is supported for mode='reduced' "
+                                                        "with rows >= columns, got mode='", mode, "' and a ", m, "x",
+                                                        n, " matrix"));
+  TensorRef R_inv = ops::linalg_inv(R);
+  TensorRef AtRinv = ops::matmul(A_t, R_inv);
+  TensorRef X = ops::matmul(mT(Q), AtRinv);
+  TensorRef low = ops::tril(X, -1);
+  TensorRef Omega = ops::sub(low, mT(low));
+  TensorRef dR = ops::matmul(ops::sub(X, Omega), R);
+  TensorRef dQ = ops::add(ops::matmul(Q, Omega), ops::sub(AtRinv, ops::matmul(Q, X)));
+  return {dQ, dR};
+}
+
 }  // namespace tessera::autograd::formulas
