@@ -3,6 +3,7 @@
 // set_use_vendor_blas(false), run our tiled kernel (gemm.cu). Integer matmuls are refused
 // (as in PyTorch on CUDA); 16-bit floats accumulate in float.
 #include "cuda_plugin.h"
+#include "matmul_operand.h"
 
 #include <atomic>
 #include <memory>
@@ -35,13 +36,13 @@ bool use_vendor_blas() { return g_vendor_blas; }
 
 namespace {
 
-// A batch of matrices inside a tensor: element strides for (batch, row, col).
+// A batch of matrices inside a tensor (geometry in elements from its first element).
 struct Mat {
   TensorRef t;
-  int64_t batch = 1, rows = 0, cols = 0, bs = 0, rs = 0, cs = 0;
+  MatrixGeometry g;
 };
-Mat mat2d(const TensorRef& t) { return {t, 1, t.size(0), t.size(1), 0, t.stride(0), t.stride(1)}; }
-Mat mat3d(const TensorRef& t) { return {t, t.size(0), t.size(1), t.size(2), t.stride(0), t.stride(1), t.stride(2)}; }
+Mat mat2d(const TensorRef& t) { return {t, {1, t.size(0), t.size(1), 0, t.stride(0), t.stride(1)}}; }
+Mat mat3d(const TensorRef& t) { return {t, {t.size(0), t.size(1), t.size(2), t.stride(0), t.stride(1), t.stride(2)}}; }
 
 void check_float(const char* op, const TensorRef& a, const TensorRef& b) {
   TS_SDK_CHECK(a.dtype() == b.dtype(), TS_ERROR_TYPE, op, ": expected both matrices to have the same dtype, got ",
@@ -52,13 +53,13 @@ void check_float(const char* op, const TensorRef& a, const TensorRef& b) {
 
 void tiled(const Mat& A, const Mat& B, const Mat& C, double alpha, double beta) {
   GemmArgs g;
-  g.a = {first_element(A.t), A.t.dtype(), A.bs, A.rs, A.cs};
-  g.b = {first_element(B.t), B.t.dtype(), B.bs, B.rs, B.cs};
-  g.c = {first_element(C.t), C.t.dtype(), C.bs, C.rs, C.cs};
-  g.batch = C.batch;
-  g.m = C.rows;
-  g.n = C.cols;
-  g.k = A.cols;
+  g.a = {first_element(A.t), A.t.dtype(), A.g.bs, A.g.rs, A.g.cs};
+  g.b = {first_element(B.t), B.t.dtype(), B.g.bs, B.g.rs, B.g.cs};
+  g.c = {first_element(C.t), C.t.dtype(), C.g.bs, C.g.rs, C.g.cs};
+  g.batch = C.g.batch;
+  g.m = C.g.rows;
+  g.n = C.g.cols;
+  g.k = A.g.cols;
   g.alpha = alpha;
   g.beta = beta;
   launch_tiled_gemm(compute_for(C.t.dtype()), g, stream_for(C.t.device().index));
@@ -104,19 +105,6 @@ LockedHandle handle_for(int32_t index) {
   return {std::move(lock), entry->handle};
 }
 
-// How cuBLAS (column-major) sees a row-major operand: not transposed with ld = row stride,
-// transposed with ld = col stride, or not expressible (copy first).
-struct Layout {
-  bool ok = false;
-  cublasOperation_t op = CUBLAS_OP_N;
-  int64_t ld = 0;
-};
-Layout layout_of(const Mat& m) {
-  if (m.cs == 1 && m.rs >= std::max<int64_t>(1, m.cols)) return {true, CUBLAS_OP_N, m.rs};
-  if (m.rs == 1 && m.cs >= std::max<int64_t>(1, m.rows)) return {true, CUBLAS_OP_T, m.cs};
-  return {};
-}
-
 cudaDataType_t cuda_type(int32_t dtype) {
   switch (dtype) {
     case TS_FLOAT16: return CUDA_R_16F;
@@ -126,18 +114,22 @@ cudaDataType_t cuda_type(int32_t dtype) {
   }
 }
 
+// A plain row-major copy of an operand cuBLAS cannot read, described by the geometry the GEMM
+// computed (its batch, rows, cols), not by the copy's rank.
+Mat readable_copy(ts_call call, const Mat& m) {
+  OperandCopy plan = contiguous_copy_of(m.g);
+  TensorRef view = restride(call, m.t, plan.view_sizes, plan.view_strides, m.t.storage_offset());
+  return {contiguous(call, view, m.t.dtype()), plan.copied};
+}
+
+cublasOperation_t op_of(const BlasLayout& l) { return l.transposed ? CUBLAS_OP_T : CUBLAS_OP_N; }
+
+// Needs m, n, k < 2^31 (gemm checks); leading dimensions that do not fit an int are copied away,
+// and a batch of 2^31 or more runs in chunks.
 void cublas_gemm(ts_call call, Mat A, Mat B, const Mat& C, double alpha, double beta) {
-  Layout la = layout_of(A), lb = layout_of(B);
-  if (!la.ok) {  // a copy makes it plain row-major
-    A.t = contiguous(call, A.t, A.t.dtype());
-    A = A.t.dim() == 3 ? mat3d(A.t) : mat2d(A.t);
-    la = layout_of(A);
-  }
-  if (!lb.ok) {
-    B.t = contiguous(call, B.t, B.t.dtype());
-    B = B.t.dim() == 3 ? mat3d(B.t) : mat2d(B.t);
-    lb = layout_of(B);
-  }
+  if (!blas_readable(A.g)) A = readable_copy(call, A);
+  if (!blas_readable(B.g)) B = readable_copy(call, B);
+  const BlasLayout la = blas_layout(A.g), lb = blas_layout(B.g);
   int32_t dtype = C.t.dtype();
   int32_t index = C.t.device().index;
   LockedHandle locked = handle_for(index);
@@ -150,28 +142,35 @@ void cublas_gemm(ts_call call, Mat A, Mat B, const Mat& C, double alpha, double 
   const void* pa = dtype == TS_FLOAT64 ? static_cast<const void*>(&alpha) : &af;
   const void* pb = dtype == TS_FLOAT64 ? static_cast<const void*>(&beta) : &bf;
   cudaDataType_t t = cuda_type(dtype);
-  const int m = int(C.rows), n = int(C.cols), k = int(A.cols);
+  const int m = int(C.g.rows), n = int(C.g.cols), k = int(A.g.cols);
+  const int64_t item = C.t.itemsize();
   // Row-major C = A @ B is column-major C^T = B^T @ A^T: B goes first.
-  if (C.batch == 1) {
-    check_blas(cublasGemmEx(h, lb.op, la.op, n, m, k, pa, first_element(B.t), t, int(lb.ld), first_element(A.t), t,
-                            int(la.ld), pb, first_element(C.t), t, int(C.rs), compute, CUBLAS_GEMM_DEFAULT),
-               "cublasGemmEx");
-  } else {
-    check_blas(cublasGemmStridedBatchedEx(h, lb.op, la.op, n, m, k, pa, first_element(B.t), t, int(lb.ld), B.bs,
-                                          first_element(A.t), t, int(la.ld), A.bs, pb, first_element(C.t), t,
-                                          int(C.rs), C.bs, int(C.batch), compute, CUBLAS_GEMM_DEFAULT),
-               "cublasGemmStridedBatchedEx");
+  for (const BatchChunk& chunk : batch_chunks(C.g.batch)) {
+    const char* a0 = first_element(A.t) + chunk.first * A.g.bs * item;
+    const char* b0 = first_element(B.t) + chunk.first * B.g.bs * item;
+    char* c0 = first_element(C.t) + chunk.first * C.g.bs * item;
+    if (chunk.count == 1) {
+      check_blas(cublasGemmEx(h, op_of(lb), op_of(la), n, m, k, pa, b0, t, int(lb.ld), a0, t, int(la.ld), pb, c0, t,
+                              int(C.g.rs), compute, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx");
+    } else {
+      check_blas(cublasGemmStridedBatchedEx(h, op_of(lb), op_of(la), n, m, k, pa, b0, t, int(lb.ld), B.g.bs, a0, t,
+                                            int(la.ld), A.g.bs, pb, c0, t, int(C.g.rs), C.g.bs, int(chunk.count),
+                                            compute, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmStridedBatchedEx");
+    }
   }
 }
 #endif
 
 // C (contiguous, ours) = alpha * A @ B + beta * C.
 void gemm(ts_call call, const Mat& A, const Mat& B, const Mat& C, double alpha, double beta) {
-  if (C.rows == 0 || C.cols == 0 || C.batch == 0) return;
+  if (C.g.rows == 0 || C.g.cols == 0 || C.g.batch == 0) return;
   DeviceGuard guard(C.t.device().index);
-  bool fits_int = C.rows < (int64_t(1) << 31) && C.cols < (int64_t(1) << 31) && A.cols < (int64_t(1) << 31);
+  // C is ours and contiguous: its row stride is n, an int when n is.
+  bool fits_int = fits_blas_int(C.g.rows) && fits_blas_int(C.g.cols) && fits_blas_int(A.g.cols);
 #if !defined(TESSERA_GPU_HIP)
-  if (use_vendor_blas() && fits_int && A.cols > 0) return cublas_gemm(call, A, B, C, alpha, beta);
+  if (use_vendor_blas() && fits_int && A.g.cols > 0) return cublas_gemm(call, A, B, C, alpha, beta);
 #else
   (void)call;
   (void)fits_int;
@@ -228,6 +227,7 @@ void addmm_k(sdk::Args& a) {
   if (x.size(1) == 0 && beta == 0 && out.numel()) {
     TensorRef zero = out;
     Loop L = make_loop("addmm", shape, {&zero});
+    DeviceGuard guard(out.device().index);  // the stream is that device's: launch with it current
     launch_fill(L, stream_for(out.device().index));
   } else {
     gemm(a.call(), mat2d(x), mat2d(y), mat2d(out), alpha, beta);
@@ -272,20 +272,20 @@ void matmul_k(sdk::Args& a) {
       else expect = bstr[d] * batch[d];
     }
     int64_t r = s[s.size() - 2], c = s.back(), rs = st[st.size() - 2], cs = st.back();
-    if (one) return Mat{t, nbatch, r, c, stride, rs, cs};
+    if (one) return Mat{t, {nbatch, r, c, stride, rs, cs}};
     // Materialise the broadcast operand as (nbatch, r, c).
     std::vector<int64_t> full(batch), fstr(bstr);
     full.push_back(r); full.push_back(c); fstr.push_back(rs); fstr.push_back(cs);
     TensorRef expanded = restride(call, t, full, fstr, t.storage_offset());
     TensorRef c3 = contiguous(call, expanded, t.dtype());
-    return Mat{c3, nbatch, r, c, r * c, c, 1};
+    return Mat{c3, {nbatch, r, c, r * c, c, 1}};
   };
   Mat A = batched(x, xs, xst), B = batched(y, ys, yst);
   std::vector<int64_t> out_shape(batch);
   out_shape.push_back(n);
   out_shape.push_back(p);
   TensorRef out = empty_on(call, out_shape, x.dtype(), x.device());
-  Mat C{out, nbatch, n, p, n * p, p, 1};
+  Mat C{out, {nbatch, n, p, n * p, p, 1}};
   if (k == 0) {
     if (out.numel()) {
       Loop L = make_loop("matmul", out_shape, {&out});
