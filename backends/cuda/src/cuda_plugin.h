@@ -3,6 +3,7 @@
 // device, and if not, why), the current stream and device of each index, error checks that
 // carry the runtime's own message, and the builders of the loops the .cu files run.
 #include "launch.h"
+#include "launch_shape.h"
 
 #include <tessera/sdk/plugin.h>
 

@@ -2,6 +2,7 @@
 // Device-side loads and stores in any ts_dtype (converted to/from the compute type), the
 // offsets of a linear index in a loop, and the launch configuration. Shared by the .cu files.
 #include "launch.h"
+#include "launch_shape.h"
 
 #include <stdexcept>
 #include <string>
@@ -58,12 +59,6 @@ GPU_D void offsets(const Loop& L, I i, I (&off)[N]) {
     i /= size;
     for (int k = 0; k < N; ++k) off[k] += idx * I(L.ops[k].strides[d]);
   }
-}
-
-inline constexpr int kThreads = 256;
-inline unsigned blocks_for(int64_t n) {
-  int64_t b = (n + kThreads - 1) / kThreads;
-  return unsigned(b < 65535 * 8 ? (b < 1 ? 1 : b) : 65535 * 8);  // grid-stride loops cover the rest
 }
 
 inline void check_launch(const char* what) {

@@ -46,7 +46,7 @@ void flip_k(sdk::Args& a) {
     L.ops[k].dtype = self.dtype();
     L.ops[k].itemsize = int32_t(self.itemsize());
   }
-  L.index32 = std::max({L.numel, reach_out + 1, reach_in + 1}) < (int64_t(1) << 31);
+  L.index32 = index32_fits(std::max({L.numel, reach_out + 1, reach_in + 1}));
   DeviceGuard guard(self.device().index);
   launch_copy(L, stream_for(self.device().index));
   a.return_tensor(std::move(out));

@@ -5,15 +5,15 @@
 
 namespace tessera::gpu {
 namespace {
-constexpr int kTile = 16;
+constexpr int kTile = int(kGemmTile);
 
+// One 16x16 output tile of batch entry blockIdx.z.
 template <class A>
-__global__ void tiled_gemm_kernel(GemmArgs g) {
-  __shared__ A sa[kTile][kTile + 1];
-  __shared__ A sb[kTile][kTile + 1];
+__device__ void gemm_tile(const GemmArgs& g, int64_t row_tile, int64_t col_tile, A (&sa)[kTile][kTile + 1],
+                          A (&sb)[kTile][kTile + 1]) {
   const int64_t batch = blockIdx.z;
-  const int64_t row = int64_t(blockIdx.y) * kTile + threadIdx.y;
-  const int64_t col = int64_t(blockIdx.x) * kTile + threadIdx.x;
+  const int64_t row = row_tile * kTile + threadIdx.y;
+  const int64_t col = col_tile * kTile + threadIdx.x;
   const int32_t asz = itemsize_of(g.a.dtype), bsz = itemsize_of(g.b.dtype), csz = itemsize_of(g.c.dtype);
   const char* abase = g.a.data + batch * g.a.batch_stride * asz;
   const char* bbase = g.b.data + batch * g.b.batch_stride * bsz;
@@ -36,18 +36,31 @@ __global__ void tiled_gemm_kernel(GemmArgs g) {
     store<A>(p, g.c.dtype, v);
   }
 }
+
+// The grid is capped (tiled_gemm_grid): each block strides over the row and column tiles. Every
+// thread of a block runs the same tiles, so the __syncthreads inside stay uniform.
+template <class A>
+__global__ void tiled_gemm_kernel(GemmArgs g) {
+  __shared__ A sa[kTile][kTile + 1];
+  __shared__ A sb[kTile][kTile + 1];
+  grid_stride_loop(blockIdx.y, gridDim.y, gemm_tiles(g.m), [&](int64_t row_tile) {
+    grid_stride_loop(blockIdx.x, gridDim.x, gemm_tiles(g.n),
+                     [&](int64_t col_tile) { gemm_tile<A>(g, row_tile, col_tile, sa, sb); });
+  });
+}
 }  // namespace
 
 void launch_tiled_gemm(Compute acc, const GemmArgs& g, gpuStream_t s) {
   if (g.m == 0 || g.n == 0 || g.batch == 0) return;
   dim3 block(kTile, kTile);
-  for (int64_t b0 = 0; b0 < g.batch; b0 += 65535) {  // grid.z is limited to 65535
+  for (int64_t b0 = 0; b0 < g.batch; b0 += kMaxGridYZ) {
     GemmArgs part = g;
-    part.batch = g.batch - b0 < 65535 ? g.batch - b0 : 65535;
+    part.batch = g.batch - b0 < kMaxGridYZ ? g.batch - b0 : kMaxGridYZ;
     part.a.data += b0 * g.a.batch_stride * itemsize_of(g.a.dtype);
     part.b.data += b0 * g.b.batch_stride * itemsize_of(g.b.dtype);
     part.c.data += b0 * g.c.batch_stride * itemsize_of(g.c.dtype);
-    dim3 grid(unsigned((g.n + kTile - 1) / kTile), unsigned((g.m + kTile - 1) / kTile), unsigned(part.batch));
+    const GridShape shape = tiled_gemm_grid(part.m, part.n, part.batch);
+    dim3 grid(shape.x, shape.y, shape.z);
     if (acc == Compute::Double) tiled_gemm_kernel<double><<<grid, block, 0, s>>>(part);
     else tiled_gemm_kernel<float><<<grid, block, 0, s>>>(part);
     check_launch("the tiled GEMM");

@@ -92,15 +92,15 @@ struct IndexOffsetF {
 };
 
 template <class I> __global__ void check_kernel(Loop L, int64_t lo, int64_t hi, bool flag_inside, int64_t* bad) {
-  const I n = I(L.numel);
-  for (I i = I(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += I(gridDim.x) * blockDim.x) {
-    I off[1];
-    offsets<I, 1>(L, i, off);
-    const int64_t v = load<int64_t>(at(L.ops[0], off[0]), L.ops[0].dtype);
-    const bool inside = v >= lo && v < hi;
-    if (inside == flag_inside)
-      atomicMin(reinterpret_cast<unsigned long long*>(bad), static_cast<unsigned long long>(int64_t(i)));
-  }
+  grid_stride_loop(int64_t(blockIdx.x) * blockDim.x + threadIdx.x, int64_t(gridDim.x) * blockDim.x, L.numel,
+                   [&](int64_t i) {
+                     I off[1];
+                     offsets<I, 1>(L, I(i), off);
+                     const int64_t v = load<int64_t>(at(L.ops[0], off[0]), L.ops[0].dtype);
+                     const bool inside = v >= lo && v < hi;
+                     if (inside == flag_inside)
+                       atomicMin(reinterpret_cast<unsigned long long*>(bad), static_cast<unsigned long long>(i));
+                   });
 }
 
 template <template <class> class F, class... A> void by_width(int32_t itemsize, const Loop& L, gpuStream_t s,

@@ -1,18 +1,19 @@
 #pragma once
 // The grid-stride element-wise loop every map-shaped kernel family uses (elementwise.cu,
-// activation.cu): f(loop, offsets) for each linear index, 32- or 64-bit index arithmetic.
+// activation.cu): f(loop, offsets) for each linear index (a 64-bit counter), 32- or 64-bit offset arithmetic.
 #include "device_io.cuh"
 
 namespace tessera::gpu {
 
 template <class I, int N, class F>
 __global__ void map_kernel(Loop L, F f) {
-  I n = I(L.numel);
-  for (I i = I(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += I(gridDim.x) * blockDim.x) {
-    I off[N];
-    offsets<I, N>(L, i, off);
-    f(L, off);
-  }
+  // The counter is 64-bit; offsets are computed in I (exact: index32 checked every offset fits).
+  grid_stride_loop(int64_t(blockIdx.x) * blockDim.x + threadIdx.x, int64_t(gridDim.x) * blockDim.x, L.numel,
+                   [&](int64_t i) {
+                     I off[N];
+                     offsets<I, N>(L, I(i), off);
+                     f(L, off);
+                   });
 }
 
 template <int N, class F>

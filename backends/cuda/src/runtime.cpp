@@ -363,7 +363,7 @@ Loop make_loop(const char* op, std::span<const int64_t> shape, std::initializer_
     }
     max_offset = std::max(max_offset, reach + 1);
   }
-  L.index32 = max_offset < (int64_t(1) << 31);
+  L.index32 = index32_fits(max_offset);
   return L;
 }
 
