@@ -2,6 +2,7 @@
 // host->device, device->host; non_blocking with page-locked host memory), clone, contiguous,
 // to.dtype, fill_. New tensors are contiguous.
 #include "cuda_plugin.h"
+#include "memory_overlap.h"
 
 #include <cstring>
 
@@ -73,6 +74,29 @@ bool same_layout(const TensorRef& a, const TensorRef& b) {
          std::equal(a.sizes().begin(), a.sizes().end(), b.sizes().begin(), b.sizes().end());
 }
 
+StridedView view_of(const TensorRef& t) { return {t.data(), t.sizes(), t.strides(), int64_t(t.itemsize())}; }
+
+// copy_ within one device. The kernel copies elements in parallel, so a source that shares
+// memory with the destination (x[1:].copy_(x[:-1])) is first read whole into a private copy, as
+// the CPU plugin does; a source that is the destination itself needs no copy (or converts each
+// element in place, which no other element reads).
+void copy_within_device(ts_call call, const TensorRef& self, const TensorRef& src) {
+  const StridedView dst = view_of(self), from = view_of(src);
+  TS_SDK_CHECK(!has_internal_overlap(dst), TS_ERROR_VALUE,
+               "copy_: unsupported operation: more than one element of the written-to tensor refers to a single "
+               "memory location");
+  if (same_view(dst, from)) {
+    if (self.dtype() != src.dtype()) copy_into("copy_", self, src);
+    return;
+  }
+  if (may_overlap(dst, from)) {
+    TensorRef staged = empty_on(call, src.sizes(), src.dtype(), src.device());
+    copy_into("copy_", staged, src);
+    return copy_into("copy_", self, staged);
+  }
+  copy_into("copy_", self, src);
+}
+
 const sdk::Operator& cpu_contiguous() { static sdk::Operator op("contiguous"); return op; }
 const sdk::Operator& cpu_copy() { static sdk::Operator op("copy_"); return op; }
 
@@ -87,7 +111,7 @@ void copy_k(sdk::Args& a) {
                " -> ", device_str(self.device()));
   if (self.numel() == 0) return a.return_argument(self);
   if (dst_ours && src_ours && self.device().index == src.device().index) {
-    copy_into("copy_", self, src);
+    copy_within_device(a.call(), self, src);
   } else if (dst_ours) {
     // From the CPU (or another device, through the CPU): contiguous bytes up, then convert/broadcast.
     TensorRef host = src;
