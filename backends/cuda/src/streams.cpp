@@ -3,6 +3,7 @@
 // GEMM and copy of this plugin queues its work on (stream_for).
 #include "caching_allocator.h"
 #include "cuda_plugin.h"
+#include "pinned_blocks.h"
 
 #include <algorithm>
 #include <atomic>
@@ -265,38 +266,17 @@ ts_status record_stream_cb(void*, int32_t index, void* ptr, ts_stream stream) {
   });
 }
 
-// Page-locked blocks from host_allocate, by address. A block that async copies still use when
-// the host frees it is freed once their events complete (checked whenever blocks come and go).
-struct PinnedBlock {
-  size_t size;
-  bool freed = false;
-  std::vector<std::pair<int32_t, gpuEvent_t>> uses;  // (device, event after the copy)
-};
-struct PinnedBlocks {
-  std::mutex mutex;
-  std::map<uintptr_t, PinnedBlock> by_address;
-};
-PinnedBlocks& pinned_blocks() {
-  static PinnedBlocks* p = new PinnedBlocks;
-  return *p;
+// Page-locked blocks from host_allocate and the async copies using them (pinned_blocks.h).
+bool pinned_event_done(void*, int32_t, void* event) { return pooled_event_done(static_cast<gpuEvent_t>(event)); }
+void pinned_event_release(void*, int32_t device, void* event) {
+  release_pooled_event(device, static_cast<gpuEvent_t>(event));
 }
-
-// Drops the completed uses of every block; frees the freed blocks nothing uses any more.
-void collect_pinned(PinnedBlocks& p) {
-  for (auto it = p.by_address.begin(); it != p.by_address.end();) {
-    auto& uses = it->second.uses;
-    std::erase_if(uses, [](const std::pair<int32_t, gpuEvent_t>& u) {
-      if (!pooled_event_done(u.second)) return false;
-      release_pooled_event(u.first, u.second);
-      return true;
-    });
-    if (it->second.freed && uses.empty()) {
-      if (gpuFreeHost(reinterpret_cast<void*>(it->first)) != gpuSuccess) (void)gpuGetLastError();
-      it = p.by_address.erase(it);
-    } else {
-      ++it;
-    }
-  }
+void pinned_free_host(void*, void* ptr) {
+  if (gpuFreeHost(ptr) != gpuSuccess) (void)gpuGetLastError();
+}
+PinnedBlocks& pinned_blocks() {
+  static PinnedBlocks* p = new PinnedBlocks(PinnedEvents{pinned_event_done, pinned_event_release, pinned_free_host});
+  return *p;
 }
 
 void* host_allocate_cb(void*, size_t nbytes) {
@@ -305,12 +285,12 @@ void* host_allocate_cb(void*, size_t nbytes) {
     require_device(nullptr);
     PinnedBlocks& p = pinned_blocks();
     std::lock_guard lock(p.mutex);
-    collect_pinned(p);
+    p.collect();
     // Portable: page-locked for every device, not just the current one. 0 bytes get 1, so every
     // pinned tensor has a distinct non-null pointer (cudaHostAlloc of 0 gives none).
     check(gpuHostAlloc(&ptr, std::max<size_t>(nbytes, 1), gpuHostAllocPortable),
           sdk::cat("allocating ", nbytes, " bytes of page-locked host memory").c_str());
-    p.by_address[reinterpret_cast<uintptr_t>(ptr)] = PinnedBlock{std::max<size_t>(nbytes, 1), false, {}};
+    p.add(ptr, std::max<size_t>(nbytes, 1));
   });
   return ptr;
 }
@@ -319,10 +299,7 @@ void host_deallocate_cb(void*, void* ptr, size_t) {
   if (!ptr) return;
   PinnedBlocks& p = pinned_blocks();
   std::lock_guard lock(p.mutex);
-  auto it = p.by_address.find(reinterpret_cast<uintptr_t>(ptr));
-  if (it == p.by_address.end()) return;  // not ours: nothing to free
-  it->second.freed = true;               // freed now, or once the copies using it are done
-  collect_pinned(p);
+  (void)p.free(ptr);  // now, or once the copies using it are done; not ours: nothing to free
 }
 
 // The runtime's stream behind a handle (ABI 1.7), for NCCL: NULL on any failure.
@@ -392,11 +369,10 @@ void copy_host(int32_t index, void* dst, const void* src, size_t nbytes, decltyp
   if (non_blocking) {
     PinnedBlocks& p = pinned_blocks();
     std::lock_guard lock(p.mutex);
-    auto it = p.by_address.upper_bound(host);
-    if (it != p.by_address.begin() && !(--it)->second.freed && host + nbytes <= it->first + it->second.size) {
+    if (p.holds(reinterpret_cast<const void*>(host), nbytes)) {
       check(gpuMemcpyAsync(dst, src, nbytes, kind, s), what);
       try {  // the block stays allocated until the copy is done
-        it->second.uses.emplace_back(index, record_pooled_event(index, s));
+        p.add_use(reinterpret_cast<const void*>(host), index, record_pooled_event(index, s));
       } catch (const std::exception&) {
         check(gpuStreamSynchronize(s), what);  // cannot mark it: wait instead
       }
