@@ -290,3 +290,75 @@ TEST(CudaCachingAllocator, ABlockWhoseStreamsCannotBeMarkedGoesBackToTheDevice) 
   EXPECT_EQ(plain.frees, 1);
   EXPECT_EQ(plain.used, 0u);
 }
+
+// ---- issue 23, finding 10: a cuDNN workspace probe that does not fit is not an out-of-memory.
+
+TEST(CudaCachingAllocator, AProbeThatDoesNotFitKeepsTheCacheAndCountsNoOom) {
+  FakeStreams dev;
+  dev.capacity = size_t(8) << 20;
+  CachingAllocator a(raw_with_events(dev));
+  void* cached = a.allocate(0, size_t(2) << 20, 1);
+  void* pending = a.allocate(0, size_t(2) << 20, 1);
+  a.record_stream(pending, 2);
+  dev.busy.insert(2);
+  a.deallocate(cached);   // cached on stream 1
+  a.deallocate(pending);  // waiting for stream 2
+  // A workspace too big for what is left (4 MiB): the probe fails at once.
+  EXPECT_EQ(a.allocate(0, size_t(6) << 20, 1, /*may_release_cache=*/false), nullptr);
+  EXPECT_EQ(dev.waited, 0) << "a probe waits for no pending free";
+  EXPECT_EQ(dev.frees, 0) << "a probe releases no cached block";
+  EXPECT_EQ(a.stats(0).num_ooms, 0);
+  EXPECT_EQ(a.stats(0).reserved, int64_t(4) << 20);
+  EXPECT_NE(a.last_error().find("fake device out of memory"), std::string::npos);
+  // A probe that fits from the cache or the device still works.
+  void* small = a.allocate(0, size_t(2) << 20, 1, false);
+  EXPECT_EQ(small, cached);
+  void* fresh = a.allocate(0, size_t(2) << 20, 1, false);
+  ASSERT_NE(fresh, nullptr);
+  // The same request without the probe flag releases and retries (what cuFFT/cuSOLVER use).
+  EXPECT_TRUE(a.deallocate(fresh));
+  void* big = a.allocate(0, size_t(6) << 20, 1);
+  EXPECT_NE(big, nullptr);
+  EXPECT_EQ(dev.waited, 1);
+  dev.finish(2);
+  give_everything_back(a, dev, {small, big});
+}
+
+// ---- issue 23, finding 12: no block stays in a pool keyed by a destroyed stream's handle.
+
+TEST(CudaCachingAllocator, ADestroyedStreamsCachedBlocksGoBackToTheDevice) {
+  FakeStreams dev;
+  CachingAllocator a(raw_with_events(dev));
+  void* p = a.allocate(0, 1000, 7);
+  void* q = a.allocate(0, 1000, 8);
+  a.deallocate(p);
+  a.deallocate(q);
+  a.forget_stream(7);
+  EXPECT_EQ(dev.frees, 1) << "stream 7's cached block is released";
+  EXPECT_EQ(a.stats(0).reserved, int64_t(CachingAllocator::round_size(1000)));
+  // A new stream that reuses handle value 7 starts with an empty pool.
+  void* r = a.allocate(0, 1000, 7);
+  EXPECT_EQ(a.stats(0).num_cache_hits, 0);
+  EXPECT_EQ(dev.mallocs, 3);
+  EXPECT_EQ(a.allocate(0, 1000, 8), q) << "other streams' pools are untouched";
+  give_everything_back(a, dev, {r, q});
+}
+
+TEST(CudaCachingAllocator, ABlockOfADestroyedStreamGoesBackToTheDeviceWhenFreed) {
+  FakeStreams dev;
+  CachingAllocator a(raw_with_events(dev));
+  void* in_use = a.allocate(0, 1000, 7);
+  void* waiting = a.allocate(0, 1000, 7);
+  a.record_stream(waiting, 2);
+  dev.busy.insert(2);
+  a.deallocate(waiting);  // pending on stream 2's event
+  a.forget_stream(7);
+  a.deallocate(in_use);
+  EXPECT_EQ(dev.frees, 1) << "a block of the dead stream is not pooled under its handle";
+  dev.finish(2);
+  void* fresh = a.allocate(0, 1000, 7);  // processes the completed event: `waiting` is released
+  EXPECT_EQ(dev.frees, 2);
+  EXPECT_EQ(a.stats(0).pending_frees, 0);
+  EXPECT_EQ(a.stats(0).num_cache_hits, 0);
+  give_everything_back(a, dev, {fresh});
+}

@@ -22,7 +22,7 @@ void* CachingAllocator::take_cached(int32_t device, uintptr_t stream, size_t siz
   return ptr;
 }
 
-void* CachingAllocator::allocate(int32_t device, size_t nbytes, uintptr_t stream) {
+void* CachingAllocator::allocate(int32_t device, size_t nbytes, uintptr_t stream, bool may_release_cache) {
   std::lock_guard lock(mutex_);
   process_events();
   AllocatorStats& st = stats_of(device);
@@ -31,7 +31,7 @@ void* CachingAllocator::allocate(int32_t device, size_t nbytes, uintptr_t stream
   void* ptr = take_cached(device, stream, size);
   bool hit = ptr != nullptr;
   std::string error;
-  if (!ptr && !(ptr = raw_.allocate(raw_.context, device, size, &error))) {
+  if (!ptr && !(ptr = raw_.allocate(raw_.context, device, size, &error)) && may_release_cache) {
     // Wait for the pending frees, one may fit; else give the cache back to the device and retry.
     wait_pending(device);
     if ((ptr = take_cached(device, stream, size))) {
@@ -42,7 +42,7 @@ void* CachingAllocator::allocate(int32_t device, size_t nbytes, uintptr_t stream
     }
   }
   if (!ptr) {
-    ++st.num_ooms;
+    if (may_release_cache) ++st.num_ooms;
     last_error_ = "failed to allocate " + std::to_string(nbytes) + " bytes on device " + std::to_string(device) +
                   " (" + std::to_string(st.allocated) + " bytes allocated, " + std::to_string(st.reserved) +
                   " reserved): " + error;
@@ -86,14 +86,31 @@ bool CachingAllocator::record_stream(void* ptr, uintptr_t stream) {
 
 void CachingAllocator::forget_stream(uintptr_t stream) {
   std::lock_guard lock(mutex_);
-  for (auto& [ptr, b] : blocks_) std::erase(b.stream_uses, stream);
+  for (auto& [ptr, b] : blocks_) {
+    std::erase(b.stream_uses, stream);
+    if (b.stream == stream) b.stream_destroyed = true;
+  }
+  for (auto pool = free_.begin(); pool != free_.end();) {
+    if (pool->first.second != stream) { ++pool; continue; }
+    for (auto& [size, ptr] : pool->second) release_block(ptr);
+    pool = free_.erase(pool);
+  }
+}
+
+void CachingAllocator::release_block(void* ptr) {
+  Block b = blocks_.at(ptr);
+  raw_.release(raw_.context, b.device, ptr);
+  stats_of(b.device).reserved -= int64_t(b.size);
+  blocks_.erase(ptr);
+}
+
+void CachingAllocator::pool_block(Block& b) {
+  if (b.stream_destroyed) return release_block(b.ptr);
+  free_[{b.device, b.stream}].emplace(b.size, b.ptr);
 }
 
 void CachingAllocator::free_block(Block& b) {
-  if (b.stream_uses.empty()) {
-    free_[{b.device, b.stream}].emplace(b.size, b.ptr);
-    return;
-  }
+  if (b.stream_uses.empty()) return pool_block(b);
   std::vector<uintptr_t> uses;
   uses.swap(b.stream_uses);
   std::vector<void*> events;
@@ -113,11 +130,7 @@ void CachingAllocator::free_block(Block& b) {
       raw_.event_wait(raw_.context, b.device, event);
       raw_.event_release(raw_.context, b.device, event);
     }
-    void* ptr = b.ptr;  // a copy: b is destroyed by the erase
-    raw_.release(raw_.context, b.device, ptr);
-    st.reserved -= int64_t(b.size);
-    blocks_.erase(ptr);
-    return;
+    return release_block(b.ptr);
   }
   ++st.num_deferred_frees;
   ++st.pending_frees;
@@ -129,8 +142,8 @@ void CachingAllocator::event_completed(const PendingFree& p) {
   raw_.event_release(raw_.context, p.device, p.event);
   Block& b = blocks_.at(p.ptr);
   if (--b.pending_events > 0) return;
-  free_[{b.device, b.stream}].emplace(b.size, b.ptr);
   --stats_of(b.device).pending_frees;
+  pool_block(b);
 }
 
 void CachingAllocator::process_events() {
@@ -160,12 +173,7 @@ void CachingAllocator::wait_pending(int32_t device) {
 void CachingAllocator::release_cached(int32_t device) {
   for (auto pool = free_.begin(); pool != free_.end();) {
     if (device >= 0 && pool->first.first != device) { ++pool; continue; }
-    for (auto& [size, ptr] : pool->second) {
-      Block b = blocks_.at(ptr);
-      raw_.release(raw_.context, b.device, ptr);
-      stats_of(b.device).reserved -= int64_t(b.size);
-      blocks_.erase(ptr);
-    }
+    for (auto& [size, ptr] : pool->second) release_block(ptr);
     pool = free_.erase(pool);
   }
 }

@@ -69,8 +69,12 @@ class CachingAllocator {
   CachingAllocator& operator=(const CachingAllocator&) = delete;
 
   static size_t round_size(size_t nbytes);
-  // nullptr on failure; last_error() then says why. `stream` identifies the pool.
-  void* allocate(int32_t device, size_t nbytes, uintptr_t stream);
+  // nullptr on failure; last_error() then says why. `stream` identifies the pool. On a failed
+  // device allocation the device's pending frees are waited for and its cache released, then the
+  // allocation retried (an out-of-memory when that fails too). A probe (may_release_cache false:
+  // cuDNN trying an algorithm's workspace, with a smaller one to fall back on) only takes a cached
+  // block or asks the device once: a failure waits for nothing, keeps the cache and is no OOM.
+  void* allocate(int32_t device, size_t nbytes, uintptr_t stream, bool may_release_cache = true);
   // Returns the block to its pool (unknown pointers are ignored: false); a block recorded on
   // other streams goes there once their work queued so far is done.
   bool deallocate(void* ptr);
@@ -78,7 +82,9 @@ class CachingAllocator {
   // was allocated on). False when `ptr` is not an in-use block of this allocator.
   bool record_stream(void* ptr, uintptr_t stream);
   // `stream` is about to be destroyed, its work done: blocks recorded on it need not wait for
-  // it (nor can an event be recorded on it any more).
+  // it (nor can an event be recorded on it any more); its pool's cached blocks go back to the
+  // device, and its blocks still in use (or waiting on other streams) go back to the device when
+  // freed, so no block stays keyed by a dead handle (a new stream may reuse the value).
   void forget_stream(uintptr_t stream);
   // Waits for the pending frees of `device` (-1: every device), then releases every cached
   // (free) block of it back to the device.
@@ -95,6 +101,7 @@ class CachingAllocator {
     uintptr_t stream;                     // the pool it belongs to
     std::vector<uintptr_t> stream_uses;   // other streams it was recorded on
     int32_t pending_events = 0;           // freed, waiting for this many events
+    bool stream_destroyed = false;        // its pool's stream is gone: released when freed
   };
   struct PendingFree {
     void* event;
@@ -104,6 +111,8 @@ class CachingAllocator {
   using PoolKey = std::pair<int32_t, uintptr_t>;  // (device, stream)
   void* take_cached(int32_t device, uintptr_t stream, size_t size);
   void release_cached(int32_t device);
+  void release_block(void* ptr);              // back to the device
+  void pool_block(Block& b);                  // into its pool (or the device, its stream gone)
   void free_block(Block& b);                  // into its pool, or pending on its streams' events
   void process_events();                      // pools the blocks whose events have completed
   void wait_pending(int32_t device);          // waits for every pending free of `device` (-1: all)

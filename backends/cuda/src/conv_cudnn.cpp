@@ -150,22 +150,35 @@ struct Problem {
   float one_f = 1, zero_f = 0;
 };
 
-// Tries the heuristics' algorithms best first; the first whose run succeeds (`run` returns its
-// status) wins. FMA-only problems keep CUDNN_FMA_MATH on the descriptor, so cuDNN refuses
-// (NOT_SUPPORTED) an algorithm that would need tensor cores and the next one is tried; otherwise
-// the descriptor takes the math type the heuristics rated. `Perf` is one of cuDNN's *AlgoPerf_t.
+// Tries the heuristics' algorithms best first; the first whose run succeeds (`run(algo,
+// may_release_cache)` returns its status) wins. Workspaces are probed without emptying the cache
+// (an algorithm whose workspace does not fit is skipped, not an out-of-memory); only when every
+// usable algorithm failed so is the best of those retried with the cache released. FMA-only
+// problems keep CUDNN_FMA_MATH on the descriptor, so cuDNN refuses (NOT_SUPPORTED) an algorithm
+// that would need tensor cores and the next one is tried; otherwise the descriptor takes the math
+// type the heuristics rated. `Perf` is one of cuDNN's *AlgoPerf_t.
 template <class Perf, class Run>
 void run_best(const char* what, const Problem& p, const Perf* perfs, int count, Run run) {
   cudnnStatus_t last = CUDNN_STATUS_NOT_SUPPORTED;
+  const Perf* first_without_memory = nullptr;
+  auto attempt = [&](const Perf& perf, bool may_release_cache) {
+    if (!p.fma_only) check_dnn(cudnnSetConvolutionMathType(p.conv.d, perf.mathType), "cudnnSetConvolutionMathType");
+    return run(perf.algo, may_release_cache);
+  };
   for (int i = 0; i < count; ++i) {
     const Perf& perf = perfs[i];
     if (perf.status != CUDNN_STATUS_SUCCESS) continue;
-    if (!p.fma_only) check_dnn(cudnnSetConvolutionMathType(p.conv.d, perf.mathType), "cudnnSetConvolutionMathType");
-    last = run(perf.algo);
+    last = attempt(perf, false);
     if (last == CUDNN_STATUS_SUCCESS) return;
+    if (last == CUDNN_STATUS_ALLOC_FAILED && !first_without_memory) first_without_memory = &perf;
     // Try the next algorithm only when this one could not be used (not for execution failures).
     if (last != CUDNN_STATUS_NOT_SUPPORTED && last != CUDNN_STATUS_BAD_PARAM && last != CUDNN_STATUS_ALLOC_FAILED)
       break;
+  }
+  if (first_without_memory && (last == CUDNN_STATUS_ALLOC_FAILED || last == CUDNN_STATUS_NOT_SUPPORTED ||
+                               last == CUDNN_STATUS_BAD_PARAM)) {
+    last = attempt(*first_without_memory, true);
+    if (last == CUDNN_STATUS_SUCCESS) return;
   }
   check_dnn(last, what);
 }
@@ -217,11 +230,11 @@ void convolution_k(sdk::Args& a) {
     check_dnn(cudnnGetConvolutionForwardAlgorithm_v7(h, p.x.d, p.w.d, p.conv.d, p.y.d, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
                                                      &count, perfs),
               "cudnnGetConvolutionForwardAlgorithm_v7");
-    run_best("cudnnConvolutionForward", p, perfs, count, [&](cudnnConvolutionFwdAlgo_t algo) {
+    run_best("cudnnConvolutionForward", p, perfs, count, [&](cudnnConvolutionFwdAlgo_t algo, bool may_release_cache) {
       size_t bytes = 0;
       cudnnStatus_t s = cudnnGetConvolutionForwardWorkspaceSize(h, p.x.d, p.w.d, p.conv.d, p.y.d, algo, &bytes);
       if (s != CUDNN_STATUS_SUCCESS) return s;
-      Workspace ws(index, bytes, stream_for(index));
+      Workspace ws(index, bytes, stream_for(index), may_release_cache);
       if (!ws.ok) return CUDNN_STATUS_ALLOC_FAILED;
       return cudnnConvolutionForward(h, p.one(), p.x.d, x.data(), p.w.d, w.data(), p.conv.d, algo, ws.ptr, bytes,
                                      p.zero(), p.y.d, y.data());
@@ -258,11 +271,12 @@ void backward_data(cudnnHandle_t h, const Problem& p, int32_t index, const Tenso
   check_dnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w.d, p.y.d, p.conv.d, p.x.d,
                                                         CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perfs),
             "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-  run_best("cudnnConvolutionBackwardData", p, perfs, count, [&](cudnnConvolutionBwdDataAlgo_t algo) {
+  run_best("cudnnConvolutionBackwardData", p, perfs, count,
+           [&](cudnnConvolutionBwdDataAlgo_t algo, bool may_release_cache) {
     size_t bytes = 0;
     cudnnStatus_t s = cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w.d, p.y.d, p.conv.d, p.x.d, algo, &bytes);
     if (s != CUDNN_STATUS_SUCCESS) return s;
-    Workspace ws(index, bytes, stream_for(index));
+    Workspace ws(index, bytes, stream_for(index), may_release_cache);
     if (!ws.ok) return CUDNN_STATUS_ALLOC_FAILED;
     return cudnnConvolutionBackwardData(h, p.one(), p.w.d, w.data(), p.y.d, gy.data(), p.conv.d, algo, ws.ptr, bytes,
                                         p.zero(), p.x.d, gx.data());
@@ -332,11 +346,12 @@ void convolution_backward_k(sdk::Args& a) {
     check_dnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x.d, p.y.d, p.conv.d, p.w.d,
                                                             CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, fperfs),
               "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-    run_best("cudnnConvolutionBackwardFilter", p, fperfs, count, [&](cudnnConvolutionBwdFilterAlgo_t algo) {
+    run_best("cudnnConvolutionBackwardFilter", p, fperfs, count,
+             [&](cudnnConvolutionBwdFilterAlgo_t algo, bool may_release_cache) {
       size_t bytes = 0;
       cudnnStatus_t s = cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.x.d, p.y.d, p.conv.d, p.w.d, algo, &bytes);
       if (s != CUDNN_STATUS_SUCCESS) return s;
-      Workspace ws(index, bytes, stream_for(index));
+      Workspace ws(index, bytes, stream_for(index), may_release_cache);
       if (!ws.ok) return CUDNN_STATUS_ALLOC_FAILED;
       return cudnnConvolutionBackwardFilter(h, p.one(), p.x.d, x.data(), p.y.d, gy.data(), p.conv.d, algo, ws.ptr,
                                             bytes, p.zero(), p.w.d, gw.data());
