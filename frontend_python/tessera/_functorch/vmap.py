@@ -50,6 +50,21 @@ def _func_name(func):
     return getattr(func, "__name__", None) or repr(func)
 
 
+def _match_dims(d, s, out):
+    """Appends to `out` the dim of each leaf of spec `s` that `d` gives; False if `d` does not
+    match the structure. (Module-level: a closure calling itself would be a reference cycle.)"""
+    if d is None or isinstance(d, int):
+        out.extend([d] * s.num_leaves)
+        return True
+    d_leaves, d_spec = tree_flatten(d)
+    if s.is_leaf() or d_spec.type != s.type or d_spec.num_children != s.num_children:
+        return False
+    children = d if not isinstance(d, dict) else [d[k] for k in s.context]
+    if isinstance(d, dict) and list(d.keys()) != list(s.context):
+        return False
+    return all(_match_dims(c, cs, out) for c, cs in zip(children, s.children_specs))
+
+
 def _broadcast_dims(dims, spec, what, func, args_text):
     """One in_dim/out_dim per leaf of `spec`: an int or None applies to the whole subtree."""
     if dims is None or isinstance(dims, int):
@@ -64,20 +79,7 @@ def _broadcast_dims(dims, spec, what, func, args_text):
                              f"collection of ints representing where in the outputs the vmapped dimension should "
                              f"appear. Got {d}")
     out = []
-
-    def rec(d, s):
-        if d is None or isinstance(d, int):
-            out.extend([d] * s.num_leaves)
-            return True
-        d_leaves, d_spec = tree_flatten(d)
-        if s.is_leaf() or d_spec.type != s.type or d_spec.num_children != s.num_children:
-            return False
-        children = d if not isinstance(d, dict) else [d[k] for k in s.context]
-        if isinstance(d, dict) and list(d.keys()) != list(s.context):
-            return False
-        return all(rec(c, cs) for c, cs in zip(children, s.children_specs))
-
-    if not rec(dims, spec):
+    if not _match_dims(dims, spec, out):
         noun = "inputs" if what == "in_dims" else "outputs"
         raise ValueError(f"vmap({_func_name(func)}, {args_text})(<inputs>): {what} is not compatible with the "
                          f"structure of `{noun}`. {what} has structure {dims_spec} but {noun} has structure {spec}.")

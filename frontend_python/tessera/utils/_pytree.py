@@ -79,21 +79,33 @@ class LeafSpec(TreeSpec):
         return "*"
 
 
+# The walks are module-level functions, not closures that call themselves: such a closure is a
+# reference cycle holding the leaves (every tensor of a vmap's inputs or outputs) until the cyclic
+# garbage collector runs, so a vmap's 100 MB result would outlive its last reference.
+def _flatten_into(node, is_leaf, leaves):
+    kind = None if (is_leaf is not None and is_leaf(node)) else _node_type(node)
+    if kind is None:
+        leaves.append(node)
+        return LeafSpec()
+    if kind == "namedtuple":
+        return TreeSpec("namedtuple", type(node), [_flatten_into(c, is_leaf, leaves) for c in node])
+    children, context = SUPPORTED_NODES[kind][0](node)
+    return TreeSpec(kind, context, [_flatten_into(c, is_leaf, leaves) for c in children])
+
+
+def _unflatten_from(spec, it):
+    if spec.is_leaf():
+        return next(it)
+    children = [_unflatten_from(c, it) for c in spec.children_specs]
+    if spec.type == "namedtuple":
+        return spec.context(*children)
+    return SUPPORTED_NODES[spec.type][1](children, spec.context)
+
+
 def tree_flatten(tree, is_leaf=None):
     """(leaves, spec): the leaves in order and the structure to rebuild the tree from them."""
     leaves = []
-
-    def rec(node):
-        kind = None if (is_leaf is not None and is_leaf(node)) else _node_type(node)
-        if kind is None:
-            leaves.append(node)
-            return LeafSpec()
-        if kind == "namedtuple":
-            return TreeSpec("namedtuple", type(node), [rec(c) for c in node])
-        children, context = SUPPORTED_NODES[kind][0](node)
-        return TreeSpec(kind, context, [rec(c) for c in children])
-
-    spec = rec(tree)
+    spec = _flatten_into(tree, is_leaf, leaves)
     return leaves, spec
 
 
@@ -102,17 +114,7 @@ def tree_unflatten(leaves, treespec):
     if len(leaves) != treespec.num_leaves:
         raise ValueError(f"treespec.unflatten(leaves): `leaves` has length {len(leaves)} but the spec refers to a "
                          f"pytree that holds {treespec.num_leaves} items ({treespec}).")
-    it = iter(leaves)
-
-    def rec(spec):
-        if spec.is_leaf():
-            return next(it)
-        children = [rec(c) for c in spec.children_specs]
-        if spec.type == "namedtuple":
-            return spec.context(*children)
-        return SUPPORTED_NODES[spec.type][1](children, spec.context)
-
-    return rec(treespec)
+    return _unflatten_from(treespec, iter(leaves))
 
 
 def tree_leaves(tree, is_leaf=None):
