@@ -440,6 +440,57 @@ TEST(CudaKernels, MatmulsMatchCpuWithCublasAndTheTiledKernel) {
   expect_error<Error>([] { mm(on_gpu(ones({2, 3})), on_gpu(ones({2, 3}))); }, {"mm", "cannot be multiplied"});
 }
 
+// Issue 23, finding 1: operands cuBLAS cannot read directly are copied and described by the
+// GEMM's own batch, rows and cols: a strided 1-D operand, a 4-D one with a non-unit inner stride,
+// and one matrix broadcast over a batch.
+TEST(CudaKernels, MatmulCopiesUnreadableOperandsWithTheirGeometry) {
+  REQUIRE_GPU();
+  for (bool vendor : {true, false}) {
+    call_cuda("set_use_vendor_blas", {bool_arg(vendor)});
+    const std::string n = vendor ? " cublas" : " tiled";
+    Tensor v = data({10}, kFloat32), m = data({5, 3}, kFloat32);
+    expect_same(matmul(slice(on_gpu(v), 0, 0, 10, 2), on_gpu(m)), matmul(slice(v, 0, 0, 10, 2), m),
+                "matmul strided 1-D @ 2-D" + n, 8);
+    expect_same(matmul(transpose(on_gpu(m), 0, 1), slice(on_gpu(v), 0, 0, 10, 2)),
+                matmul(transpose(m, 0, 1), slice(v, 0, 0, 10, 2)), "matmul 2-D @ strided 1-D" + n, 8);
+    Tensor x = data({2, 3, 4, 10}, kFloat32), y = data({5, 6}, kFloat32);
+    expect_same(matmul(slice(on_gpu(x), 3, 0, 10, 2), on_gpu(y)), matmul(slice(x, 3, 0, 10, 2), y),
+                "matmul 4-D with inner stride 2" + n, 8);
+    Tensor a = data({1, 3, 8}, kFloat32), b = data({7, 4, 2}, kFloat32);
+    expect_same(matmul(slice(on_gpu(a), 2, 0, 8, 2), on_gpu(b)), matmul(slice(a, 2, 0, 8, 2), b),
+                "matmul one strided matrix broadcast over a batch of 7" + n, 8);
+  }
+  call_cuda("set_use_vendor_blas", {bool_arg(true)});
+}
+
+// Issue 23, finding 7: copy_ within one device reads an overlapping source whole before writing.
+TEST(CudaKernels, CopyBetweenOverlappingViewsMatchesCpu) {
+  REQUIRE_GPU();
+  Tensor x = data({4096}, kFloat32), g = on_gpu(x);
+  copy_(slice(x, 0, 1, 4096, 1), slice(x, 0, 0, 4095, 1));  // x[1:] = x[:-1]
+  copy_(slice(g, 0, 1, 4096, 1), slice(g, 0, 0, 4095, 1));
+  expect_same(g, x, "x[1:].copy_(x[:-1])");
+  Tensor sq = data({64, 64}, kFloat32), gsq = on_gpu(sq);
+  copy_(sq, transpose(sq, 0, 1));
+  copy_(gsq, transpose(gsq, 0, 1));
+  expect_same(gsq, sq, "x.copy_(x.t())");
+  copy_(gsq, gsq);
+  expect_same(gsq, sq, "x.copy_(x)");
+  expect_error<Error>([&] { copy_(expand(on_gpu(data({1, 3}, kFloat32)), {4, 3}), on_gpu(data({4, 3}, kFloat32))); },
+                      {"copy_", "more than one element of the written-to tensor"});
+}
+
+// Issue 23, finding 9: addmm's k == 0 fill on a second device launches with that device current.
+TEST(CudaKernels, AddmmWithEmptyInnerDimOnASecondDevice) {
+  REQUIRE_GPU();
+  if (device_count() < 2) GTEST_SKIP() << "needs two CUDA devices";
+  Device second("cuda:1");
+  Tensor c = to_device(data({3, 4}, kFloat32), second);
+  Tensor a = to_device(data({3, 0}, kFloat32), second), b = to_device(data({0, 4}, kFloat32), second);
+  Tensor out = addmm(c, a, b, 0.0, 1.0);
+  expect_same(out, zeros({3, 4}), "addmm beta=0, k=0 on cuda:1");
+}
+
 TEST(CudaKernels, CachingAllocatorReusesBlocksAndReportsStats) {
   REQUIRE_GPU();
   call_cuda("synchronize", {int_arg(0)});
