@@ -132,6 +132,12 @@ std::vector<TensorRef> eigh_jvp(const TensorRef& A_t, const TensorRef& L, const 
 std::vector<TensorRef> svd_jvp(const TensorRef& A_t, const TensorRef& U, const TensorRef& S, const TensorRef& Vh,
                                bool full_matrices);
 std::vector<TensorRef> qr_jvp(const TensorRef& A_t, const TensorRef& Q, const TensorRef& R, const std::string& mode);
+std::vector<TensorRef> rnn_layer_jvp(const TensorRef& input, const TensorRef& weight_ih, const TensorRef& weight_hh,
+                                     const TensorRef& bias_ih, const TensorRef& bias_hh, const TensorRef& hx,
+                                     const TensorRef& cx, const TensorRef& input_t, const TensorRef& weight_ih_t,
+                                     const TensorRef& weight_hh_t, const TensorRef& bias_ih_t,
+                                     const TensorRef& bias_hh_t, const TensorRef& hx_t, const TensorRef& cx_t,
+                                     int64_t mode, bool reverse);
 TensorRef cholesky_jvp(const TensorRef& A_t, const TensorRef& L, bool upper);
 
 }  // namespace tessera::autograd::formulas

@@ -296,3 +296,80 @@ std::vector<TensorRef> qr_jvp(const TensorRef& A_t, const TensorRef& Q, const Te
 }
 
 }  // namespace tessera::autograd::formulas
+
+namespace tessera::autograd::formulas {
+namespace {
+// x @ w^T (+ b), and its tangent by the product rule; undefined biases and tangents drop out.
+TensorRef affine(const TensorRef& x, const TensorRef& w, const TensorRef& b) {
+  TensorRef y = ops::matmul(x, ops::transpose(w, 0, 1));
+  return b.defined() ? ops::add(y, b) : y;
+}
+TensorRef affine_t(const TensorRef& x, const TensorRef& x_t, const TensorRef& w, const TensorRef& w_t,
+                   const TensorRef& b_t) {
+  TensorRef y = ops::matmul(x_t, ops::transpose(w, 0, 1));
+  if (w_t.defined()) y = ops::add(y, ops::matmul(x, ops::transpose(w_t, 0, 1)));
+  return b_t.defined() ? ops::add(y, b_t) : y;
+}
+TensorRef gate(const TensorRef& t, int64_t k, int64_t H) { return ops::narrow(t, -1, k * H, H); }
+TensorRef one_minus(const TensorRef& t) { return ops::add(ops::neg(t), Scalar(1.0)); }
+TensorRef sigmoid_t(const TensorRef& s, const TensorRef& pre_t) {  // s' = s (1 - s)
+  return ops::mul(ops::mul(s, one_minus(s)), pre_t);
+}
+TensorRef tanh_t(const TensorRef& y, const TensorRef& pre_t) {  // tanh' = 1 - tanh^2
+  return ops::mul(one_minus(ops::mul(y, y)), pre_t);
+}
+}  // namespace
+
+std::vector<TensorRef> rnn_layer_jvp(const TensorRef& input, const TensorRef& weight_ih, const TensorRef& weight_hh,
+                                     const TensorRef& bias_ih, const TensorRef& bias_hh, const TensorRef& hx,
+                                     const TensorRef& cx, const TensorRef& input_t, const TensorRef& weight_ih_t,
+                                     const TensorRef& weight_hh_t, const TensorRef& bias_ih_t,
+                                     const TensorRef& bias_hh_t, const TensorRef& hx_t, const TensorRef& cx_t,
+                                     int64_t mode, bool reverse) {
+  // The fused layer's recurrence replayed step by step on primal values (the same formulas as the
+  // CPU kernel and PyTorch's cells), carrying each step's tangent by the chain rule. Modes:
+  // 0 tanh, 1 relu, 2 LSTM (gates i, f, g, o), 3 GRU (r, z, n; n's hidden part inside r *).
+  const int64_t T = input.size(0), H = hx.size(1);
+  TensorRef xp = affine(input, weight_ih, bias_ih);
+  TensorRef xp_t = affine_t(input, input_t, weight_ih, weight_ih_t, bias_ih_t);
+  TensorRef h = hx, h_t = hx_t, c = cx, c_t = cx_t;
+  if (mode == 2 && !c_t.defined()) c_t = zeros_like(cx);
+  std::vector<TensorRef> outs_t(static_cast<size_t>(T));
+  for (int64_t s = 0; s < T; ++s) {
+    const int64_t t = reverse ? T - 1 - s : s;
+    TensorRef x_step = ops::select(xp, 0, t), x_step_t = ops::select(xp_t, 0, t);
+    TensorRef hh = affine(h, weight_hh, bias_hh), hh_t = affine_t(h, h_t, weight_hh, weight_hh_t, bias_hh_t);
+    if (mode == 0 || mode == 1) {
+      TensorRef pre = ops::add(x_step, hh), pre_t = ops::add(x_step_t, hh_t);
+      h = mode == 0 ? ops::tanh(pre) : ops::relu(pre);
+      h_t = mode == 0 ? tanh_t(h, pre_t) : ops::mul(pre_t, ops::gt(pre, Scalar(0.0)));
+    } else if (mode == 2) {
+      TensorRef pre = ops::add(x_step, hh), pre_t = ops::add(x_step_t, hh_t);
+      TensorRef i = ops::sigmoid(gate(pre, 0, H)), f = ops::sigmoid(gate(pre, 1, H));
+      TensorRef g = ops::tanh(gate(pre, 2, H)), o = ops::sigmoid(gate(pre, 3, H));
+      TensorRef i_t = sigmoid_t(i, gate(pre_t, 0, H)), f_t = sigmoid_t(f, gate(pre_t, 1, H));
+      TensorRef g_t = tanh_t(g, gate(pre_t, 2, H)), o_t = sigmoid_t(o, gate(pre_t, 3, H));
+      c_t = ops::add(ops::add(ops::mul(f_t, c), ops::mul(f, c_t)), ops::add(ops::mul(i_t, g), ops::mul(i, g_t)));
+      c = ops::add(ops::mul(f, c), ops::mul(i, g));
+      TensorRef tc = ops::tanh(c);
+      h_t = ops::add(ops::mul(o_t, tc), ops::mul(o, tanh_t(tc, c_t)));
+      h = ops::mul(o, tc);
+    } else {
+      TensorRef r = ops::sigmoid(ops::add(gate(x_step, 0, H), gate(hh, 0, H)));
+      TensorRef z = ops::sigmoid(ops::add(gate(x_step, 1, H), gate(hh, 1, H)));
+      TensorRef r_t = sigmoid_t(r, ops::add(gate(x_step_t, 0, H), gate(hh_t, 0, H)));
+      TensorRef z_t = sigmoid_t(z, ops::add(gate(x_step_t, 1, H), gate(hh_t, 1, H)));
+      TensorRef hn = gate(hh, 2, H), hn_t = gate(hh_t, 2, H);
+      TensorRef n = ops::tanh(ops::add(gate(x_step, 2, H), ops::mul(r, hn)));
+      TensorRef n_t = tanh_t(n, ops::add(gate(x_step_t, 2, H), ops::add(ops::mul(r_t, hn), ops::mul(r, hn_t))));
+      // h' = (1 - z) n + z h = n + z (h - n)
+      h_t = ops::add(ops::add(n_t, ops::mul(z_t, ops::sub(h, n))), ops::mul(z, ops::sub(h_t, n_t)));
+      h = ops::add(n, ops::mul(z, ops::sub(h, n)));
+    }
+    outs_t[size_t(t)] = h_t;
+  }
+  TensorRef out_t = T > 0 ? ops::stack(outs_t, 0) : zeros_like(ops::narrow(xp, -1, 0, H));
+  return {out_t, h_t, mode == 2 ? c_t : TensorRef(), TensorRef()};
+}
+
+}  // namespace tessera::autograd::formulas

@@ -28,7 +28,7 @@ DERIVATIVES = pathlib.Path(__file__).resolve().parents[2] / "autograd" / "deriva
 # Differentiable primitives whose jvp formula is not written yet: forward mode raises
 # NotImplementedError naming them. The fused RNN layer's would be a second pass of its kernel
 # (the RNN modules' forward mode is left out with it).
-NO_JVP_YET = {"_rnn_layer"}
+NO_JVP_YET = set()
 # Modes whose forward mode refuses, naming the mode.
 UNSUPPORTED_MODES = {"linalg_svd": "full_matrices=True of a non-square", "linalg_qr": "mode='reduced' with rows >= columns"}
 
@@ -303,6 +303,37 @@ def test_jvp_against_finite_differences():
     eps = 1e-6
     fd = (to_np(f(x + eps * tx, w + eps * tw)) - to_np(f(x - eps * tx, w - eps * tw))) / (2 * eps)
     np.testing.assert_allclose(to_np(tangent), fd, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("mode", ["RNN_TANH", "RNN_RELU", "LSTM", "GRU"])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_fused_rnn_layer_jvp_equals_the_step_by_step_cells(mode, reverse):
+    """_rnn_layer's formula (the recurrence replayed with tangents) against the same layer built from
+    the per-step cells, whose operators carry their own jvps; every input has a tangent except one
+    bias, which is None."""
+    from tessera.nn import _rnn
+    gates = {"LSTM": 4, "GRU": 3}.get(mode, 1)
+    T, N, I, H = 5, 3, 4, 6
+    rng = np.random.default_rng(7)
+
+    def r(*shape):
+        return ts.tensor(rng.standard_normal(shape).astype(np.float32) * 0.5)
+    primals = [r(T, N, I), r(gates * H, I), r(gates * H, H), r(gates * H), r(N, H)] + ([r(N, H)] if mode == "LSTM" else [])
+    tangents = [r(*p.shape) for p in primals]
+    code = _rnn.MODES[mode]
+
+    def fused(x, w_ih, w_hh, b_ih, h, c=None):
+        out, hy, cy, _ = ts.ops.aten._rnn_layer(x, w_ih, w_hh, b_ih, None, h, c, code, reverse, True)
+        return (out, hy, cy) if mode == "LSTM" else (out, hy)
+
+    def cells(x, w_ih, w_hh, b_ih, h, c=None):
+        out, hy, cy = _rnn._composite_segment(mode, x, h, c, w_ih, w_hh, b_ih, None, None, reverse)
+        return (out, hy, cy) if mode == "LSTM" else (out, hy)
+
+    got_out, got_t = ts.func.jvp(fused, tuple(primals), tuple(tangents))
+    want_out, want_t = ts.func.jvp(cells, tuple(primals), tuple(tangents))
+    for g, w in zip(got_out + got_t, want_out + want_t):
+        np.testing.assert_allclose(to_np(g), to_np(w), rtol=1e-4, atol=1e-5)
 
 
 def test_jvp_has_aux_and_outputs_without_tangent():
