@@ -491,6 +491,29 @@ TEST(CudaKernels, AddmmWithEmptyInnerDimOnASecondDevice) {
   expect_same(out, zeros({3, 4}), "addmm beta=0, k=0 on cuda:1");
 }
 
+// Issue 23, finding 5: reductions with fewer outputs than multiprocessors are split over
+// several blocks and a second pass (sum, mean, amax, amin; the mean losses), as the CPU.
+TEST(CudaKernels, SplitReductionsMatchCpu) {
+  REQUIRE_GPU();
+  for (ScalarType dt : {kFloat32, kFloat64}) {
+    const std::string n = std::string(tessera::name(dt));
+    Tensor x = data({3, 1 << 20}, dt), g = on_gpu(x);
+    expect_same(sum(g), sum(x), "sum of 3M elements " + n, 100);
+    expect_same(sum(g, std::vector<int64_t>{1}), sum(x, std::vector<int64_t>{1}), "sum of 3 rows of 1M " + n, 100);
+    expect_same(mean(transpose(g, 0, 1), std::vector<int64_t>{0}), mean(transpose(x, 0, 1), std::vector<int64_t>{0}),
+                "mean over strided columns " + n, 100);
+    expect_same(amax(g, {1}), amax(x, {1}), "amax " + n);
+    expect_same(amin(g), amin(x), "amin " + n);
+    Tensor y = data({3, 1 << 20}, dt);
+    expect_same(mse_loss(g, on_gpu(y)), mse_loss(x, y), "mse_loss mean " + n, 100);
+  }
+  Tensor with_nan = data({1 << 21}, kFloat32);
+  fill_(slice(with_nan, 0, (1 << 21) - 1, 1 << 21, 1), std::nan(""));
+  EXPECT_TRUE(std::isnan(on_cpu(amax(on_gpu(with_nan))).item_double())) << "NaN in the last split";
+  Tensor i = to(data({1 << 21}, kFloat64, -9, 9), kInt64);
+  expect_same(sum(on_gpu(i)), sum(i), "sum int64 of 2M");
+}
+
 TEST(CudaKernels, CachingAllocatorReusesBlocksAndReportsStats) {
   REQUIRE_GPU();
   call_cuda("synchronize", {int_arg(0)});

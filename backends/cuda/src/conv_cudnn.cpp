@@ -260,7 +260,7 @@ void bias_grad(const Geometry& g, const TensorRef& gy, const TensorRef& gb) {
   r.out.data = first_element(gb);
   r.out.dtype = gb.dtype();
   r.out.itemsize = int32_t(gb.itemsize());
-  launch_reduce(ReduceOp::Sum, compute_for(gb.dtype()), r, stream_for(gb.device().index));
+  run_reduction(ReduceOp::Sum, compute_for(gb.dtype()), r, gb.device().index);
 }
 
 // gx = the gradient of the convolution `p` with respect to its input, for gy (all contiguous).

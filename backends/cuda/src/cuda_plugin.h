@@ -90,6 +90,12 @@ inline char* first_element(const TensorRef& t) { return static_cast<char*>(t.dat
 Reduction plan_reduction(const char* op, const TensorRef& self, const std::vector<bool>& mask, bool keepdim,
                          std::vector<int64_t>& out_shape);
 void bind_reduction(Reduction& r, const TensorRef& self, const TensorRef& out);
+// Launches `r` on device `index` (current) and its current stream; with fewer outputs than the
+// device has multiprocessors its outputs are split over several blocks (reduction_plan.h), the
+// partials in scratch memory from the caching allocator.
+void run_reduction(ReduceOp op, Compute acc, Reduction r, int32_t index);
+// The device's multiprocessor count (read once per device).
+int32_t multiprocessor_count(int32_t index);
 int64_t wrap_dim(const char* op, int64_t dim, int64_t ndim);
 std::vector<int64_t> contiguous_strides(std::span<const int64_t> shape);
 using sdk::shape_text;  // "[2, 3]" in messages

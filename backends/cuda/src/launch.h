@@ -54,6 +54,9 @@ void launch_fill(const Loop& loop, gpuStream_t stream);
 
 // A reduction: `in` laid over [kept dims..., reduced dims...] (ndim_kept + ndim_reduced dims in
 // sizes/in.strides); `out` is contiguous over the kept dims. result = op(...) * scale.
+// With splits > 1 (reduction_splits) it runs in two passes: block (m, s) reduces split s of
+// output m into partials[m * splits + s] (8 bytes each, kept * splits of them, on the device),
+// then one block per output combines its splits in order.
 enum class ReduceOp : int32_t { Sum, Max, Min };
 struct Reduction {
   Operand in, out;
@@ -61,6 +64,8 @@ struct Reduction {
   int64_t sizes[kMaxDims] = {};
   int64_t kept = 1, reduced = 1;  // numbers of outputs and of elements per output
   double scale = 1;
+  int64_t splits = 1;
+  char* partials = nullptr;
 };
 void launch_reduce(ReduceOp op, Compute acc, const Reduction& r, gpuStream_t stream);
 

@@ -157,7 +157,7 @@ TensorRef reduce_loss(ts_call call, const TensorRef& loss, int64_t reduction) {
   r.in.data = first_element(loss), r.in.dtype = loss.dtype(), r.in.itemsize = int32_t(loss.itemsize());
   r.out.data = first_element(out), r.out.dtype = out.dtype(), r.out.itemsize = int32_t(out.itemsize());
   if (reduction == kMean) r.scale = loss.numel() ? 1.0 / double(loss.numel()) : NAN;
-  launch_reduce(ReduceOp::Sum, Compute::Double, r, stream_for(loss.device().index));
+  run_reduction(ReduceOp::Sum, Compute::Double, r, loss.device().index);
   return out;
 }
 

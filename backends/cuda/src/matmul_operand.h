@@ -4,6 +4,7 @@
 // uses it, and tests/cpp/test_cuda_matmul_operand.cpp checks it on any machine.
 #include <algorithm>
 #include <climits>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 

@@ -5,6 +5,7 @@
 // plugin's copy_ and in tests/cpp/test_cuda_memory_overlap.cpp without a device. A GPU copy
 // runs its elements in parallel, so an overlapping source must be read in full before anything
 // is written.
+#include <cstddef>
 #include <cstdint>
 #include <span>
 

@@ -50,6 +50,11 @@ struct LayerNormArgs {
   int32_t gw_dtype = 0, gb_dtype = 0;
   int64_t m = 0, n = 0;
   double eps = 0;
+  // Backward's column sums (grad_weight, grad_bias): the rows are split into row_splits chunks
+  // summed by separate blocks into column_partials (2 * row_splits * n doubles: weight's, then
+  // bias's), then added per column in chunk order. row_splits 1 (or no partials): one pass.
+  int64_t row_splits = 1;
+  double* column_partials = nullptr;
 };
 void launch_layer_norm(const LayerNormArgs& args, gpuStream_t stream);
 void launch_layer_norm_backward(const LayerNormArgs& args, gpuStream_t stream);

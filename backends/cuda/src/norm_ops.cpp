@@ -4,6 +4,8 @@
 // the input's dtype otherwise. Kernels: norm.cu.
 #include "cuda_plugin.h"
 #include "nn_launch.h"
+#include "reduction_plan.h"
+#include "workspace.h"
 
 #include <tessera/sdk/norm_geometry.h>
 
@@ -100,6 +102,15 @@ void layer_norm_backward_k(sdk::Args& a) {
   if (weight) l.grad_weight = first_element(grad_weight), l.gw_dtype = grad_weight.dtype();
   if (bias) l.grad_bias = first_element(grad_bias), l.gb_dtype = grad_bias.dtype();
   l.m = r.m, l.n = r.n;
+  // Few columns: their sums over the rows are split by rows too (each column block a split).
+  const int64_t column_blocks = (r.n + kThreads - 1) / kThreads;
+  l.row_splits = weight || bias ? reduction_splits(column_blocks, r.m * kThreads, multiprocessor_count(index)) : 1;
+  std::optional<Workspace> partials;  // given back once the kernels are queued (stream-ordered)
+  if (l.row_splits > 1) {
+    partials.emplace(index, size_t(2 * l.row_splits * r.n) * sizeof(double), stream_for(index));
+    if (partials->ok) l.column_partials = static_cast<double*>(partials->ptr);
+    else l.row_splits = 1;
+  }
   launch_layer_norm_backward(l, stream_for(index));
   a.returns({sdk::Args::tensor_value(std::move(grad_input)), sdk::Args::tensor_value(std::move(grad_weight)),
              sdk::Args::tensor_value(std::move(grad_bias))});

@@ -1,6 +1,8 @@
-// Reductions (sum/max/min over any set of dims) and softmax/log_softmax: one block per output,
+// Reductions (sum/max/min over any set of dims) and softmax/log_softmax: one block per output
+// (or, with few outputs, several blocks per output and a second pass: Reduction::splits),
 // threads stride over the reduced elements and combine in shared memory.
 #include "device_io.cuh"
+#include "reduction_plan.h"
 #include "row_kernels.cuh"
 
 #include <cfloat>
@@ -48,30 +50,74 @@ template <class A, class F> GPU_D A block_combine(A v, F f) {
   return r;
 }
 
+// op over elements [k0, k1) of output m's reduced range, thread-strided (neighbouring threads
+// read neighbouring elements of the innermost reduced dim); the result is valid in thread 0.
+template <class A>
+GPU_D A reduce_range(const Reduction& r, ReduceOp op, int64_t m, int64_t k0, int64_t k1) {
+  int64_t base = 0, rest = m;
+  for (int d = r.ndim_kept - 1; d >= 0; --d) {
+    base += (rest % r.sizes[d]) * r.in.strides[d];
+    rest /= r.sizes[d];
+  }
+  A acc = identity<A>(op);
+  for (int64_t k = k0 + threadIdx.x; k < k1; k += blockDim.x) {
+    int64_t off = base;
+    rest = k;
+    for (int d = r.ndim_kept + r.ndim_reduced - 1; d >= r.ndim_kept; --d) {
+      off += (rest % r.sizes[d]) * r.in.strides[d];
+      rest /= r.sizes[d];
+    }
+    acc = combine(op, acc, load<A>(r.in.data + off * r.in.itemsize, r.in.dtype));
+  }
+  return block_combine(acc, [op](A a, A b) { return combine(op, a, b); });
+}
+
+template <class A> GPU_D void store_result(const Reduction& r, int64_t m, A acc) {
+  if (r.scale != 1.0) acc = A(double(acc) * r.scale);
+  store<A>(r.out.data + m * r.out.itemsize, r.out.dtype, acc);
+}
+
+// One block per output.
 template <class A>
 __global__ void reduce_kernel(Reduction r, ReduceOp op) {
   for (int64_t m = blockIdx.x; m < r.kept; m += gridDim.x) {
-    int64_t base = 0, rest = m;
-    for (int d = r.ndim_kept - 1; d >= 0; --d) {
-      base += (rest % r.sizes[d]) * r.in.strides[d];
-      rest /= r.sizes[d];
-    }
-    A acc = identity<A>(op);
-    for (int64_t k = threadIdx.x; k < r.reduced; k += blockDim.x) {
-      int64_t off = base;
-      rest = k;
-      for (int d = r.ndim_kept + r.ndim_reduced - 1; d >= r.ndim_kept; --d) {
-        off += (rest % r.sizes[d]) * r.in.strides[d];
-        rest /= r.sizes[d];
-      }
-      acc = combine(op, acc, load<A>(r.in.data + off * r.in.itemsize, r.in.dtype));
-    }
-    acc = block_combine(acc, [op](A a, A b) { return combine(op, a, b); });
-    if (threadIdx.x == 0) {
-      if (r.scale != 1.0) acc = A(double(acc) * r.scale);
-      store<A>(r.out.data + m * r.out.itemsize, r.out.dtype, acc);
-    }
+    A acc = reduce_range<A>(r, op, m, 0, r.reduced);
+    if (threadIdx.x == 0) store_result(r, m, acc);
   }
+}
+
+// Split pass 1: block job = (m, s) reduces split s of output m into its partial.
+template <class A>
+__global__ void reduce_splits_kernel(Reduction r, ReduceOp op) {
+  const int64_t chunk = reduction_chunk(r.reduced, r.splits);
+  for (int64_t job = blockIdx.x; job < r.kept * r.splits; job += gridDim.x) {
+    const int64_t m = job / r.splits, k0 = job % r.splits * chunk;
+    A acc = reduce_range<A>(r, op, m, k0, k0 + chunk < r.reduced ? k0 + chunk : r.reduced);
+    if (threadIdx.x == 0) reinterpret_cast<A*>(r.partials)[job] = acc;
+  }
+}
+
+// Split pass 2: one block per output combines its splits (a fixed order: reproducible).
+template <class A>
+__global__ void combine_splits_kernel(Reduction r, ReduceOp op) {
+  const A* partials = reinterpret_cast<const A*>(r.partials);
+  for (int64_t m = blockIdx.x; m < r.kept; m += gridDim.x) {
+    A acc = identity<A>(op);
+    for (int64_t s = threadIdx.x; s < r.splits; s += blockDim.x) acc = combine(op, acc, partials[m * r.splits + s]);
+    acc = block_combine(acc, [op](A a, A b) { return combine(op, a, b); });
+    if (threadIdx.x == 0) store_result(r, m, acc);
+  }
+}
+
+template <class A> void launch_reduce_as(ReduceOp op, const Reduction& r, gpuStream_t s) {
+  const unsigned threads = threads_for(r.reduced);
+  if (r.splits <= 1 || !r.partials) {
+    reduce_kernel<A><<<rows_grid(r.kept), threads, 0, s>>>(r, op);
+    return;
+  }
+  reduce_splits_kernel<A><<<rows_grid(r.kept * r.splits), threads, 0, s>>>(r, op);
+  check_launch("a reduction's first pass");
+  combine_splits_kernel<A><<<rows_grid(r.kept), threads_for(r.splits), 0, s>>>(r, op);
 }
 
 template <class A>
@@ -99,11 +145,10 @@ __global__ void softmax_kernel(SoftmaxArgs a) {
 
 void launch_reduce(ReduceOp op, Compute acc, const Reduction& r, gpuStream_t s) {
   if (r.kept == 0) return;
-  unsigned grid = rows_grid(r.kept), threads = threads_for(r.reduced);
   switch (acc) {
-    case Compute::Float: reduce_kernel<float><<<grid, threads, 0, s>>>(r, op); break;
-    case Compute::Double: reduce_kernel<double><<<grid, threads, 0, s>>>(r, op); break;
-    case Compute::Int64: reduce_kernel<int64_t><<<grid, threads, 0, s>>>(r, op); break;
+    case Compute::Float: launch_reduce_as<float>(op, r, s); break;
+    case Compute::Double: launch_reduce_as<double>(op, r, s); break;
+    case Compute::Int64: launch_reduce_as<int64_t>(op, r, s); break;
   }
   check_launch("a reduction");
 }

@@ -1,8 +1,11 @@
 // Reductions (sum, mean, amax, amin over a dim list, keepdim, dtype=) and softmax/log_softmax:
 // the host orders the input's dims as [kept..., reduced...]; reduce.cu does the rest.
 #include "cuda_plugin.h"
+#include "reduction_plan.h"
+#include "workspace.h"
 
 #include <cmath>
+#include <mutex>
 #include <optional>
 
 namespace tessera::gpu {
@@ -24,6 +27,8 @@ Reduction plan_reduction(const char* op, const TensorRef& self, const std::vecto
       out_shape.push_back(self.size(d));
     }
   }
+  coalesce_dims(kept_sizes, kept_strides);
+  coalesce_dims(red_sizes, red_strides);
   const int32_t nk = int32_t(kept_sizes.size()), nr = int32_t(red_sizes.size());
   TS_SDK_CHECK(nk + nr <= kMaxDims, TS_ERROR_VALUE, op, ": at most ", kMaxDims, " dims are supported on ", kName);
   r.ndim_kept = nk;
@@ -40,6 +45,31 @@ void bind_reduction(Reduction& r, const TensorRef& self, const TensorRef& out) {
   r.out.data = first_element(out);
   r.out.dtype = out.dtype();
   r.out.itemsize = int32_t(out.itemsize());
+}
+
+int32_t multiprocessor_count(int32_t index) {
+  static std::mutex mutex;
+  static std::vector<int32_t> counts;
+  std::lock_guard lock(mutex);
+  if (counts.size() <= size_t(index)) counts.resize(size_t(index) + 1, 0);
+  int32_t& n = counts[size_t(index)];
+  if (!n) {
+    gpuDeviceProp p{};
+    check(gpuGetDeviceProperties(&p, index), "reading the device's multiprocessor count");
+    n = p.multiProcessorCount > 0 ? p.multiProcessorCount : 1;
+  }
+  return n;
+}
+
+void run_reduction(ReduceOp op, Compute acc, Reduction r, int32_t index) {
+  r.splits = reduction_splits(r.kept, r.reduced, multiprocessor_count(index));
+  std::optional<Workspace> partials;  // given back once the kernels are queued (stream-ordered)
+  if (r.splits > 1) {
+    partials.emplace(index, size_t(r.kept * r.splits) * sizeof(double), stream_for(index));
+    if (partials->ok) r.partials = static_cast<char*>(partials->ptr);
+    else r.splits = 1;  // no room for the partials: one block per output still works
+  }
+  launch_reduce(op, acc, r, stream_for(index));
 }
 
 namespace {
@@ -71,7 +101,7 @@ TensorRef reduce(sdk::Args& a, const char* op, ReduceOp rop, const TensorRef& se
   bind_reduction(r, self, out);
   if (mean) r.scale = r.reduced ? 1.0 / double(r.reduced) : NAN;
   DeviceGuard guard(self.device().index);
-  launch_reduce(rop, compute_for(out_dtype), r, stream_for(self.device().index));
+  run_reduction(rop, compute_for(out_dtype), r, self.device().index);
   return out;
 }
 
