@@ -204,7 +204,14 @@ def kernel(e, variant_schema, kind, kid):
         lines.append(f'    if (need_fw) raise_no_jvp("{s.full_name}");')
     if kind == "inplace":
         lines.append(f'    if (need || requires_grad(t_self)) check_inplace(t_self, "{s.full_name}");')
-    lines.append("    if (!need && !need_fw) { redispatch_below(op, stack); return; }")
+    # A view made while a dual level is open remembers its base, so its tangent is read through
+    # the base's (forward_ad.h); reverse mode records its views itself.
+    n_out = len([r for r in s.returns if r != "()"])
+    is_view = any("(a)" in r for r in s.returns) and not any("!" in r for r in s.returns)
+    fw_view = is_view and kind != "inplace" and e.jvp is not None and n_out == 1 and "[]" not in s.returns[0] \
+        and singles[:1] == ["t_self"]
+    record_fw_view = "record_forward_view(tensor_arg(v[0]), t_self); " if fw_view else ""
+    lines.append(f"    if (!need && !need_fw) {{ redispatch_below(op, stack); {record_fw_view}return; }}")
     # Forward mode: the arguments as the caller gave them (the stack is overwritten by the returns),
     # and the old value of self for in-place formulas that read it.
     lines.append("    std::vector<ts_value> fw_args;")
@@ -254,9 +261,9 @@ def kernel(e, variant_schema, kind, kid):
         lines.append("    if (need_fw) {")
         lines += ["      " + l for l in jvp_block(e, s, kind)]
         lines.append("    }")
-    n_out = len([r for r in s.returns if r != "()"])
-    is_view = any("(a)" in r for r in s.returns) and not any("!" in r for r in s.returns)
     inputs = "{" + ", ".join(singles) + "}"
+    if fw_view:
+        lines.append("    if (!node) record_forward_view(tensor_arg(v[0]), t_self);")
     lines.append("    if (node) {")
     if kind == "inplace":
         self_edge = "int64_t(node->self_edge)" if any(a.name == "self" and not a.is_list for a in e.diff_inputs) else "-1"
@@ -284,6 +291,7 @@ def jvp_block(e, s, kind):
     base = e.schema
     out = []
     result_src = "t_self" if kind == "inplace" else "tensor_arg(v[0])"
+    setter = "set_inplace_tangent" if kind == "inplace" else "set_tangent"
     out.append(f"ts_tensor fw_result = {result_src};")
     if e.jvp == "auto_linear":
         # The operator is linear in its differentiable inputs: the same operator on their tangents
@@ -311,7 +319,7 @@ def jvp_block(e, s, kind):
         out.append("  fw_t = TensorRef::adopt(fw_v[0].u.tensor);")
         out.append("  for (int32_t k = 1; k < fw_s.size; ++k) if (fw_v[k].tag == TS_VALUE_TENSOR && fw_v[k].u.tensor) sdk::host().tensor_release(fw_v[k].u.tensor);")
         out.append("  fw_t = match_result(fw_t, fw_result); }")
-        out.append(f'set_tangent(fw_result, fw_t, "{s.full_name}");')
+        out.append(f'{setter}(fw_result, fw_t, "{s.full_name}");')
         return out
     # Formulas: locals for what they name.
     if e.jvp == "auto_element_wise":
@@ -372,7 +380,7 @@ def jvp_block(e, s, kind):
     else:
         out.append(f"  fw_t = {e.jvp};")
     out.append("  fw_t = match_result(fw_t, fw_result); }")
-    out.append(f'set_tangent(fw_result, fw_t, "{s.full_name}");')
+    out.append(f'{setter}(fw_result, fw_t, "{s.full_name}");')
     return out
 
 

@@ -1,6 +1,7 @@
 #include "forward_ad.h"
 
 #include "node.h"
+#include "view_inplace.h"
 
 #include <tessera/sdk/ops.h>
 
@@ -37,11 +38,92 @@ void exit_dual_level(int64_t level) {
   refresh_grad_mode();
 }
 
+namespace {
+bool same_layout(const TensorRef& a, const TensorRef& b) {
+  return a.dtype() == b.dtype() && a.shape_vector() == b.shape_vector() &&
+         std::equal(a.strides().begin(), a.strides().end(), b.strides().begin(), b.strides().end());
+}
+
+// No two elements share memory (an in-place copy into it is well defined).
+bool writable(const TensorRef& t) {
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.stride(d) == 0 && t.size(d) > 1) return false;
+  return true;
+}
+
+// A view's tangent read out of its base's, as the view reads the base's data: the same sizes,
+// strides and offset over the base's tangent. Only where that tangent has the base's layout and
+// dtype (a tangent given in another layout is not addressed like the base).
+TensorRef tangent_through_base(ts_tensor view, const AutogradMeta& m, int64_t level) {
+  if (!m.is_view || !m.base.defined()) return {};
+  AutogradMeta* bm = meta_of(m.base.handle());
+  if (!bm || !bm->tangent.defined() || bm->tangent_level != level) return {};
+  const TensorRef v = TensorRef::borrow(view);
+  if (v.dtype() != m.base.dtype() || !same_layout(bm->tangent, m.base)) return {};
+  const Geometry vg = Geometry::of(v), bg = Geometry::of(m.base);
+  HideTangents plain;  // a view of a plain tensor: no tangent of its own to compute
+  return sdk::ops::as_strided(bm->tangent, vg.sizes, vg.strides, bm->tangent.storage_offset() + vg.offset - bg.offset);
+}
+}  // namespace
+
 TensorRef tangent_of(ts_tensor t) {
   if (!t) return {};
+  const int64_t level = current_dual_level();
+  if (level == 0) return {};
   AutogradMeta* m = meta_of(t);
-  if (!m || !m->tangent.defined() || m->tangent_level != current_dual_level()) return {};
+  if (!m) return {};
+  // A view sees its base's tangent, as PyTorch's views do: an in-place operator on the base (or on
+  // another view of it) after this view was made shows in this view's tangent too.
+  if (m->is_view) {
+    TensorRef through_base = tangent_through_base(t, *m, level);
+    if (through_base.defined()) return through_base;
+  }
+  if (!m->tangent.defined() || m->tangent_level != level) return {};
   return m->tangent;
+}
+
+void record_forward_view(ts_tensor out, ts_tensor self) {
+  if (!out || !self || out == self || !forward_ad_active()) return;  // returned as is: not a view
+  AutogradMeta* m = meta_of(out);
+  if (m && m->is_view) return;  // reverse mode recorded it already
+  record_view(TensorRef::borrow(out), TensorRef::borrow(self));
+}
+
+void set_inplace_tangent(ts_tensor self, const TensorRef& tangent, const char* op) {
+  if (!self || !tangent.defined()) return;
+  TensorRef primal = TensorRef::borrow(self);
+  if (!is_differentiable_dtype(primal.dtype())) return;
+  const int64_t level = current_dual_level();
+  TensorRef target = tangent_of(self);
+  AutogradMeta* m = meta_of(self);
+  if (!target.defined() && m && m->is_view && m->base.defined() && m->base.dtype() == primal.dtype() &&
+      writable(m->base)) {
+    // A view written in place whose base has no tangent yet: the base gets a zero one in its own
+    // layout, and the view's part of it takes the new tangent below.
+    AutogradMeta& bm = ensure_meta(m->base.handle());
+    if (!bm.tangent.defined() || bm.tangent_level != level) {
+      HideTangents plain;
+      TensorRef zeros = sdk::ops::empty_strided(m->base.shape_vector(), {m->base.strides().begin(), m->base.strides().end()},
+                                                m->base.dtype(), m->base.device());
+      bm.tangent = sdk::ops::fill_(zeros, 0.0);
+      bm.tangent_level = level;
+      target = tangent_through_base(self, *m, level);
+    }
+  }
+  // In place, as PyTorch: the old tangent's memory takes the new one, so the base and every other
+  // view of it see the change (and a tangent the caller passed to make_dual is updated).
+  if (target.defined() && writable(target) && target.shape_vector() == tangent.shape_vector()) {
+    if (target.view().data != tangent.view().data || target.storage_offset() != tangent.storage_offset() ||
+        !same_layout(target, tangent)) {
+      HideTangents plain;
+      sdk::ops::copy_(target, tangent);
+    }
+    AutogradMeta& own = ensure_meta(self);
+    own.tangent = target;
+    own.tangent_level = level;
+    return;
+  }
+  set_tangent(self, tangent, op);
 }
 
 TensorRef tangent_or_zeros(ts_tensor t) {

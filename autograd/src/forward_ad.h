@@ -37,6 +37,13 @@ bool any_has_tangent(std::initializer_list<ts_tensor> tensors);
 bool any_has_tangent(const std::vector<ts_tensor>& tensors);
 // Gives `t` a tangent at the open level (shape-checked against `t`, naming `op`).
 void set_tangent(ts_tensor t, const TensorRef& tangent, const char* op);
+// After an in-place operator on `self`: its new tangent is written into the old one's memory
+// (a view's lives in its base's tangent, made zero for a base that had none), so the base and
+// other views see it; a tangent that cannot be written (expanded) is replaced instead.
+void set_inplace_tangent(ts_tensor self, const TensorRef& tangent, const char* op);
+// Views made while a dual level is open remember their base (as reverse mode's do), so their
+// tangent is read through the base's.
+void record_forward_view(ts_tensor out, ts_tensor self);
 
 // What jvp formulas share: a + b with undefined meaning zero; a tangent expanded and converted
 // to its result's shape and dtype (element-wise formulas give each input's broadcast share).

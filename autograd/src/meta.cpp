@@ -70,6 +70,11 @@ void set_grad_mode(bool enabled) {
   sdk::host().tls_keys(&included, &excluded);
   grad_off_keys_kept = !enabled && dual_level_open();
   excluded = enabled || grad_off_keys_kept ? (excluded & ~all_autograd_keys()) : (excluded | all_autograd_keys());
+  // While a dual level is open every operator passes through the Autograd kernels, plain tensors'
+  // too (any Autograd key will do: the kernels are the same): a view of a plain tensor must
+  // remember its base, so an in-place write of a dual value into it reaches the base's tangent.
+  const ts_keyset every_tensor = ts_keyset(1) << kAutogradCPU;
+  included = dual_level_open() ? (included | every_tensor) : (included & ~every_tensor);
   sdk::host().set_tls_keys(included, excluded);
 }
 

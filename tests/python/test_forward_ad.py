@@ -26,8 +26,7 @@ except ImportError:  # the comparisons with PyTorch are skipped
 DERIVATIVES = pathlib.Path(__file__).resolve().parents[2] / "autograd" / "derivatives.yaml"
 
 # Differentiable primitives whose jvp formula is not written yet: forward mode raises
-# NotImplementedError naming them. The fused RNN layer's would be a second pass of its kernel
-# (the RNN modules' forward mode is left out with it).
+# NotImplementedError naming them (none now; the set stays for the coverage check).
 NO_JVP_YET = set()
 # Modes whose forward mode refuses, naming the mode.
 UNSUPPORTED_MODES = {"linalg_svd": "full_matrices=True of a non-square", "linalg_qr": "mode='reduced' with rows >= columns"}
@@ -123,6 +122,50 @@ def test_copy_into_a_plain_tensor_takes_the_source_tangent():
         dst.copy_(src)
         tangent = fwAD.unpack_dual(dst).tangent
     np.testing.assert_allclose(to_np(tangent), [[1.0, 2.0, 3.0]] * 2)
+
+
+def _views_and_inplace_scenarios(lib, fw):
+    """Tangents through views written in place, as PyTorch defines them (a view's tangent is the
+    same view of its base's tangent). Written once for tessera and torch."""
+    out = {}
+    with fw.dual_level():
+        t = lib.ones(3)
+        x = fw.make_dual(lib.tensor([1.0, 2.0, 3.0]), t)
+        x[1:].mul_(2)  # through a view of a dual tensor
+        out["view of a dual"] = fw.unpack_dual(x).tangent
+        out["make_dual's tangent, updated in place"] = t
+        b = lib.zeros(3)
+        b[0:1].copy_(fw.make_dual(lib.tensor([5.0]), lib.tensor([7.0])))  # a plain base gets one
+        out["plain base, view copied into"] = fw.unpack_dual(b).tangent
+        b = lib.zeros(3)
+        b[1] = fw.make_dual(lib.tensor([5.0]), lib.tensor([7.0]))[0]
+        out["setitem"] = fw.unpack_dual(b).tangent
+        x = fw.make_dual(lib.tensor([1.0, 2.0, 3.0]), lib.ones(3))
+        v = x[:2]
+        x.mul_(3)  # the base changes after the view was made
+        out["view of a base changed later"] = fw.unpack_dual(v).tangent
+        b = lib.zeros(3)
+        v = b[:2]
+        b.copy_(fw.make_dual(lib.ones(3), lib.ones(3) * 4))
+        out["view made before its base had a tangent"] = fw.unpack_dual(v).tangent
+        w = lib.zeros(2, 3)
+        w.t()[1].copy_(fw.make_dual(lib.ones(2), lib.tensor([3.0, 4.0])))
+        out["transposed view"] = fw.unpack_dual(w).tangent
+    return out
+
+
+def test_inplace_through_views_reaches_the_base_tangent():
+    got = _views_and_inplace_scenarios(ts, fwAD)
+    expected = {"view of a dual": [1, 2, 2], "make_dual's tangent, updated in place": [1, 2, 2],
+                "plain base, view copied into": [7, 0, 0], "setitem": [0, 7, 0],
+                "view of a base changed later": [3, 3], "view made before its base had a tangent": [4, 4],
+                "transposed view": [[0, 3, 0], [0, 4, 0]]}
+    for name, want in expected.items():
+        np.testing.assert_allclose(to_np(got[name]), want, err_msg=name)
+    if torch is not None:
+        import torch.autograd.forward_ad as tfw
+        for name, value in _views_and_inplace_scenarios(torch, tfw).items():
+            np.testing.assert_allclose(to_np(got[name]), value.numpy(), err_msg=f"{name} (against torch)")
 
 
 # ---------------------------------------------------------------------------- every formula
