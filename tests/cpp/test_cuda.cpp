@@ -512,6 +512,18 @@ TEST(CudaKernels, SplitReductionsMatchCpu) {
   EXPECT_TRUE(std::isnan(on_cpu(amax(on_gpu(with_nan))).item_double())) << "NaN in the last split";
   Tensor i = to(data({1 << 21}, kFloat64, -9, 9), kInt64);
   expect_same(sum(on_gpu(i)), sum(i), "sum int64 of 2M");
+  // prod, argmax/argmin (first index across splits), var/std, logsumexp: split the same way.
+  Tensor x = data({2, 1 << 20}, kFloat64), g = on_gpu(x);
+  expect_same(argmax(g), argmax(x), "argmax of 2M");
+  expect_same(argmax(g, 1), argmax(x, 1), "argmax of 2 rows of 1M");
+  Tensor ties = to(data({1 << 21}, kFloat64, 0, 3), kInt64);  // values 0..2: the first 2 wins
+  expect_same(argmax(on_gpu(ties)), argmax(ties), "argmax with ties across splits");
+  expect_same(argmin(on_gpu(ties)), argmin(ties), "argmin with ties across splits");
+  expect_same(tessera::var(g, std::vector<int64_t>{1}), tessera::var(x, std::vector<int64_t>{1}), "var of 1M", 100);
+  expect_same(tessera::std(add(g, 1e3)), tessera::std(add(x, 1e3)), "std of 2M far from 0", 100);
+  expect_same(logsumexp(g, {1}), logsumexp(x, {1}), "logsumexp of 1M", 100);
+  Tensor near_one = data({1 << 21}, kFloat64, 0.9999995, 1.0000005);
+  expect_same(prod(on_gpu(near_one)), prod(near_one), "prod of 2M", 100);
 }
 
 TEST(CudaKernels, CachingAllocatorReusesBlocksAndReportsStats) {
@@ -734,6 +746,18 @@ TEST(CudaKernels, LayerNormMatchesCpu) {
       expect_same(gdb, db, "native_layer_norm_backward grad_bias " + n, 8);
     }
   }
+  // Issue 23, finding 6: 64 columns over 8192 rows: grad_weight / grad_bias split by rows.
+  for (ScalarType dt : {kFloat32, kFloat64}) {
+    Tensor x = data({8192, 64}, dt), w = data({64}, dt), b = data({64}, dt), go = data({8192, 64}, dt);
+    auto [y, mean, rstd] = native_layer_norm(x, {64}, w, b, 1e-5);
+    auto [dx, dw, db] = native_layer_norm_backward(go, x, {64}, mean, rstd, w, b);
+    auto [gdx, gdw, gdb] =
+        native_layer_norm_backward(on_gpu(go), on_gpu(x), {64}, on_gpu(mean), on_gpu(rstd), on_gpu(w), on_gpu(b));
+    const std::string n = std::string(tessera::name(dt)) + " (rows split)";
+    expect_same(gdx, dx, "native_layer_norm_backward grad_input " + n, 8);
+    expect_same(gdw, dw, "native_layer_norm_backward grad_weight " + n, 100);
+    expect_same(gdb, db, "native_layer_norm_backward grad_bias " + n, 100);
+  }
   expect_error<Error>([&] { native_layer_norm(on_gpu(data({2, 5}, kFloat32)), {4}, Tensor(), Tensor(), 1e-5); },
                       {"native_layer_norm", "normalized_shape"});
 }
@@ -803,6 +827,29 @@ TEST(CudaKernels, BatchNormMatchesCpu) {
                       {"native_batch_norm", "weight", "[3]", "[4]"});
   expect_error<Error>([&] { native_batch_norm_backward(x, x, Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), true,
                                                        1e-5); }, {"native_batch_norm_backward", "save_mean"});
+}
+
+// Issue 23, finding 6: two channels of 64 x 4096 elements: each channel's statistics split over
+// many blocks and combined (forward and backward), as the CPU.
+TEST(CudaKernels, BatchNormWithFewChannelsSplitsItsStatistics) {
+  REQUIRE_GPU();
+  for (ScalarType dt : {kFloat32, kFloat64}) {
+    const std::string n = std::string(tessera::name(dt)) + " (split statistics)";
+    Tensor x = add(data({64, 2, 64, 64}, dt), 3.0), go = data({64, 2, 64, 64}, dt);  // a mean far from 0
+    Tensor w = data({2}, dt), b = data({2}, dt);
+    Tensor rm = data({2}, dt), rv = data({2}, dt, 0.5, 2), grm = on_gpu(rm), grv = on_gpu(rv);
+    auto [y, sm, si] = native_batch_norm(x, w, b, rm, rv, true, 0.1, 1e-5);
+    auto [gy, gsm, gsi] = native_batch_norm(on_gpu(x), on_gpu(w), on_gpu(b), grm, grv, true, 0.1, 1e-5);
+    expect_same(gy, y, "native_batch_norm " + n, 50);
+    expect_same(gsm, sm, "native_batch_norm save_mean " + n, 50);
+    expect_same(gsi, si, "native_batch_norm save_invstd " + n, 50);
+    expect_same(grv, rv, "native_batch_norm running_var " + n, 50);
+    auto [dx, dw, db] = native_batch_norm_backward(go, x, w, rm, rv, sm, si, true, 1e-5);
+    auto [gdx, gdw, gdb] = native_batch_norm_backward(on_gpu(go), on_gpu(x), on_gpu(w), grm, grv, gsm, gsi, true, 1e-5);
+    expect_same(gdx, dx, "native_batch_norm_backward grad_input " + n, 50);
+    expect_same(gdw, dw, "native_batch_norm_backward grad_weight " + n, 100);
+    expect_same(gdb, db, "native_batch_norm_backward grad_bias " + n, 100);
+  }
 }
 
 TEST(CudaKernels, GroupNormMatchesCpu) {

@@ -1,10 +1,12 @@
 // native_batch_norm / native_group_norm and their backwards over a contiguous (N, C, HW) input.
 // Each has a statistics kernel (one block per channel, or per (n, group) row; sums two-pass in
-// double, as the CPU plugin) that leaves per-statistic coefficients in a double scratch buffer,
+// double, as the CPU plugin; batch norm's channels split over several blocks first when they are
+// too few to fill the device) that leaves per-statistic coefficients in a double scratch buffer,
 // then one element-wise pass. Channel sums walk (n, i) in order: no atomics, reproducible.
 #include "device_io.cuh"
 #include "row_kernels.cuh"
 #include "nn_launch.h"
+#include "reduction_plan.h"
 
 #include <cmath>
 
@@ -18,20 +20,79 @@ GPU_D int64_t channel_offset(const ChannelNormArgs& a, int64_t c, int64_t k) {
   return ((k / a.hw) * a.c + c) * a.hw + k % a.hw;
 }
 
+GPU_HD bool split(const ChannelNormArgs& a) { return a.splits > 1 && a.split_stats; }
+
+// Split pass 1 (few channels, many elements): block job = (c, s) sums elements [k0, k1) of
+// channel c. Forward: the split's count, mean and sum of squared deviations from that mean (two
+// passes over the split, as the unsplit kernel); backward: sum dy and sum dy * (x - mean).
+__global__ void batch_norm_split_stats(ChannelNormArgs a) {
+  const int64_t count = a.n * a.hw, chunk = reduction_chunk(count, a.splits);
+  for (int64_t job = blockIdx.x; job < a.c * a.splits; job += gridDim.x) {
+    const int64_t c = job / a.splits, k0 = job % a.splits * chunk, k1 = k0 + chunk < count ? k0 + chunk : count;
+    double* out = a.split_stats + 3 * job;
+    if (a.grad) {
+      const double mean = at(a.stat_a, a.a_dtype, c);
+      double s = 0, d = 0;
+      for (int64_t k = k0 + threadIdx.x; k < k1; k += blockDim.x) {
+        const int64_t o = channel_offset(a, c, k);
+        const double g = at(a.grad, a.grad_dtype, o);
+        s += g;
+        d += g * (at(a.x, a.x_dtype, o) - mean);
+      }
+      s = block_sum(s);
+      d = block_sum(d);
+      if (threadIdx.x == 0) out[0] = s, out[1] = d, out[2] = 0;
+    } else {
+      const int64_t len = k1 > k0 ? k1 - k0 : 0;
+      double s = 0;
+      for (int64_t k = k0 + threadIdx.x; k < k1; k += blockDim.x) s += at(a.x, a.x_dtype, channel_offset(a, c, k));
+      const double mean = len ? block_sum(s) / double(len) : 0.0;
+      double q = 0;
+      for (int64_t k = k0 + threadIdx.x; k < k1; k += blockDim.x) {
+        const double d = at(a.x, a.x_dtype, channel_offset(a, c, k)) - mean;
+        q += d * d;
+      }
+      q = block_sum(q);
+      if (threadIdx.x == 0) out[0] = double(len), out[1] = mean, out[2] = q;
+    }
+  }
+}
+
+// Channel c's mean and (biased) variance from its splits: Chan et al.'s pairwise update, in
+// split order (every thread computes the same values).
+GPU_D void combine_split_moments(const ChannelNormArgs& a, int64_t c, double& mean, double& var) {
+  double n = 0, m2 = 0;
+  mean = 0;
+  for (int64_t s = 0; s < a.splits; ++s) {
+    const double* st = a.split_stats + 3 * (c * a.splits + s);
+    if (st[0] == 0) continue;
+    const double total = n + st[0], delta = st[1] - mean;
+    mean += delta * st[0] / total;
+    m2 += st[2] + delta * delta * n * st[0] / total;
+    n = total;
+  }
+  var = n ? m2 / n : 0.0;
+}
+
 __global__ void batch_norm_stats(ChannelNormArgs a) {
   const int64_t count = a.n * a.hw;
   for (int64_t c = blockIdx.x; c < a.c; c += gridDim.x) {
     double mean = 0, invstd = 0;
     if (a.training) {
-      double s = 0;
-      for (int64_t k = threadIdx.x; k < count; k += blockDim.x) s += at(a.x, a.x_dtype, channel_offset(a, c, k));
-      mean = count ? block_sum(s) / double(count) : 0.0;
-      double q = 0;
-      for (int64_t k = threadIdx.x; k < count; k += blockDim.x) {
-        const double d = at(a.x, a.x_dtype, channel_offset(a, c, k)) - mean;
-        q += d * d;
+      double var = 0;
+      if (split(a)) {
+        combine_split_moments(a, c, mean, var);
+      } else {
+        double s = 0;
+        for (int64_t k = threadIdx.x; k < count; k += blockDim.x) s += at(a.x, a.x_dtype, channel_offset(a, c, k));
+        mean = count ? block_sum(s) / double(count) : 0.0;
+        double q = 0;
+        for (int64_t k = threadIdx.x; k < count; k += blockDim.x) {
+          const double d = at(a.x, a.x_dtype, channel_offset(a, c, k)) - mean;
+          q += d * d;
+        }
+        var = count ? block_sum(q) / double(count) : 0.0;
       }
-      const double var = count ? block_sum(q) / double(count) : 0.0;
       if (count) invstd = 1.0 / sqrt(var + a.eps);  // an empty batch: 0, as the CPU plugin
       if (threadIdx.x == 0) {
         // Running estimates (unbiased variance); an empty batch leaves them as they were.
@@ -63,14 +124,21 @@ __global__ void batch_norm_backward_stats(ChannelNormArgs a) {
     const double mean = at(a.stat_a, a.a_dtype, c);
     const double sb = at(a.stat_b, a.bvar_dtype, c), invstd = a.b_is_var ? 1.0 / sqrt(sb + a.eps) : sb;
     double s = 0, d = 0;
-    for (int64_t k = threadIdx.x; k < count; k += blockDim.x) {
-      const int64_t o = channel_offset(a, c, k);
-      const double g = at(a.grad, a.grad_dtype, o);
-      s += g;
-      d += g * (at(a.x, a.x_dtype, o) - mean);
+    if (split(a)) {
+      for (int64_t sp = 0; sp < a.splits; ++sp) {
+        s += a.split_stats[3 * (c * a.splits + sp)];
+        d += a.split_stats[3 * (c * a.splits + sp) + 1];
+      }
+    } else {
+      for (int64_t k = threadIdx.x; k < count; k += blockDim.x) {
+        const int64_t o = channel_offset(a, c, k);
+        const double g = at(a.grad, a.grad_dtype, o);
+        s += g;
+        d += g * (at(a.x, a.x_dtype, o) - mean);
+      }
+      s = block_sum(s);
+      d = block_sum(d);
     }
-    s = block_sum(s);
-    d = block_sum(d);
     if (threadIdx.x == 0) {
       const double k = weight_of(a, c) * invstd;
       double k2 = 0, k3 = 0;
@@ -190,10 +258,17 @@ void elementwise(const ChannelNormArgs& a, Pass pass, gpuStream_t s, const char*
   channel_elementwise<<<blocks_for(total), kThreads, 0, s>>>(a, pass);
   check_launch(what);
 }
+
+void split_stats(const ChannelNormArgs& a, gpuStream_t s, const char* what) {
+  if (!split(a)) return;
+  batch_norm_split_stats<<<rows_grid(a.c * a.splits), threads_for(reduction_chunk(a.n * a.hw, a.splits)), 0, s>>>(a);
+  check_launch(what);
+}
 }  // namespace
 
 void launch_batch_norm(const ChannelNormArgs& a, gpuStream_t s) {
   if (a.c == 0) return;
+  if (a.training) split_stats(a, s, "native_batch_norm (split statistics)");
   batch_norm_stats<<<rows_grid(a.c), threads_for(a.n * a.hw), 0, s>>>(a);
   check_launch("native_batch_norm");
   elementwise(a, Pass::BatchForward, s, "native_batch_norm");
@@ -201,6 +276,7 @@ void launch_batch_norm(const ChannelNormArgs& a, gpuStream_t s) {
 
 void launch_batch_norm_backward(const ChannelNormArgs& a, gpuStream_t s) {
   if (a.c == 0) return;
+  split_stats(a, s, "native_batch_norm_backward (split statistics)");
   batch_norm_backward_stats<<<rows_grid(a.c), threads_for(a.n * a.hw), 0, s>>>(a);
   check_launch("native_batch_norm_backward");
   elementwise(a, Pass::BatchBackward, s, "native_batch_norm_backward");

@@ -4,6 +4,8 @@
 // empty [0] tensors in evaluation mode. Kernels: channel_norm.cu.
 #include "cuda_plugin.h"
 #include "nn_launch.h"
+#include "reduction_plan.h"
+#include "workspace.h"
 
 #include <tessera/sdk/norm_geometry.h>
 
@@ -28,6 +30,15 @@ TensorRef channel_param(ts_call call, const char* op, const TensorRef& input, co
 const char* ptr(const TensorRef& t) { return t.defined() ? first_element(t) : nullptr; }
 int32_t dtype_or_0(const TensorRef& t) { return t.defined() ? t.dtype() : 0; }
 int32_t stat_dtype(int32_t dtype) { return dtype == TS_FLOAT16 || dtype == TS_BFLOAT16 ? TS_FLOAT32 : dtype; }
+// Few channels of many elements: batch norm's channel sums are split over several blocks per
+// channel (reduction_plan.h), their partial statistics in `partials` (given back once queued).
+void split_channel_sums(ChannelNormArgs& c, int32_t index, std::optional<Workspace>& partials) {
+  c.splits = reduction_splits(c.c, c.n * c.hw, multiprocessor_count(index));
+  if (c.splits <= 1) return;
+  partials.emplace(index, size_t(3 * c.c * c.splits) * sizeof(double), stream_for(index));
+  if (partials->ok) c.split_stats = static_cast<double*>(partials->ptr);
+  else c.splits = 1;
+}
 TensorRef scratch(ts_call call, int64_t n, ts_device device) {
   const int64_t shape[] = {n};
   return empty_on(call, shape, TS_FLOAT64, device);
@@ -81,6 +92,8 @@ void batch_norm_k(sdk::Args& a) {
     c.stat_a = first_element(rm), c.a_dtype = rm.dtype();
     c.stat_b = first_element(rv), c.bvar_dtype = rv.dtype(), c.b_is_var = true;
   }
+  std::optional<Workspace> partials;
+  if (training) split_channel_sums(c, input.device().index, partials);
   launch_batch_norm(c, stream_for(input.device().index));
   if (training) {
     for (auto [given, used] : {std::pair{&running_mean, &rm}, std::pair{&running_var, &rv}}) {
@@ -138,6 +151,8 @@ void batch_norm_backward_k(sdk::Args& a) {
   c.grad_bias = first_element(grad_bias), c.gb_dtype = param_dtype;
   c.scratch = reinterpret_cast<double*>(first_element(s));
   c.n = l.n, c.c = l.c, c.hw = l.hw, c.training = train, c.eps = eps;
+  std::optional<Workspace> partials;
+  split_channel_sums(c, input.device().index, partials);
   launch_batch_norm_backward(c, stream_for(input.device().index));
   return3(a, std::move(grad_input), std::move(grad_weight), std::move(grad_bias));
 }

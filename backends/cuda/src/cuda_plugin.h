@@ -8,11 +8,14 @@
 #include <tessera/sdk/plugin.h>
 
 #include <initializer_list>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 namespace tessera::gpu {
+
+struct Workspace;  // workspace.h
 
 namespace sdk = tessera::sdk;
 using sdk::ScalarArg;
@@ -90,9 +93,12 @@ inline char* first_element(const TensorRef& t) { return static_cast<char*>(t.dat
 Reduction plan_reduction(const char* op, const TensorRef& self, const std::vector<bool>& mask, bool keepdim,
                          std::vector<int64_t>& out_shape);
 void bind_reduction(Reduction& r, const TensorRef& self, const TensorRef& out);
-// Launches `r` on device `index` (current) and its current stream; with fewer outputs than the
-// device has multiprocessors its outputs are split over several blocks (reduction_plan.h), the
-// partials in scratch memory from the caching allocator.
+// Sets r.splits for device `index` (reduction_plan.h: several blocks per output when outputs are
+// fewer than multiprocessors) and points r.partials at kept * splits slots of `partial_bytes`
+// in `scratch` (caching allocator, current stream: keep it until the kernels are queued). No
+// room: one block per output.
+void split_reduction(Reduction& r, int32_t index, size_t partial_bytes, std::optional<Workspace>& scratch);
+// Launches `r` on device `index` (current) and its current stream, split as above.
 void run_reduction(ReduceOp op, Compute acc, Reduction r, int32_t index);
 // The device's multiprocessor count (read once per device).
 int32_t multiprocessor_count(int32_t index);

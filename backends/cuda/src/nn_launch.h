@@ -88,6 +88,12 @@ struct ChannelNormArgs {
   int64_t n = 0, c = 0, hw = 1, group = 0;
   bool training = false, b_is_var = false;
   double eps = 0, momentum = 0;
+  // Batch norm's per-channel sums over few channels of many elements are split over `splits`
+  // blocks per channel: split_stats (3 doubles per (channel, split), a host-allocated device
+  // buffer) gets each split's count, mean and sum of squared deviations (forward) or sum of dy
+  // and of dy * (x - mean) (backward); the statistics kernel combines them in split order.
+  int64_t splits = 1;
+  double* split_stats = nullptr;
 };
 void launch_batch_norm(const ChannelNormArgs& args, gpuStream_t stream);
 void launch_batch_norm_backward(const ChannelNormArgs& args, gpuStream_t stream);

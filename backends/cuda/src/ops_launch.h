@@ -35,6 +35,9 @@ void launch_masked_fill(Compute c, const Loop& loop, gpuStream_t stream);
 // the reduced dims) of the first extremum, NaN counting as the extremum; Var/Std (double, with
 // `correction`) and LogSumExp (double) store in out's dtype.
 enum class ReduceMoreOp : int32_t { Prod, ArgMax, ArgMin, Var, Std, LogSumExp };
+// With r.splits > 1, r.partials holds kept * splits slots of kReduceMorePartialBytes (the
+// largest accumulator state, var/std's count, mean and M2).
+inline constexpr size_t kReduceMorePartialBytes = 24;
 void launch_reduce_more(ReduceMoreOp op, Compute acc, const Reduction& r, double correction, gpuStream_t stream);
 
 // ---- factories (factories.cu): each fills a contiguous `out` of `numel` elements.

@@ -1,9 +1,12 @@
-// More reductions over reduce.cu's layout (Reduction: one block per output, threads stride over
-// the reduced elements, partial states combined in shared memory): prod, argmax/argmin (value
+// More reductions over reduce.cu's layout (Reduction: one block per output, or several and a
+// merge pass when outputs are few; threads stride over the reduced elements, partial states
+// combined in shared memory): prod, argmax/argmin (value
 // and first index), var/std (Welford per thread, Chan's merge, in double) and logsumexp (a
 // running max shift and sum, in double). Each op is an accumulator struct.
 #include "device_io.cuh"
 #include "ops_launch.h"
+#include "reduction_plan.h"
+#include "row_kernels.cuh"
 
 #include <cmath>
 #include <type_traits>
@@ -110,39 +113,74 @@ template <class T, class F> GPU_D T block_merge(T v, F f) {
   return r;
 }
 
-// Threads take contiguous chunks of the reduced range (so an arg index grows within a thread).
+// Acc over elements [k0, k1) of output m's reduced range, thread-strided (neighbouring threads
+// read neighbouring elements; an arg index still grows within a thread); valid in thread 0.
 template <class A, class Acc>
-__global__ void reduce_more_kernel(Reduction r, Acc acc) {
+GPU_D typename Acc::State reduce_more_range(const Reduction& r, const Acc& acc, int64_t m, int64_t k0, int64_t k1) {
   using State = typename Acc::State;
-  const int64_t chunk = (r.reduced + blockDim.x - 1) / blockDim.x;
-  for (int64_t m = blockIdx.x; m < r.kept; m += gridDim.x) {
-    int64_t base = 0, rest = m;
-    for (int d = r.ndim_kept - 1; d >= 0; --d) {
-      base += (rest % r.sizes[d]) * r.in.strides[d];
+  int64_t base = 0, rest = m;
+  for (int d = r.ndim_kept - 1; d >= 0; --d) {
+    base += (rest % r.sizes[d]) * r.in.strides[d];
+    rest /= r.sizes[d];
+  }
+  State s = acc.identity();
+  for (int64_t k = k0 + threadIdx.x; k < k1; k += blockDim.x) {
+    int64_t off = base;
+    rest = k;
+    for (int d = r.ndim_kept + r.ndim_reduced - 1; d >= r.ndim_kept; --d) {
+      off += (rest % r.sizes[d]) * r.in.strides[d];
       rest /= r.sizes[d];
     }
-    State s = acc.identity();
-    const int64_t begin = int64_t(threadIdx.x) * chunk;
-    const int64_t end = begin + chunk < r.reduced ? begin + chunk : r.reduced;
-    for (int64_t k = begin; k < end; ++k) {
-      int64_t off = base;
-      rest = k;
-      for (int d = r.ndim_kept + r.ndim_reduced - 1; d >= r.ndim_kept; --d) {
-        off += (rest % r.sizes[d]) * r.in.strides[d];
-        rest /= r.sizes[d];
-      }
-      acc.add(s, load<A>(r.in.data + off * r.in.itemsize, r.in.dtype), k);
-    }
-    s = block_merge(s, [acc](State a, State b) { return acc.merge(a, b); });
+    acc.add(s, load<A>(r.in.data + off * r.in.itemsize, r.in.dtype), k);
+  }
+  return block_merge(s, [acc](State a, State b) { return acc.merge(a, b); });
+}
+
+// One block per output.
+template <class A, class Acc>
+__global__ void reduce_more_kernel(Reduction r, Acc acc) {
+  for (int64_t m = blockIdx.x; m < r.kept; m += gridDim.x) {
+    const auto s = reduce_more_range<A>(r, acc, m, 0, r.reduced);
     if (threadIdx.x == 0) acc.write(r.out.data + m * r.out.itemsize, r.out.dtype, s);
   }
 }
 
+// Split pass 1: block job = (m, s) leaves split s's state of output m in the partials.
+template <class A, class Acc>
+__global__ void reduce_more_splits_kernel(Reduction r, Acc acc) {
+  using State = typename Acc::State;
+  static_assert(sizeof(State) <= kReduceMorePartialBytes, "a partial state must fit its scratch slot");
+  const int64_t chunk = reduction_chunk(r.reduced, r.splits);
+  for (int64_t job = blockIdx.x; job < r.kept * r.splits; job += gridDim.x) {
+    const int64_t m = job / r.splits, k0 = job % r.splits * chunk;
+    const State s = reduce_more_range<A>(r, acc, m, k0, k0 + chunk < r.reduced ? k0 + chunk : r.reduced);
+    if (threadIdx.x == 0) reinterpret_cast<State*>(r.partials)[job] = s;
+  }
+}
+
+// Split pass 2: one thread per output merges its splits in order (reproducible; first indices
+// of argmax/argmin kept across splits by the merge).
+template <class Acc>
+__global__ void reduce_more_merge_kernel(Reduction r, Acc acc) {
+  using State = typename Acc::State;
+  const State* partials = reinterpret_cast<const State*>(r.partials);
+  grid_stride_loop(int64_t(blockIdx.x) * blockDim.x + threadIdx.x, int64_t(gridDim.x) * blockDim.x, r.kept,
+                   [&](int64_t m) {
+                     State s = acc.identity();
+                     for (int64_t sp = 0; sp < r.splits; ++sp) s = acc.merge(s, partials[m * r.splits + sp]);
+                     acc.write(r.out.data + m * r.out.itemsize, r.out.dtype, s);
+                   });
+}
+
 template <class A, class Acc> void run(const Reduction& r, Acc acc, gpuStream_t s) {
-  unsigned grid = unsigned(r.kept < 65535 * 16 ? r.kept : 65535 * 16);
-  unsigned threads = 32;
-  while (threads < unsigned(kThreads) && int64_t(threads) < r.reduced) threads <<= 1;
-  reduce_more_kernel<A><<<grid, threads, 0, s>>>(r, acc);
+  const unsigned threads = threads_for(r.splits > 1 ? reduction_chunk(r.reduced, r.splits) : r.reduced);
+  if (r.splits > 1 && r.partials) {
+    reduce_more_splits_kernel<A><<<rows_grid(r.kept * r.splits), threads, 0, s>>>(r, acc);
+    check_launch("a reduction's first pass");
+    reduce_more_merge_kernel<<<blocks_for(r.kept), kThreads, 0, s>>>(r, acc);
+  } else {
+    reduce_more_kernel<A><<<rows_grid(r.kept), threads, 0, s>>>(r, acc);
+  }
   check_launch("a reduction");
 }
 }  // namespace

@@ -2,6 +2,7 @@
 // logsumexp. Dims, dtypes, checks and messages as the CPU plugin's reduce.cpp; the host orders
 // the input's dims as [kept..., reduced...] (as reduce_ops.cpp) and reduce_more.cu folds them.
 #include "more_ops.h"
+#include "workspace.h"
 
 #include <optional>
 
@@ -37,6 +38,8 @@ TensorRef reduce_more(sdk::Args& a, const char* op, ReduceMoreOp rop, Compute ac
   if (r.kept == 0) return out;
   bind_reduction(r, self, out);
   DeviceGuard guard(self.device().index);
+  std::optional<Workspace> partials;  // given back once the kernels are queued (stream-ordered)
+  split_reduction(r, self.device().index, kReduceMorePartialBytes, partials);
   launch_reduce_more(rop, acc, r, correction, stream_for(self.device().index));
   return out;
 }

@@ -61,14 +61,18 @@ int32_t multiprocessor_count(int32_t index) {
   return n;
 }
 
-void run_reduction(ReduceOp op, Compute acc, Reduction r, int32_t index) {
+void split_reduction(Reduction& r, int32_t index, size_t partial_bytes, std::optional<Workspace>& scratch) {
   r.splits = reduction_splits(r.kept, r.reduced, multiprocessor_count(index));
+  r.partials = nullptr;
+  if (r.splits <= 1) return;
+  scratch.emplace(index, size_t(r.kept * r.splits) * partial_bytes, stream_for(index));
+  if (scratch->ok) r.partials = static_cast<char*>(scratch->ptr);
+  else r.splits = 1;  // no room for the partials: one block per output still works
+}
+
+void run_reduction(ReduceOp op, Compute acc, Reduction r, int32_t index) {
   std::optional<Workspace> partials;  // given back once the kernels are queued (stream-ordered)
-  if (r.splits > 1) {
-    partials.emplace(index, size_t(r.kept * r.splits) * sizeof(double), stream_for(index));
-    if (partials->ok) r.partials = static_cast<char*>(partials->ptr);
-    else r.splits = 1;  // no room for the partials: one block per output still works
-  }
+  split_reduction(r, index, sizeof(double), partials);
   launch_reduce(op, acc, r, stream_for(index));
 }
 
