@@ -98,6 +98,7 @@ int64_t wrap_dim(const CallFrame& f, int64_t dim, int64_t rank);
 void run_rule(CallFrame& f, const RuleSpec& spec);
 void run_loop(CallFrame& f, bool warn);
 bool run_special(CallFrame& f, const RuleSpec& spec);  // false: the rule declines (loop)
+bool run_convolution_rule(CallFrame& f);  // conv_rules.cpp; false: declines
 [[noreturn]] void inplace_error(const CallFrame& f);
 
 }  // namespace tessera::vmap

@@ -171,7 +171,10 @@ void leading(CallFrame& f, const RuleSpec& spec) {
 }
 
 void fold(CallFrame& f, const RuleSpec& spec) {
-  if (f.any_batched(spec.pass_mask)) return run_loop(f, true);
+  if (f.any_batched(spec.pass_mask)) {  // a batched weight: convolution's grouped rule, else the loop
+    if (!run_special(f, spec)) run_loop(f, true);
+    return;
+  }
   const auto& args = f.args();
   const int64_t spatial = spec.spatial_rank ? spec.spatial_rank : rank_of(args[1].u.tensor) - 2;
   int64_t rank = -1;

@@ -826,6 +826,59 @@ def test_vmap_grad_per_sample_gradients_mlp():
         assert_tree_close(got, make(tf, torch, tmodel)(tparams, {}, P(x), P(y)), 1e-4, 1e-6)
 
 
+@pytest.mark.parametrize("groups, dims", [(1, 2), (2, 2), (1, 1)])
+def test_per_sample_gradients_of_a_cnn_batch_the_convolutions(groups, dims):
+    """vmap(grad) through convolutions: the weight gradients come from one grouped
+    convolution_backward (the batch as groups), not a per-sample loop (warned, so made an error
+    here); checked against ordinary autograd per sample and against torch.func."""
+    import warnings
+    spatial = (7, 6)[:dims]
+    w1 = rand(4, 4 // groups, *(3,) * dims, seed=3) * 0.3
+    b1 = rand(4, seed=4)
+    w2 = rand(2, 4, *(2,) * dims, seed=5) * 0.3
+    x = rand(5, 4, *spatial, seed=6)
+
+    def make(M):
+        conv = getattr(M.nn.functional, f"conv{dims}d")
+
+        def loss(p, xi):
+            h = conv(xi.unsqueeze(0), p[0], p[1], padding=1, groups=groups).tanh()
+            return (conv(h, p[2], stride=2) ** 2).mean()
+        return loss
+
+    loss = make(ts)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the per-sample loop's performance warning
+        got = tsf.vmap(tsf.grad(loss), in_dims=(None, 0))([T(w1), T(b1), T(w2)], T(x))
+        got_x = tsf.vmap(tsf.grad(lambda xi: loss([T(w1), T(b1), T(w2)], xi)))(T(x))
+    for i in range(5):
+        params = [T(w1).requires_grad_(), T(b1).requires_grad_(), T(w2).requires_grad_()]
+        xi = T(x[i]).requires_grad_()
+        ts.autograd.backward(loss(params, xi))
+        for g, p in zip(got, params):
+            np.testing.assert_allclose(to_np(g)[i], to_np(p.grad), rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(to_np(got_x)[i], to_np(xi.grad), rtol=1e-4, atol=1e-6)
+    if HAVE_TORCH:
+        want = tf.vmap(tf.grad(make(torch)), in_dims=(None, 0))([P(w1), P(b1), P(w2)], P(x))
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(to_np(g), w.numpy(), rtol=1e-4, atol=1e-6)
+
+
+def test_ensemble_of_convolutions_and_transposed_convolutions():
+    import warnings
+    x = T(rand(3, 4, 6, 6, seed=7))
+    w, b, wt = T(rand(5, 6, 2, 3, 3, seed=8)), T(rand(5, 6, seed=9)), T(rand(5, 4, 3, 3, 3, seed=10))
+    F = ts.nn.functional
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = tsf.vmap(lambda w_, b_: F.conv2d(x, w_, b_, padding=1, groups=2))(w, b)
+        out_t = tsf.vmap(lambda w_: F.conv_transpose2d(x, w_, stride=2, padding=1))(wt)
+    for i in range(5):
+        np.testing.assert_allclose(to_np(out)[i], to_np(F.conv2d(x, w[i], b[i], padding=1, groups=2)), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(to_np(out_t)[i], to_np(F.conv_transpose2d(x, wt[i], stride=2, padding=1)),
+                                   rtol=1e-5, atol=1e-5)
+
+
 def test_grad_of_vmap():
     def make(F, M):
         return lambda w, X: F.vmap(lambda x: M.tanh(x @ w).sum())(X).sum()
