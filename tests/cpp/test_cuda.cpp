@@ -524,6 +524,14 @@ TEST(CudaKernels, SplitReductionsMatchCpu) {
   expect_same(logsumexp(g, {1}), logsumexp(x, {1}), "logsumexp of 1M", 100);
   Tensor near_one = data({1 << 21}, kFloat64, 0.9999995, 1.0000005);
   expect_same(prod(on_gpu(near_one)), prod(near_one), "prod of 2M", 100);
+  // softmax / log_softmax of two long rows (split), one of them -inf over its first half.
+  for (ScalarType dt : {kFloat32, kFloat64}) {
+    Tensor rows = data({2, 1 << 20}, dt, -20, 20);
+    expect_same(log_softmax(on_gpu(rows), 1), log_softmax(rows, 1), "log_softmax of long rows", 100);
+    expect_same(softmax(transpose(on_gpu(rows), 0, 1), 0), softmax(transpose(rows, 0, 1), 0), "softmax over dim 0", 100);
+    fill_(slice(select(rows, 0, 1), 0, 0, 1 << 19, 1), -INFINITY);  // splits whose sum is 0
+    expect_same(softmax(on_gpu(rows), 1), softmax(rows, 1), "softmax of long rows " + std::string(tessera::name(dt)), 100);
+  }
 }
 
 TEST(CudaKernels, CachingAllocatorReusesBlocksAndReportsStats) {

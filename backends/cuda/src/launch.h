@@ -77,6 +77,11 @@ struct SoftmaxArgs {
   int32_t in_dtype = 0, out_dtype = 0;
   int64_t outer = 1, dim = 1, inner = 1;
   bool log = false;
+  // Few long rows: each row split over `splits` blocks; partials (2 doubles per (row, split), a
+  // device buffer) gets each split's max and its sum of exp(x - max), which the writing pass
+  // combines per row in split order. splits 1 (or no partials): one block per row.
+  int64_t splits = 1;
+  double* partials = nullptr;
 };
 void launch_softmax(Compute c, const SoftmaxArgs& a, gpuStream_t stream);
 

@@ -141,6 +141,62 @@ __global__ void softmax_kernel(SoftmaxArgs a) {
   }
 }
 
+// Split softmax, pass 1: block job = (row, s) leaves the max of elements [j0, j1) and the sum of
+// their exp(x - max) (0 when the max is -inf: those elements add nothing; NaN propagates).
+template <class A>
+__global__ void softmax_split_stats(SoftmaxArgs a) {
+  const int32_t isz = itemsize_of(a.in_dtype);
+  const int64_t chunk = reduction_chunk(a.dim, a.splits);
+  for (int64_t job = blockIdx.x; job < a.outer * a.inner * a.splits; job += gridDim.x) {
+    const int64_t row = job / a.splits, j0 = job % a.splits * chunk, j1 = j0 + chunk < a.dim ? j0 + chunk : a.dim;
+    const int64_t first = row / a.inner * a.dim * a.inner + row % a.inner;
+    auto in_at = [&](int64_t j) { return load<A>(a.in + (first + j * a.inner) * isz, a.in_dtype); };
+    A mx = lowest<A>();
+    for (int64_t j = j0 + threadIdx.x; j < j1; j += blockDim.x) mx = combine(ReduceOp::Max, mx, in_at(j));
+    mx = block_combine(mx, [](A x, A y) { return combine(ReduceOp::Max, x, y); });
+    A sum = 0;
+    if (!(mx == lowest<A>()))
+      for (int64_t j = j0 + threadIdx.x; j < j1; j += blockDim.x) sum += exp(in_at(j) - mx);
+    sum = block_combine(sum, [](A x, A y) { return x + y; });
+    if (threadIdx.x == 0) a.partials[2 * job] = double(mx), a.partials[2 * job + 1] = double(sum);
+  }
+}
+
+// Split softmax, pass 2: each block combines its row's splits (in order), then writes its own
+// split's elements.
+template <class A>
+__global__ void softmax_split_write(SoftmaxArgs a) {
+  const int32_t isz = itemsize_of(a.in_dtype), osz = itemsize_of(a.out_dtype);
+  const int64_t chunk = reduction_chunk(a.dim, a.splits);
+  for (int64_t job = blockIdx.x; job < a.outer * a.inner * a.splits; job += gridDim.x) {
+    const int64_t row = job / a.splits, j0 = job % a.splits * chunk, j1 = j0 + chunk < a.dim ? j0 + chunk : a.dim;
+    const double* p = a.partials + 2 * row * a.splits;
+    double mx = -HUGE_VAL;
+    for (int64_t s = 0; s < a.splits; ++s) mx = combine(ReduceOp::Max, mx, p[2 * s]);
+    double total = 0;
+    for (int64_t s = 0; s < a.splits; ++s)
+      if (p[2 * s + 1] != 0 || p[2 * s + 1] != p[2 * s + 1]) total += p[2 * s + 1] * exp(p[2 * s] - mx);
+    const A m = A(mx), sum = A(total), log_sum = log(sum);
+    const int64_t first = row / a.inner * a.dim * a.inner + row % a.inner;
+    for (int64_t j = j0 + threadIdx.x; j < j1; j += blockDim.x) {
+      const A x = load<A>(a.in + (first + j * a.inner) * isz, a.in_dtype) - m;
+      store<A>(a.out + (first + j * a.inner) * osz, a.out_dtype, a.log ? x - log_sum : exp(x) / sum);
+    }
+  }
+}
+
+template <class A> void launch_softmax_as(const SoftmaxArgs& a, gpuStream_t s) {
+  const int64_t rows = a.outer * a.inner;
+  if (a.splits > 1 && a.partials) {
+    const unsigned threads = threads_for(reduction_chunk(a.dim, a.splits));
+    softmax_split_stats<A><<<rows_grid(rows * a.splits), threads, 0, s>>>(a);
+    check_launch("softmax (split statistics)");
+    softmax_split_write<A><<<rows_grid(rows * a.splits), threads, 0, s>>>(a);
+    return;
+  }
+  softmax_kernel<A><<<rows_grid(rows), threads_for(a.dim), 0, s>>>(a);
+}
+
 }  // namespace
 
 void launch_reduce(ReduceOp op, Compute acc, const Reduction& r, gpuStream_t s) {
@@ -156,9 +212,8 @@ void launch_reduce(ReduceOp op, Compute acc, const Reduction& r, gpuStream_t s) 
 void launch_softmax(Compute c, const SoftmaxArgs& a, gpuStream_t s) {
   int64_t rows = a.outer * a.inner;
   if (rows == 0 || a.dim == 0) return;
-  unsigned threads = threads_for(a.dim);
-  if (c == Compute::Double) softmax_kernel<double><<<rows_grid(rows), threads, 0, s>>>(a);
-  else softmax_kernel<float><<<rows_grid(rows), threads, 0, s>>>(a);
+  if (c == Compute::Double) launch_softmax_as<double>(a, s);
+  else launch_softmax_as<float>(a, s);
   check_launch("softmax");
 }
 

@@ -159,8 +159,17 @@ void softmax_k(sdk::Args& a) {
     else if (d > dim) s.inner *= self.size(d);
   }
   s.dim = self.dim() ? self.size(dim) : 1;
-  DeviceGuard guard(self.device().index);
-  launch_softmax(compute_for(dtype), s, stream_for(self.device().index));
+  const int32_t index = self.device().index;
+  DeviceGuard guard(index);
+  // Few long rows: each split over several blocks (reduction_plan.h), partials on the stream.
+  s.splits = reduction_splits(s.outer * s.inner, s.dim, multiprocessor_count(index));
+  std::optional<Workspace> partials;
+  if (s.splits > 1) {
+    partials.emplace(index, size_t(2 * s.outer * s.inner * s.splits) * sizeof(double), stream_for(index));
+    if (partials->ok) s.partials = static_cast<double*>(partials->ptr);
+    else s.splits = 1;
+  }
+  launch_softmax(compute_for(dtype), s, stream_for(index));
   a.return_tensor(std::move(out));
 }
 }  // namespace
