@@ -214,7 +214,7 @@ bool run_special(CallFrame& f, const RuleSpec& spec) {
   if (op == "nll_loss_forward") return nll_loss_rule(f);
   if (op == "as_strided") return as_strided_rule(f);
   if (op.starts_with("convolution")) return run_convolution_rule(f);
-  return false;
+  return run_nn_backward_rule(f);
 }
 
 }  // namespace tessera::vmap

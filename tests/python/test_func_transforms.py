@@ -864,6 +864,45 @@ def test_per_sample_gradients_of_a_cnn_batch_the_convolutions(groups, dims):
             np.testing.assert_allclose(to_np(g), w.numpy(), rtol=1e-4, atol=1e-6)
 
 
+def test_per_sample_gradients_of_a_token_model_need_no_loop():
+    """Embedding, layer norm, a linear layer and cross entropy (with an ignored token) under
+    vmap(grad): their backwards batch (no per-sample loop warning), equal to autograd per sample
+    and to torch.func."""
+    import warnings
+    emb, ln_w, ln_b = rand(11, 6, seed=11), rand(6, seed=12), rand(6, seed=13)
+    w, b = rand(11, 6, seed=14), rand(11, seed=15)
+    tokens = np.random.default_rng(16).integers(0, 11, (4, 5))
+    targets = np.random.default_rng(17).integers(0, 11, (4, 5))
+    targets[1, 2] = 3
+
+    def make(M):
+        F = M.nn.functional
+
+        def loss(p, tok, tgt):
+            h = F.embedding(tok, p[0], padding_idx=0)
+            h = F.layer_norm(h, (6,), p[1], p[2])
+            logits = F.linear(h.tanh(), p[3], p[4])
+            return F.cross_entropy(logits, tgt, ignore_index=3) + 0.1 * F.mse_loss(h, h.detach() * 0.5)
+        return loss
+
+    loss = make(ts)
+    params = [T(emb), T(ln_w), T(ln_b), T(w), T(b)]
+    tok, tgt = ts.tensor(tokens), ts.tensor(targets)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = tsf.vmap(tsf.grad(loss), in_dims=(None, 0, 0))(params, tok, tgt)
+    for i in range(4):
+        leaves = [p.detach().requires_grad_() for p in params]
+        ts.autograd.backward(loss(leaves, tok[i], tgt[i]))
+        for g, p in zip(got, leaves):
+            np.testing.assert_allclose(to_np(g)[i], to_np(p.grad), rtol=1e-4, atol=1e-6)
+    if HAVE_TORCH:
+        tparams = [P(emb), P(ln_w), P(ln_b), P(w), P(b)]
+        want = tf.vmap(tf.grad(make(torch)), in_dims=(None, 0, 0))(tparams, torch.tensor(tokens), torch.tensor(targets))
+        for g, wv in zip(got, want):
+            np.testing.assert_allclose(to_np(g), wv.numpy(), rtol=1e-4, atol=1e-6)
+
+
 def test_ensemble_of_convolutions_and_transposed_convolutions():
     import warnings
     x = T(rand(3, 4, 6, 6, seed=7))
