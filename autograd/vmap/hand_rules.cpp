@@ -22,6 +22,14 @@ sdk::TensorRef batched_matmul(const CallFrame& f, ts_tensor a, ts_tensor b) {
   sdk::TensorRef va = ba ? f.value(a) : sdk::TensorRef::borrow(a);
   sdk::TensorRef vb = bb ? f.value(b) : sdk::TensorRef::borrow(b);
   BelowLevel below(f.level());
+  // A shared matrix times each sample's matrix (an ensemble's x @ W_b^T): one GEMM against the
+  // samples' matrices side by side, [K, B * N], where their layout makes that a view (a stacked
+  // weight used transposed does), instead of B small products.
+  if (!ba && bb && ra == 2 && rb == 2 && vb.stride(0) == vb.size(2) * vb.stride(2)) {
+    const int64_t B = vb.size(0), K = vb.size(1), N = vb.size(2), M = va.size(0);
+    sdk::TensorRef side = sdk::ops::reshape(sdk::ops::transpose(vb, 0, 1), {K, B * N});
+    return sdk::ops::transpose(sdk::ops::reshape(sdk::ops::mm(va, side), {M, B, N}), 0, 1);
+  }
   // One side batched and the other without batch dims of its own: matmul's broadcasting already
   // carries the batch (the batched side's rows, or its leading dims).
   if ((ba && !bb && rb <= 2) || (!ba && bb && rb >= 2)) return sdk::ops::matmul(va, vb);

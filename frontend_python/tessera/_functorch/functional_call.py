@@ -1,6 +1,5 @@
 """torch.func.functional_call and stack_module_state: a module run with parameters and buffers
 given as tensors (so transforms can differentiate or batch them)."""
-import contextlib
 
 import tessera
 from tessera import _C
@@ -15,35 +14,41 @@ def _owner(module, dotted):
     return module, attr
 
 
-@contextlib.contextmanager
-def _swapped(module, tensors, strict):
-    names = dict(module.named_parameters(remove_duplicate=False))
-    names.update(dict(module.named_buffers(remove_duplicate=False)))
-    unknown = [k for k in tensors if k not in names]
-    if strict:
-        missing = [k for k in names if k not in tensors]
-        if unknown or missing:
-            raise RuntimeError(f"Error(s) in reparametrizing for {type(module).__name__}:\n"
-                               + (f"\tUnexpected key(s): {', '.join(map(repr, unknown))}.\n" if unknown else "")
-                               + (f"\tMissing key(s): {', '.join(map(repr, missing))}." if missing else ""))
+def _check_names(module, tensors, known):
+    unknown = [k for k in tensors if k not in known]
+    missing = [k for k in known if k not in tensors]
+    if unknown or missing:
+        raise RuntimeError(f"Error(s) in reparametrizing for {type(module).__name__}:\n"
+                           + (f"\tUnexpected key(s): {', '.join(map(repr, unknown))}.\n" if unknown else "")
+                           + (f"\tMissing key(s): {', '.join(map(repr, missing))}." if missing else ""))
+
+
+def _swap_in(module, tensors):
+    """Puts `tensors` in place of the module's parameters and buffers (a name that is neither
+    becomes a plain attribute); returns what restores them."""
     saved = []
     try:
         for name, value in tensors.items():
             owner, attr = _owner(module, name)
             store = owner._parameters if attr in owner._parameters else owner._buffers if attr in owner._buffers else None
-            if store is None:  # not a parameter or buffer of the module: set as a plain attribute
+            if store is None:
                 saved.append((owner.__dict__, attr, owner.__dict__.get(attr, _MISSING)))
                 owner.__dict__[attr] = value
                 continue
             saved.append((store, attr, store[attr]))
             store[attr] = value
-        yield
-    finally:
-        for store, attr, old in reversed(saved):
-            if old is _MISSING:
-                store.pop(attr, None)
-            else:
-                store[attr] = old
+    except BaseException:
+        _restore(saved)
+        raise
+    return saved
+
+
+def _restore(saved):
+    for store, attr, old in reversed(saved):
+        if old is _MISSING:
+            store.pop(attr, None)
+        else:
+            store[attr] = old
 
 
 _MISSING = object()
@@ -65,22 +70,31 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
     else:
         raise ValueError(f"Expected parameter_and_buffer_dicts to be a dict, or a list/tuple of dicts, but got "
                          f"{type(parameter_and_buffer_dicts)}")
-    if tie_weights:  # a weight shared by two names takes the value given for either
-        by_id = {}
-        for name, p in list(module.named_parameters(remove_duplicate=False)) + list(
-                module.named_buffers(remove_duplicate=False)):
-            by_id.setdefault(id(p), []).append(name)
-        for names in by_id.values():
-            given = [n for n in names if n in tensors]
-            if given:
-                for n in names:
-                    tensors.setdefault(n, tensors[given[0]])
+    # One walk of the module serves the weight tying and the strict check (a walk costs as much
+    # as a small layer's forward, and ensembles call this once per step).
+    if tie_weights or strict:
+        named = list(module.named_parameters(remove_duplicate=False)) + list(module.named_buffers(remove_duplicate=False))
+        if tie_weights:  # a weight shared by two names takes the value given for either
+            by_id = {}
+            for name, p in named:
+                by_id.setdefault(id(p), []).append(name)
+            for names in by_id.values():
+                if len(names) > 1:
+                    given = [n for n in names if n in tensors]
+                    if given:
+                        for n in names:
+                            tensors.setdefault(n, tensors[given[0]])
+        if strict:
+            _check_names(module, tensors, dict(named))
     if args is None:
         args = ()
     elif not isinstance(args, tuple):
         args = (args,)
-    with _swapped(module, tensors, strict):
+    saved = _swap_in(module, tensors)
+    try:
         return module(*args, **(kwargs or {}))
+    finally:
+        _restore(saved)
 
 
 def stack_module_state(models):
