@@ -100,6 +100,7 @@ void run_loop(CallFrame& f, bool warn);
 bool run_special(CallFrame& f, const RuleSpec& spec);  // false: the rule declines (loop)
 bool run_convolution_rule(CallFrame& f);  // conv_rules.cpp; false: declines
 bool run_nn_backward_rule(CallFrame& f);  // nn_backward_rules.cpp; false: declines
+bool run_norm_rule(CallFrame& f);  // norm_rules.cpp; false: declines
 [[noreturn]] void inplace_error(const CallFrame& f);
 
 }  // namespace tessera::vmap

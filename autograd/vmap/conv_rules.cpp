@@ -6,39 +6,12 @@
 // sample's output, and convolution_backward on that grouped call gives each sample its own
 // weight gradient (per-sample gradients of a CNN, or an ensemble of CNNs, in one primitive call).
 #include "call_frame.h"
+#include "channel_stacking.h"
 
 namespace tessera::vmap {
 namespace {
 
 using sdk::TensorRef;
-
-std::vector<int64_t> ints_of(const ts_value& v) { return {v.u.ints.data, v.u.ints.data + v.u.ints.size}; }
-
-// [B, N, C, S...] -> [N, B * C, S...]: the samples' channels side by side.
-TensorRef channels_side_by_side(const TensorRef& v) {
-  std::vector<int64_t> shape{v.size(1), v.size(0) * v.size(2)};
-  shape.insert(shape.end(), v.sizes().begin() + 3, v.sizes().end());
-  return sdk::ops::reshape(sdk::ops::transpose(v, 0, 1), shape);
-}
-
-// [N, B * C, S...] -> [B, N, C, S...].
-TensorRef channels_apart(const TensorRef& t, int64_t batch) {
-  std::vector<int64_t> shape{t.size(0), batch, t.size(1) / batch};
-  shape.insert(shape.end(), t.sizes().begin() + 2, t.sizes().end());
-  return sdk::ops::transpose(sdk::ops::reshape(t, shape), 0, 1);
-}
-
-// [B, d0, d1...] -> [B * d0, d1...] and back.
-TensorRef stacked(const TensorRef& v) {
-  std::vector<int64_t> shape{v.size(0) * v.size(1)};
-  shape.insert(shape.end(), v.sizes().begin() + 2, v.sizes().end());
-  return sdk::ops::reshape(v, shape);
-}
-TensorRef unstacked(const TensorRef& t, int64_t batch) {
-  std::vector<int64_t> shape{batch, t.size(0) / batch};
-  shape.insert(shape.end(), t.sizes().begin() + 1, t.sizes().end());
-  return sdk::ops::reshape(t, shape);
-}
 
 // Inputs and gradients must carry their N dim (the functional API adds it before the primitive).
 bool has_batch_dim(ts_tensor t, ts_tensor weight) { return rank_of(t) == rank_of(weight); }

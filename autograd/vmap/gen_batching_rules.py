@@ -11,7 +11,8 @@ Most primitives batch by their kind, which this script reads off the schema:
   loss       a loss with a `reduction`: computed unreduced, then reduced per sample
   special    a hand-written rule in hand_rules.cpp (matmul family, permute, expand, ...) or
              conv_rules.cpp (convolution's backwards; convolution itself with a batched weight) or
-             nn_backward_rules.cpp (layer norm, MSE, NLL and embedding backwards)
+             nn_backward_rules.cpp (layer norm, MSE, NLL and embedding backwards) or norm_rules.cpp
+             (batch and group norm)
   no tensors factories: nothing to batch (the random ones draw per sample or not, as asked)
 An operator without an entry runs the for-loop fallback (correct, slower, warned once).
 """
@@ -105,7 +106,8 @@ LOSS = ["mse_loss", "l1_loss", "binary_cross_entropy_with_logits"]
 
 SPECIAL = ["matmul", "mm", "bmm", "addmm", "permute", "expand", "squeeze", "index.Tensor", "nll_loss_forward",
            "as_strided", "convolution_backward", "convolution_backward_input", "native_layer_norm_backward",
-           "mse_loss_backward", "nll_loss_backward", "embedding_dense_backward"]  # full names
+           "mse_loss_backward", "nll_loss_backward", "embedding_dense_backward", "native_batch_norm",
+           "native_batch_norm_backward", "native_group_norm", "native_group_norm_backward"]  # full names
 
 RANDOM_FACTORIES = ["rand", "randn", "randint"]
 

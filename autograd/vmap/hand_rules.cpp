@@ -222,6 +222,7 @@ bool run_special(CallFrame& f, const RuleSpec& spec) {
   if (op == "nll_loss_forward") return nll_loss_rule(f);
   if (op == "as_strided") return as_strided_rule(f);
   if (op.starts_with("convolution")) return run_convolution_rule(f);
+  if (op.starts_with("native_batch_norm") || op.starts_with("native_group_norm")) return run_norm_rule(f);
   return run_nn_backward_rule(f);
 }
 

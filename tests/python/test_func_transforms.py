@@ -903,6 +903,61 @@ def test_per_sample_gradients_of_a_token_model_need_no_loop():
             np.testing.assert_allclose(to_np(g), wv.numpy(), rtol=1e-4, atol=1e-6)
 
 
+def test_per_sample_gradients_through_batch_and_group_norm():
+    """Batch norm (no running statistics: each sample's own batch statistics, as torch.func) and
+    group norm under vmap(grad): batched rules (no loop warning), equal to autograd per sample and
+    to torch.func."""
+    import warnings
+    w, gw, gb, bw, bb = rand(4, 2, 3, 3, seed=20) * 0.4, rand(4, seed=21), rand(4, seed=22), rand(4, seed=23), rand(4, seed=24)
+    x = rand(3, 2, 2, 5, 5, seed=25)  # 3 samples, each a batch of 2 images
+
+    def make(M):
+        F = M.nn.functional
+
+        def loss(p, xi):
+            h = F.conv2d(xi, p[0], padding=1)
+            h = F.group_norm(h, 2, p[1], p[2])
+            h = F.batch_norm(h, None, None, p[3], p[4], training=True)
+            return (h.tanh() ** 2).mean()
+        return loss
+
+    loss = make(ts)
+    params = [T(w), T(gw), T(gb), T(bw), T(bb)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = tsf.vmap(tsf.grad(loss), in_dims=(None, 0))(params, T(x))
+    for i in range(3):
+        leaves = [p.detach().requires_grad_() for p in params]
+        ts.autograd.backward(loss(leaves, T(x[i])))
+        for g, p in zip(got, leaves):
+            np.testing.assert_allclose(to_np(g)[i], to_np(p.grad), rtol=1e-4, atol=1e-5)
+    if HAVE_TORCH:
+        want = tf.vmap(tf.grad(make(torch)), in_dims=(None, 0))([P(a) for a in (w, gw, gb, bw, bb)], P(x))
+        for g, wv in zip(got, want):
+            np.testing.assert_allclose(to_np(g), wv.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_ensemble_of_batch_norm_models_updates_each_models_running_stats():
+    nn = ts.nn
+    models = [nn.Sequential(nn.Conv2d(2, 3, 3), nn.BatchNorm2d(3)) for _ in range(4)]
+    x = T(rand(5, 2, 6, 6, seed=26))
+    params, buffers = tsf.stack_module_state(models)
+    base = nn.Sequential(nn.Conv2d(2, 3, 3), nn.BatchNorm2d(3))
+    out = tsf.vmap(lambda p, b: tsf.functional_call(base, (p, b), (x,)), in_dims=(0, 0))(params, buffers)
+    for i, m in enumerate(models):
+        np.testing.assert_allclose(to_np(out)[i], to_np(m(x)), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(to_np(buffers["1.running_mean"])[i], to_np(m[1].running_mean), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(to_np(buffers["1.running_var"])[i], to_np(m[1].running_var), rtol=1e-5, atol=1e-6)
+    # Shared (unbatched) running statistics cannot take every sample's update: torch.func's error.
+    shared = nn.BatchNorm2d(2)
+    with pytest.raises(RuntimeError, match="running_mean or running_var, which will be updated in place"):
+        tsf.vmap(shared)(T(rand(4, 5, 2, 3, 3, seed=27)))
+    shared.eval()  # in eval mode they are only read
+    got = tsf.vmap(shared)(T(rand(4, 5, 2, 3, 3, seed=27)))
+    np.testing.assert_allclose(to_np(got), to_np(shared(T(rand(4, 5, 2, 3, 3, seed=27)).reshape(20, 2, 3, 3))).reshape(4, 5, 2, 3, 3),
+                               rtol=1e-5, atol=1e-6)
+
+
 def test_ensemble_of_convolutions_and_transposed_convolutions():
     import warnings
     x = T(rand(3, 4, 6, 6, seed=7))

@@ -236,6 +236,15 @@ def _check_factory(overload, op, args, kwargs):
     return True
 
 
+def _refused(overload, mode, args):
+    """The message where torch.func refuses to batch a sample (vmap then raises it too): batch
+    norm in training with a batched input and running statistics, updated in place, that are not."""
+    if overload in ("native_batch_norm", "_native_batch_norm_legit") and mode == "first" and args[5] is True \
+            and args[3] is not None:
+        return "running_mean or running_var, which will be updated in place, were not batched"
+    return None
+
+
 def check_sample(overload, args, kwargs, mode):
     """vmap of the overload over a batch built from one sample, against the loop. Returns False
     when no batch of this sample has a loop result to compare with (skipped), else True."""
@@ -268,6 +277,11 @@ def check_sample(overload, args, kwargs, mode):
         assert all(o == outs[0][0] for o, _ in outs), f"{where}: the loop's values differ: {[o for o, _ in outs]}"
         got = ts.vmap(fn, in_dims=batch.in_dims, out_dims=None)(*batch.args)
         assert got == outs[0][0], f"{where}: {got!r} under vmap, {outs[0][0]!r} in the loop"
+        return True
+    refused = _refused(overload, mode, args)
+    if refused is not None:
+        with pytest.raises(RuntimeError, match=refused):
+            ts.vmap(fn, in_dims=batch.in_dims)(*batch.args)
         return True
     got = ts.vmap(fn, in_dims=batch.in_dims)(*batch.args)
     got_flat = tree_flatten(got)[0]
