@@ -1,19 +1,19 @@
-// The GPU plugin's overlap tests for copy_ (backends/cuda/src/memory_overlap.h), on any machine
+// The GPU plugin's overlap tests for copy_ (sdk/include/tessera/sdk/memory_overlap.h), on any machine
 // (issue 23, finding 7): x[1:].copy_(x[:-1]) shares memory and must be staged (the GPU copies
 // elements in parallel), x.copy_(x) is a no-op, disjoint views copy directly, an expanded
 // destination is refused (as the CPU plugin refuses it). The views are described on a host
 // array the way the plugin describes device tensors.
-#include "../../backends/cuda/src/memory_overlap.h"
+#include <tessera/sdk/memory_overlap.h>
 
 #include <gtest/gtest.h>
 
 #include <vector>
 
-using tessera::gpu::byte_extent;
-using tessera::gpu::has_internal_overlap;
-using tessera::gpu::may_overlap;
-using tessera::gpu::same_view;
-using tessera::gpu::StridedView;
+using tessera::sdk::byte_extent;
+using tessera::sdk::has_internal_overlap;
+using tessera::sdk::may_overlap;
+using tessera::sdk::same_view;
+using tessera::sdk::StridedView;
 
 namespace {
 float storage[64];

@@ -3,6 +3,7 @@
 // dim wrapping, shapes in messages, a multi-index walker over strided operands and a
 // dtype-agnostic strided copy (elements are moved as 1/2/4/8-byte words, so no dtype templates).
 #include <complex>
+#include <tessera/sdk/memory_overlap.h>
 #include <tessera/sdk/plugin.h>
 
 #include <algorithm>
@@ -190,21 +191,7 @@ inline void copy_tensor(const sdk::TensorRef& dst, const sdk::TensorRef& src) {
 
 // True when the memory of two tensors may overlap (a conservative test on byte ranges), for
 // refusing out= tensors that alias an input.
-inline bool overlaps(const sdk::TensorRef& x, const sdk::TensorRef& y) {
-  if (x.numel() == 0 || y.numel() == 0) return false;
-  auto range = [](const sdk::TensorRef& t) {
-    const char* lo = t.data<char>();
-    const char* hi = lo;
-    for (int64_t d = 0; d < t.dim(); ++d) {
-      const int64_t reach = (t.size(d) - 1) * t.stride(d) * t.itemsize();
-      (reach < 0 ? lo : hi) += reach;
-    }
-    return std::pair{lo, hi + t.itemsize()};
-  };
-  auto [xl, xh] = range(x);
-  auto [yl, yh] = range(y);
-  return xl < yh && yl < xh;
-}
+inline bool overlaps(const sdk::TensorRef& x, const sdk::TensorRef& y) { return sdk::may_overlap(x, y); }
 
 // True when (shape, strides) is row-major contiguous (strides of size-1 dims do not matter).
 inline bool is_contiguous(std::span<const int64_t> shape, std::span<const int64_t> strides) {

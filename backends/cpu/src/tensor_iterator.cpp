@@ -1,6 +1,8 @@
 // The shared iteration engine: geometry, parallel walk, casts, promotion, reductions' layout.
 #include "tensor_iterator.h"
 
+#include <tessera/sdk/memory_overlap.h>
+
 #include <omp.h>
 #include <pthread.h>
 
@@ -408,32 +410,8 @@ bool copy_as_transpose(const LoopGeometry& g, char* dst, const char* src, int64_
   return false;
 }
 
-// The byte range [lo, hi) a tensor's elements occupy.
-struct Extent {
-  const char* lo;
-  const char* hi;
-};
-Extent extent_of(const TensorRef& t) {
-  const char* p = static_cast<const char*>(t.data());
-  if (t.numel() == 0) return {p, p};
-  int64_t lo = 0, hi = 0;
-  for (int64_t d = 0; d < t.dim(); ++d) {
-    const int64_t span = (t.size(d) - 1) * t.stride(d) * t.itemsize();
-    (span < 0 ? lo : hi) += span;
-  }
-  return {p + lo, p + hi + t.itemsize()};
-}
-bool overlaps(const TensorRef& a, const TensorRef& b) {
-  const Extent x = extent_of(a), y = extent_of(b);
-  return x.lo < y.hi && y.lo < x.hi;
-}
-
-// True when some element of `t` is reachable through two indices (an expanded tensor).
-bool has_internal_overlap(const TensorRef& t) {
-  for (int64_t d = 0; d < t.dim(); ++d)
-    if (t.size(d) > 1 && t.stride(d) == 0) return true;
-  return false;
-}
+using sdk::has_internal_overlap;
+bool overlaps(const TensorRef& a, const TensorRef& b) { return sdk::may_overlap(a, b); }
 
 }  // namespace
 

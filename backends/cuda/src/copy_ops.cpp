@@ -2,7 +2,7 @@
 // host->device, device->host; non_blocking with page-locked host memory), clone, contiguous,
 // to.dtype, fill_. New tensors are contiguous.
 #include "cuda_plugin.h"
-#include "memory_overlap.h"
+#include <tessera/sdk/memory_overlap.h>
 
 #include <cstring>
 
@@ -74,22 +74,21 @@ bool same_layout(const TensorRef& a, const TensorRef& b) {
          std::equal(a.sizes().begin(), a.sizes().end(), b.sizes().begin(), b.sizes().end());
 }
 
-StridedView view_of(const TensorRef& t) { return {t.data(), t.sizes(), t.strides(), int64_t(t.itemsize())}; }
 
 // copy_ within one device. The kernel copies elements in parallel, so a source that shares
 // memory with the destination (x[1:].copy_(x[:-1])) is first read whole into a private copy, as
 // the CPU plugin does; a source that is the destination itself needs no copy (or converts each
 // element in place, which no other element reads).
 void copy_within_device(ts_call call, const TensorRef& self, const TensorRef& src) {
-  const StridedView dst = view_of(self), from = view_of(src);
-  TS_SDK_CHECK(!has_internal_overlap(dst), TS_ERROR_VALUE,
+  const sdk::StridedView dst = sdk::strided_view(self), from = sdk::strided_view(src);
+  TS_SDK_CHECK(!sdk::has_internal_overlap(dst), TS_ERROR_VALUE,
                "copy_: unsupported operation: more than one element of the written-to tensor refers to a single "
                "memory location");
-  if (same_view(dst, from)) {
+  if (sdk::same_view(dst, from)) {
     if (self.dtype() != src.dtype()) copy_into("copy_", self, src);
     return;
   }
-  if (may_overlap(dst, from)) {
+  if (sdk::may_overlap(dst, from)) {
     TensorRef staged = empty_on(call, src.sizes(), src.dtype(), src.device());
     copy_into("copy_", staged, src);
     return copy_into("copy_", self, staged);

@@ -1,15 +1,16 @@
 #pragma once
 // Whether two strided views share memory, and whether a view reaches one element through two
-// indices: the CPU plugin's tests (backends/cpu/src/tensor_iterator.cpp: extent_of, overlaps,
-// has_internal_overlap), on plain (data, sizes, strides) so the same arithmetic runs in the GPU
-// plugin's copy_ and in tests/cpp/test_cuda_memory_overlap.cpp without a device. A GPU copy
-// runs its elements in parallel, so an overlapping source must be read in full before anything
-// is written.
+// indices, on plain (data, sizes, strides) so the arithmetic runs anywhere, a device plugin's
+// memory included (its pointers are only compared): the CPU plugin's copy and out= checks, the
+// GPU plugin's copy_ (whose elements run in parallel, so an overlapping source is read in full
+// before anything is written), and tests/cpp/test_cuda_memory_overlap.cpp without a device.
 #include <cstddef>
 #include <cstdint>
 #include <span>
 
-namespace tessera::gpu {
+#include <tessera/sdk/plugin.h>
+
+namespace tessera::sdk {
 
 struct StridedView {
   const void* data = nullptr;
@@ -61,4 +62,10 @@ inline bool same_view(const StridedView& dst, const StridedView& src) {
   return true;
 }
 
-}  // namespace tessera::gpu
+inline StridedView strided_view(const TensorRef& t) {
+  return {t.data(), t.sizes(), t.strides(), int64_t(t.itemsize())};
+}
+inline bool may_overlap(const TensorRef& a, const TensorRef& b) { return may_overlap(strided_view(a), strided_view(b)); }
+inline bool has_internal_overlap(const TensorRef& t) { return has_internal_overlap(strided_view(t)); }
+
+}  // namespace tessera::sdk
