@@ -22,6 +22,20 @@ TensorRef per_sample(const TensorRef& t, int64_t batch) {
   return unstacked(t, batch);
 }
 
+// Returns an input-shaped result of the stacked call ([N, B * C, S...]) and two per-channel ones
+// ([B * C]), each back per sample: batch norm's outputs and both norms' gradients.
+void return_per_sample(CallFrame& f, TensorRef input_like, TensorRef first, TensorRef second) {
+  const int64_t B = f.batch_size();
+  {
+    BelowLevel below(f.level());
+    input_like = channels_apart(input_like, B);
+    first = per_sample(first, B);
+    second = per_sample(second, B);
+  }
+  const TensorRef returns[] = {input_like, first, second};
+  f.return_tensors(returns);
+}
+
 // Group statistics [N, B * G] <-> [B, N, G].
 TensorRef statistics_apart(const TensorRef& t, int64_t batch) {
   return sdk::ops::transpose(sdk::ops::reshape(t, {t.size(0), batch, t.size(1) / batch}), 0, 1);
@@ -65,12 +79,8 @@ bool group_norm_backward_rule(CallFrame& f) {
     std::tie(gi, gw, gb) = sdk::ops::native_group_norm_backward(
         channels_side_by_side(go), channels_side_by_side(x), statistics_side_by_side(mean),
         statistics_side_by_side(rstd), w, a[5].u.i, a[6].u.i * B, a[7].u.i, a[8].u.i * B);
-    gi = channels_apart(gi, B);
-    gw = per_sample(gw, B);
-    gb = per_sample(gb, B);
   }
-  const TensorRef returns[] = {gi, gw, gb};
-  f.return_tensors(returns);
+  return_per_sample(f, gi, gw, gb);
   return true;
 }
 
@@ -109,12 +119,8 @@ bool batch_norm_rule(CallFrame& f) {
           sdk::ops::copy_(value, unstacked(stat, B));
       }
     }
-    out = channels_apart(out, B);
-    save_mean = per_sample(save_mean, B);
-    save_invstd = per_sample(save_invstd, B);
   }
-  const TensorRef returns[] = {out, save_mean, save_invstd};
-  f.return_tensors(returns);
+  return_per_sample(f, out, save_mean, save_invstd);
   return true;
 }
 
@@ -123,7 +129,6 @@ bool batch_norm_rule(CallFrame& f) {
 bool batch_norm_backward_rule(CallFrame& f) {
   const auto& a = f.args();
   if (rank_of(a[1].u.tensor) < 2) return false;
-  const int64_t B = f.batch_size();
   TensorRef go = f.batched_or_expanded(a[0].u.tensor), x = f.batched_or_expanded(a[1].u.tensor);
   TensorRef params[5];
   for (int i = 0; i < 5; ++i) params[i] = stacked_parameter(f, optional_tensor(a[size_t(2 + i)]));
@@ -133,12 +138,8 @@ bool batch_norm_backward_rule(CallFrame& f) {
     std::tie(gi, gw, gb) = sdk::ops::native_batch_norm_backward(channels_side_by_side(go), channels_side_by_side(x),
                                                                 params[0], params[1], params[2], params[3], params[4],
                                                                 a[7].u.b, a[8].u.d);
-    gi = channels_apart(gi, B);
-    gw = per_sample(gw, B);
-    gb = per_sample(gb, B);
   }
-  const TensorRef returns[] = {gi, gw, gb};
-  f.return_tensors(returns);
+  return_per_sample(f, gi, gw, gb);
   return true;
 }
 

@@ -22,6 +22,19 @@ GPU_D int64_t channel_offset(const ChannelNormArgs& a, int64_t c, int64_t k) {
 
 GPU_HD bool split(const ChannelNormArgs& a) { return a.splits > 1 && a.split_stats; }
 
+// The block's sums of dy and dy * (x - mean) over elements [k0, k1) of channel c (every thread
+// gets them): the backward's two statistics, split or not.
+GPU_D void grad_sums(const ChannelNormArgs& a, int64_t c, int64_t k0, int64_t k1, double mean, double& s, double& d) {
+  for (int64_t k = k0 + threadIdx.x; k < k1; k += blockDim.x) {
+    const int64_t o = channel_offset(a, c, k);
+    const double g = at(a.grad, a.grad_dtype, o);
+    s += g;
+    d += g * (at(a.x, a.x_dtype, o) - mean);
+  }
+  s = block_sum(s);
+  d = block_sum(d);
+}
+
 // Split pass 1 (few channels, many elements): block job = (c, s) sums elements [k0, k1) of
 // channel c. Forward: the split's count, mean and sum of squared deviations from that mean (two
 // passes over the split, as the unsplit kernel); backward: sum dy and sum dy * (x - mean).
@@ -33,14 +46,7 @@ __global__ void batch_norm_split_stats(ChannelNormArgs a) {
     if (a.grad) {
       const double mean = at(a.stat_a, a.a_dtype, c);
       double s = 0, d = 0;
-      for (int64_t k = k0 + threadIdx.x; k < k1; k += blockDim.x) {
-        const int64_t o = channel_offset(a, c, k);
-        const double g = at(a.grad, a.grad_dtype, o);
-        s += g;
-        d += g * (at(a.x, a.x_dtype, o) - mean);
-      }
-      s = block_sum(s);
-      d = block_sum(d);
+      grad_sums(a, c, k0, k1, mean, s, d);
       if (threadIdx.x == 0) out[0] = s, out[1] = d, out[2] = 0;
     } else {
       const int64_t len = k1 > k0 ? k1 - k0 : 0;
@@ -130,14 +136,7 @@ __global__ void batch_norm_backward_stats(ChannelNormArgs a) {
         d += a.split_stats[3 * (c * a.splits + sp) + 1];
       }
     } else {
-      for (int64_t k = threadIdx.x; k < count; k += blockDim.x) {
-        const int64_t o = channel_offset(a, c, k);
-        const double g = at(a.grad, a.grad_dtype, o);
-        s += g;
-        d += g * (at(a.x, a.x_dtype, o) - mean);
-      }
-      s = block_sum(s);
-      d = block_sum(d);
+      grad_sums(a, c, 0, count, mean, s, d);
     }
     if (threadIdx.x == 0) {
       const double k = weight_of(a, c) * invstd;
