@@ -182,6 +182,12 @@ def main():
         print(f"{label:<44}{t_ts:>10.2f}{t_pt:>10.2f}{t_pt / t_ts:>14.2f}x")
     print(f"tessera: vmap(grad) is {ms(('tessera', 'psg_loop')) / ms(('tessera', 'psg_vmap')):.1f}x its loop; "
           f"ensemble vmap is {ms(('tessera', 'ens_loop')) / ms(('tessera', 'ens_vmap')):.1f}x its loop")
+    # The floor of the per-sample gradients: only writing them (every parameter once per sample).
+    out_numel = x.shape[0] * sum(w.size + b.size for w, b in mlp)
+    buffer = ts.empty(out_numel)
+    fill = median_time(lambda: buffer.fill_(1.0), repeat) * 1e3
+    print(f"floor: writing the {out_numel * 4 / 1e6:.0f} MB of per-sample gradients alone takes {fill:.2f} ms "
+          f"(fill_); 10x the loop would be {ms(('tessera', 'psg_loop')) / 10:.2f} ms")
 
 
 if __name__ == "__main__":
