@@ -3,6 +3,7 @@
 // tanh. All go through the TensorIterator (broadcasting, strides, threads); the arithmetic is
 // done in float for the 16-bit floats, in the tensor's own type otherwise.
 #include "kernels.h"
+#include "simd_table.h"
 #include "tensor_iterator.h"
 
 #include <cmath>
@@ -28,52 +29,69 @@ Approx read_approximate(const std::string& name, std::optional<std::string_view>
   fail(TS_ERROR_VALUE, name, ": expected approximate to be 'none' or 'tanh', got '", *s, "'");
 }
 
+// The normal CDF 0.5 (1 + erf(x / sqrt 2)) as 0.5 erfc(-x / sqrt 2): accurate in the left tail too,
+// where 1 + erf cancels.
+template <class M> M normal_cdf(M x) { return M(0.5) * std::erfc(-x * M(kInvSqrt2)); }
+
+// sigmoid(x) = 1 / (1 + E), E = exp(-x), and 1 - sigmoid(x): E s where s >= 1/2 (no cancellation
+// where s rounds to nearly 1), 1 - s elsewhere. The vector kernels (simd_kernels.h) do the same.
+template <class M> M sigmoid(M x, M& one_minus) {
+  const M E = std::exp(-x);
+  const M s = M(1) / (M(1) + E);
+  one_minus = E <= M(1) ? E * s : M(1) - s;
+  return s;
+}
+template <class M> M sigmoid(M x) {
+  M unused;
+  return sigmoid(x, unused);
+}
+
 template <class M> M gelu(M x, Approx ap) {
-  if (ap == Approx::None) return M(0.5) * x * (M(1) + std::erf(x * M(kInvSqrt2)));
+  if (ap == Approx::None) return x * normal_cdf(x);
   // 0.5 (1 + tanh(u)) = sigmoid(2u): one exp, which vectorises where tanh does not.
   const M u = M(kSqrt2OverPi) * (x + M(kGeluCubic) * x * x * x);
-  return x / (M(1) + std::exp(M(-2) * u));
+  return x * sigmoid(M(2) * u);
 }
 
 // d gelu(x) / dx.
 template <class M> M gelu_derivative(M x, Approx ap) {
-  if (ap == Approx::None) {
-    const M cdf = M(0.5) * (M(1) + std::erf(x * M(kInvSqrt2)));
-    const M pdf = M(kInvSqrt2Pi) * std::exp(M(-0.5) * x * x);
-    return cdf + x * pdf;
-  }
+  if (ap == Approx::None) return normal_cdf(x) + x * M(kInvSqrt2Pi) * std::exp(M(-0.5) * x * x);
   // With s = sigmoid(2u) = 0.5 (1 + tanh(u)): 1 - tanh(u)^2 = 4 s (1 - s).
   const M x2 = x * x;
-  const M s = M(1) / (M(1) + std::exp(M(-2 * kSqrt2OverPi) * (x + M(kGeluCubic) * x2 * x)));
+  M one_minus;
+  const M s = sigmoid(M(2 * kSqrt2OverPi) * (x + M(kGeluCubic) * x2 * x), one_minus);
   const M du = M(kSqrt2OverPi) * (M(1) + M(3 * kGeluCubic) * x2);
-  return s + M(2) * x * s * (M(1) - s) * du;
+  return s + M(2) * x * s * one_minus * du;
 }
-
-template <class M> M sigmoid(M x) { return M(1) / (M(1) + std::exp(-x)); }
 
 void require_floating(const std::string& name, const char* what, int32_t dtype) {
   if (!sdk::is_floating(dtype))
     fail(TS_ERROR_TYPE, name, ": expected ", what, " of a floating point dtype, got ", sdk::dtype_name(dtype));
 }
 
+constexpr int64_t kF32 = sizeof(float);
+
 // y = f(x) for a floating `self`, functional or in-place; f maps the opmath type to itself.
+// float32 rows that are contiguous run `vec` from the vector table when it has one.
 template <class F>
-void float_unary(sdk::Args& a, const std::string& name, Variant v, F f) {
+void float_unary(sdk::Args& a, const std::string& name, Variant v, F f, simd::UnaryFn vec = nullptr) {
   TensorRef self = a.tensor(0);
   require_floating(name, "input", self.dtype());
   TensorIterator it = IterConfig(a.call(), name.c_str()).output(v, self, TensorRef()).input(self).build();
   TS_DISPATCH_FLOAT(it.common_dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"), {
     using M = opmath_t<scalar_t>;
-    it.run([&f](char** d, const int64_t* s, int64_t n) {
+    it.run([&f, vec](char** d, const int64_t* s, int64_t n) {
+      if (std::is_same_v<scalar_t, float> && vec && s[0] == kF32 && s[1] == kF32)
+        return vec(reinterpret_cast<float*>(d[0]), reinterpret_cast<const float*>(d[1]), n);
       map_row<scalar_t, scalar_t>(d, s, n, [&f](scalar_t x) { return scalar_t(f(M(x))); });
     });
   });
   a.return_argument(it.result());
 }
 
-// out = f(grad, x) with grad and x broadcast and promoted to a floating dtype.
+// out = f(grad, x) with grad and x broadcast and promoted to a floating dtype (`vec` as above).
 template <class F>
-void float_backward(sdk::Args& a, const char* name, const char* second, F f) {
+void float_backward(sdk::Args& a, const char* name, const char* second, F f, simd::BinaryVV vec = nullptr) {
   TensorRef grad = a.tensor(0), x = a.tensor(1);
   TensorIterator it = IterConfig(a.call(), name).output(TensorRef(), false).input(grad).input(x).build();
   if (!sdk::is_floating(it.common_dtype()))
@@ -81,7 +99,10 @@ void float_backward(sdk::Args& a, const char* name, const char* second, F f) {
          sdk::dtype_name(grad.dtype()), " and ", sdk::dtype_name(x.dtype()));
   TS_DISPATCH_FLOAT(it.common_dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"), {
     using M = opmath_t<scalar_t>;
-    it.run([&f](char** d, const int64_t* s, int64_t n) {
+    it.run([&f, vec](char** d, const int64_t* s, int64_t n) {
+      if (std::is_same_v<scalar_t, float> && vec && s[0] == kF32 && s[1] == kF32 && s[2] == kF32)
+        return vec(reinterpret_cast<float*>(d[0]), reinterpret_cast<const float*>(d[1]),
+                   reinterpret_cast<const float*>(d[2]), n);
       binary_row<scalar_t, scalar_t, scalar_t>(d, s, n,
                                                [&f](scalar_t g, scalar_t x) { return scalar_t(f(M(g), M(x))); });
     });
@@ -89,29 +110,36 @@ void float_backward(sdk::Args& a, const char* name, const char* second, F f) {
   a.return_argument(it.result());
 }
 
+simd::Activation gelu_activation(Approx ap) {
+  return ap == Approx::None ? simd::Activation::Gelu : simd::Activation::GeluTanh;
+}
+
 // gelu(Tensor self, *, str approximate='none'), and gelu_.
 template <Variant V> void gelu_k(sdk::Args& a) {
   const std::string name = variant_name("gelu", V);
   const Approx ap = read_approximate(name, a.optional_str(1));
-  float_unary(a, name, V, [ap](auto x) { return gelu(x, ap); });
+  float_unary(a, name, V, [ap](auto x) { return gelu(x, ap); }, simd::vec().activation[int(gelu_activation(ap))]);
 }
 
 template <Variant V> void silu_k(sdk::Args& a) {
-  float_unary(a, variant_name("silu", V), V, [](auto x) { return x * sigmoid(x); });
+  float_unary(a, variant_name("silu", V), V, [](auto x) { return x * sigmoid(x); },
+              simd::vec().activation[int(simd::Activation::Silu)]);
 }
 
 // gelu_backward(Tensor grad_output, Tensor self, *, str approximate='none')
 void gelu_backward_k(sdk::Args& a) {
   const Approx ap = read_approximate("gelu_backward", a.optional_str(2));
-  float_backward(a, "gelu_backward", "self", [ap](auto g, auto x) { return g * gelu_derivative(x, ap); });
+  float_backward(a, "gelu_backward", "self", [ap](auto g, auto x) { return g * gelu_derivative(x, ap); },
+                 simd::vec().activation_backward[int(gelu_activation(ap))]);
 }
 
 void silu_backward_k(sdk::Args& a) {
   float_backward(a, "silu_backward", "self", [](auto g, auto x) {
     using M = decltype(x);
-    const M s = sigmoid(x);
-    return g * s * (M(1) + x * (M(1) - s));
-  });
+    M one_minus;
+    const M s = sigmoid(x, one_minus);
+    return g * s * (M(1) + x * one_minus);
+  }, simd::vec().activation_backward[int(simd::Activation::Silu)]);
 }
 
 // sigmoid_backward(grad_output, output): g * y * (1 - y), from the forward's result.

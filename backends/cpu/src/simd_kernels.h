@@ -76,6 +76,76 @@ struct Kernels {
     else return V::div(x, y);
   }
 
+  // ---- activations (nn_activation.cpp's formulas, vectorised)
+  // The normal CDF 0.5 (1 + erf(z)), z = x / sqrt(2), gelu's weight, from the tail
+  // q = (1 - erf|z|) = t P(t) exp(-z^2), t = 1 / (1 + p|z|) (Abramowitz & Stegun 7.1.26, absolute
+  // error 1.5e-7): 0.5 q for x < 0 (no cancellation of 1 + erf in the left tail), 1 - 0.5 q
+  // otherwise. `e` returns exp(-z^2) = exp(-x^2 / 2), which the derivative's pdf reuses.
+  static inline R normal_cdf(R x, R& e) {
+    const R z = V::mul(x, V::set1(0.70710678118654752f));
+    const R az = V::abs(z);
+    const R t = V::div(V::set1(1.0f), V::fmadd(V::set1(0.3275911f), az, V::set1(1.0f)));
+    R poly = V::set1(1.061405429f);
+    poly = V::fmadd(poly, t, V::set1(-1.453152027f));
+    poly = V::fmadd(poly, t, V::set1(1.421413741f));
+    poly = V::fmadd(poly, t, V::set1(-0.284496736f));
+    poly = V::fmadd(poly, t, V::set1(0.254829592f));
+    e = V::exp(V::neg(V::mul(z, z)));
+    const R half_q = V::mul(V::set1(0.5f), V::mul(V::mul(poly, t), e));
+    return V::lt_select(x, V::set1(0.0f), half_q, V::sub(V::set1(1.0f), half_q));
+  }
+  // sigmoid(x) = 1 / (1 + E), E = exp(-x); `one_minus` gets 1 - sigmoid(x) as E sigmoid(x) where
+  // s >= 1/2 (E <= 1), which keeps its relative accuracy where s rounds to nearly 1 (1 - s would
+  // cancel), and as 1 - s elsewhere (no cancellation there; E may be infinite).
+  static inline R sigmoid(R x, R& one_minus) {
+    const R E = V::exp(V::neg(x));
+    const R s = V::div(V::set1(1.0f), V::add(V::set1(1.0f), E));
+    one_minus = V::lt_select(V::set1(1.0f), E, V::sub(V::set1(1.0f), s), V::mul(E, s));
+    return s;
+  }
+  static inline R sigmoid(R x) {
+    R unused;
+    return sigmoid(x, unused);
+  }
+  // gelu_tanh's weight 0.5 (1 + tanh(u)) = sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3).
+  static inline R tanh_weight(R x, R& one_minus) {
+    const R inner = V::fmadd(V::mul(V::set1(0.044715f), V::mul(x, x)), x, x);
+    return sigmoid(V::mul(V::set1(2.0f * 0.79788456080286535f), inner), one_minus);
+  }
+  template <Activation A> static inline R activate(R x) {
+    if constexpr (A == Activation::Gelu) {
+      R e;
+      return V::mul(x, normal_cdf(x, e));
+    }
+    else if constexpr (A == Activation::GeluTanh) {
+      R unused;
+      return V::mul(x, tanh_weight(x, unused));
+    }
+    else return V::mul(x, sigmoid(x));
+  }
+  template <Activation A> static inline R derivative(R x) {
+    if constexpr (A == Activation::Gelu) {  // cdf + x pdf
+      R e;
+      const R cdf = normal_cdf(x, e);
+      return V::fmadd(x, V::mul(V::set1(0.39894228040143268f), e), cdf);
+    } else if constexpr (A == Activation::GeluTanh) {  // s + 2 x s (1 - s) du
+      R one_minus;
+      const R s = tanh_weight(x, one_minus);
+      const R du = V::mul(V::set1(0.79788456080286535f), V::fmadd(V::set1(3.0f * 0.044715f), V::mul(x, x), V::set1(1.0f)));
+      return V::fmadd(V::mul(V::add(x, x), V::mul(s, one_minus)), du, s);
+    } else {  // s (1 + x (1 - s))
+      R one_minus;
+      const R s = sigmoid(x, one_minus);
+      return V::mul(s, V::fmadd(x, one_minus, V::set1(1.0f)));
+    }
+  }
+  template <Activation A> static void activation(float* o, const float* x, int64_t n) {
+    map1(o, x, n, [](R v) { return activate<A>(v); });
+  }
+  template <Activation A> static void activation_backward(float* o, const float* g, const float* x, int64_t n) {
+    map2(o, g, x, n, [](R gv, R xv) { return V::mul(gv, derivative<A>(xv)); });
+  }
+
   template <Unary U> static void unary(float* o, const float* a, int64_t n) {
     map1(o, a, n, [](R x) { return apply<U>(x); });
   }
@@ -194,6 +264,12 @@ struct Kernels {
     t.binary_sv[int(Binary::Sub)] = &sv<Binary::Sub>;
     t.binary_sv[int(Binary::Mul)] = &sv<Binary::Mul>;
     t.binary_sv[int(Binary::Div)] = &sv<Binary::Div>;
+    t.activation[int(Activation::Gelu)] = &activation<Activation::Gelu>;
+    t.activation[int(Activation::GeluTanh)] = &activation<Activation::GeluTanh>;
+    t.activation[int(Activation::Silu)] = &activation<Activation::Silu>;
+    t.activation_backward[int(Activation::Gelu)] = &activation_backward<Activation::Gelu>;
+    t.activation_backward[int(Activation::GeluTanh)] = &activation_backward<Activation::GeluTanh>;
+    t.activation_backward[int(Activation::Silu)] = &activation_backward<Activation::Silu>;
     t.sum = &sum;
     t.softmax = &softmax;
     t.log_softmax = &log_softmax;

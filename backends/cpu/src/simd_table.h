@@ -10,6 +10,9 @@
 namespace tessera::cpu::simd {
 
 enum class Unary : int { Exp, Log, Log1p, Sqrt, Rsqrt, Sin, Cos, Tanh, Sigmoid, Erf, Neg, Abs, Relu, Count };
+// Activations: forward x -> f(x) and backward (grad, x) -> grad * f'(x), with nn_activation.cpp's
+// formulas. Only the vector tables have them (null in the scalar one: callers loop themselves).
+enum class Activation : int { Gelu, GeluTanh, Silu, Count };
 enum class Binary : int { Add, Sub, Mul, Div, Count };
 
 using UnaryFn = void (*)(float* out, const float* in, int64_t n);
@@ -24,6 +27,8 @@ struct Table {
   BinaryVV binary_vv[int(Binary::Count)];
   BinaryVS binary_vs[int(Binary::Count)];
   BinarySV binary_sv[int(Binary::Count)];
+  UnaryFn activation[int(Activation::Count)];
+  BinaryVV activation_backward[int(Activation::Count)];
   // The sum of n floats, accumulated in double.
   double (*sum)(const float* x, int64_t n);
   // One row of softmax / log_softmax: max subtracted first, float arithmetic.
