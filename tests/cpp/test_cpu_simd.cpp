@@ -1,5 +1,5 @@
 // Tests of the CPU plugin's vectorised float32 kernels (backends/cpu/src/vec_*.cpp): unary math,
-// activations (gelu, silu) and their derivatives, add/sub/mul/div (contiguous and against a broadcast scalar), sum, softmax and log_softmax.
+// activations (gelu, silu) and their derivatives, layer norm rows, add/sub/mul/div (contiguous and against a broadcast scalar), sum, softmax and log_softmax.
 // Lengths around every vector width (tails), unaligned starts, NaN / inf / -0 / denormals, and
 // sizes that split across threads; each result is checked against a reference loop here
 // (double precision for the math functions, float arithmetic bit for bit for + - * /).
@@ -329,6 +329,56 @@ TEST(SimdKernels, SoftmaxRowsMatchReference) {
   const std::vector<float> sm = read(softmax(reshape(make(v), {2, 21}), 1));
   for (int i = 0; i < 21; ++i) EXPECT_TRUE(std::isnan(sm[size_t(i)])) << i;
   for (int i = 21; i < 42; ++i) EXPECT_FALSE(std::isnan(sm[size_t(i)])) << i;
+}
+
+// Layer norm rows, forward and backward (grad_input, grad_weight, grad_bias), against double
+// formulas: row lengths around the vector widths (tails), with and without weight and bias.
+TEST(SimdKernels, LayerNormRowsMatchReference) {
+  for (int64_t len : {1, 3, 8, 15, 16, 17, 33, 384, 1000}) {
+    for (bool affine : {false, true}) {
+      const int64_t rows = 37;  // more rows than the parameter-gradient blocks
+      const std::vector<float> xv = values(rows * len, -3, 5, int(len), false), gv = values(rows * len, -1, 1, int(len) + 1, false);
+      const std::vector<float> wv = values(len, 0.5f, 1.5f, 7, false), bv = values(len, -1, 1, 8, false);
+      const Tensor x = reshape(make(xv), {rows, len}), g = reshape(make(gv), {rows, len});
+      const Tensor w = affine ? make(wv) : Tensor(), b = affine ? make(bv) : Tensor();
+      auto [y, mean, rstd] = native_layer_norm(x, {len}, w, b, 1e-5);
+      auto [gi, gw, gb] = native_layer_norm_backward(g, x, {len}, mean, rstd, w, b);
+      const std::vector<float> yr = read(y), gir = read(gi);
+      std::vector<double> ref_gw(size_t(len), 0.0), ref_gb(size_t(len), 0.0);
+      const std::string what = "len=" + std::to_string(len) + (affine ? " affine" : "");
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* xr = xv.data() + r * len;
+        const float* gr = gv.data() + r * len;
+        double mu = 0, var = 0;
+        for (int64_t i = 0; i < len; ++i) mu += xr[i];
+        mu /= double(len);
+        for (int64_t i = 0; i < len; ++i) var += (xr[i] - mu) * (xr[i] - mu);
+        const double rs = 1.0 / std::sqrt(var / double(len) + 1e-5);
+        double sg = 0, sgx = 0;
+        for (int64_t i = 0; i < len; ++i) {
+          const double xh = (xr[i] - mu) * rs, gw_i = gr[i] * (affine ? wv[size_t(i)] : 1.0);
+          const double want = xh * (affine ? wv[size_t(i)] : 1.0) + (affine ? bv[size_t(i)] : 0.0);
+          EXPECT_NEAR(yr[size_t(r * len + i)], want, 2e-6 * (1 + std::abs(want))) << what << " forward row " << r << " i=" << i;
+          sg += gw_i;
+          sgx += gw_i * xh;
+          ref_gw[size_t(i)] += gr[i] * xh;
+          ref_gb[size_t(i)] += gr[i];
+        }
+        for (int64_t i = 0; i < len; ++i) {
+          const double xh = (xr[i] - mu) * rs, gw_i = gr[i] * (affine ? wv[size_t(i)] : 1.0);
+          const double want = rs * (gw_i - sg / double(len) - xh * sgx / double(len));
+          EXPECT_NEAR(gir[size_t(r * len + i)], want, 1e-5 * (1 + std::abs(want))) << what << " grad_input row " << r << " i=" << i;
+        }
+      }
+      if (affine) {
+        const std::vector<float> gwr = read(gw), gbr = read(gb);
+        for (int64_t i = 0; i < len; ++i) {
+          EXPECT_NEAR(gwr[size_t(i)], ref_gw[size_t(i)], 1e-5 * (1 + std::abs(ref_gw[size_t(i)]))) << what << " grad_weight " << i;
+          EXPECT_NEAR(gbr[size_t(i)], ref_gb[size_t(i)], 1e-5 * (1 + std::abs(ref_gb[size_t(i)]))) << what << " grad_bias " << i;
+        }
+      }
+    }
+  }
 }
 
 // ---- every ISA path, in child processes (the ISA is fixed when the plugin loads)

@@ -3,6 +3,7 @@
 // parallel. mean / rstd have the input's leading dims followed by a 1 per normalized dim.
 #include "nn_norm.h"
 
+#include "simd_table.h"
 #include "strided.h"
 #include "tensor_iterator.h"
 
@@ -37,9 +38,22 @@ void layer_norm_kernel(Args& a) {
   TensorRef out = sdk::empty(a.call(), input.sizes(), input.dtype(), kCpuDevice);
   std::vector<double> mean(size_t(r.m)), rstd(size_t(r.m));
   const int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, r.n));
+  const simd::Table& vec = simd::vec();
   TS_DISPATCH_FLOAT(input.dtype(), break, {
     const scalar_t* xp = x.data<scalar_t>();
     scalar_t* yp = out.data<scalar_t>();
+    // (Not `if constexpr`: outside a template both branches compile, hence the casts.)
+    if (std::is_same_v<scalar_t, float> && vec.layer_norm_row) {  // float32 rows through the vector kernels
+      const std::vector<float> wf(w.begin(), w.end()), bf(b.begin(), b.end());
+      const float* xf = reinterpret_cast<const float*>(xp);
+      float* yf = reinterpret_cast<float*>(yp);
+      parallel_for(r.m, grain, [&](int64_t rb, int64_t re) {
+        for (int64_t i = rb; i < re; ++i)
+          vec.layer_norm_row(yf + i * r.n, xf + i * r.n, r.n, eps, wf.empty() ? nullptr : wf.data(),
+                             bf.empty() ? nullptr : bf.data(), &mean[size_t(i)], &rstd[size_t(i)]);
+      });
+      break;
+    }
     parallel_for(r.m, grain, [&](int64_t rb, int64_t re) {
       for (int64_t i = rb; i < re; ++i) {
         double mu, var;
@@ -97,10 +111,35 @@ void layer_norm_backward_kernel(Args& a) {
   const int64_t blocks = (want_w || want_b) ? std::min<int64_t>(std::max<int64_t>(r.m, 1), 16) : 0;
   std::vector<double> part_w(want_w ? size_t(blocks * r.n) : 0, 0.0), part_b(want_b ? size_t(blocks * r.n) : 0, 0.0);
   const int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, r.n));
+  const simd::Table& vec = simd::vec();
   TS_DISPATCH_FLOAT(input.dtype(), break, {
     const scalar_t* xp = x.data<scalar_t>();
     const scalar_t* gp = dy.data<scalar_t>();
     scalar_t* gi = grad_input.data<scalar_t>();
+    if (std::is_same_v<scalar_t, float> && vec.layer_norm_backward_row) {  // float32 through the vector kernels
+      const std::vector<float> wf(w.begin(), w.end());
+      const float* xf = reinterpret_cast<const float*>(xp);
+      const float* gf = reinterpret_cast<const float*>(gp);
+      float* gif = reinterpret_cast<float*>(gi);
+      parallel_for(r.m, grain, [&](int64_t rb, int64_t re) {
+        for (int64_t i = rb; i < re; ++i)
+          vec.layer_norm_backward_row(gif + i * r.n, gf + i * r.n, xf + i * r.n, r.n, float(mean[size_t(i)]),
+                                      float(rstd[size_t(i)]), wf.empty() ? nullptr : wf.data());
+      });
+      if (blocks > 0) {  // each block's rows summed in float, the blocks in double
+        std::vector<float> fw(part_w.size(), 0.0f), fb(part_b.size(), 0.0f);
+        parallel_for(blocks, 1, [&](int64_t bb, int64_t be) {
+          for (int64_t blk = bb; blk < be; ++blk)
+            for (int64_t i = r.m * blk / blocks; i < r.m * (blk + 1) / blocks; ++i)
+              vec.layer_norm_param_grads_row(want_w ? fw.data() + blk * r.n : nullptr,
+                                             want_b ? fb.data() + blk * r.n : nullptr, gf + i * r.n, xf + i * r.n, r.n,
+                                             float(mean[size_t(i)]), float(rstd[size_t(i)]));
+        });
+        std::copy(fw.begin(), fw.end(), part_w.begin());
+        std::copy(fb.begin(), fb.end(), part_b.begin());
+      }
+      break;
+    }
     // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w.
     parallel_for(r.m, grain, [&](int64_t rb, int64_t re) {
       for (int64_t i = rb; i < re; ++i) {

@@ -181,6 +181,99 @@ struct Kernels {
     return V::dhsum(V::dadd(V::dadd(a0, a2), V::dadd(a1, a3))) + tail;
   }
 
+  // ---- layer norm rows
+  // Sum of (x - mu)^2 with float lanes widened into double every vector (the centered values are
+  // small, the sum is long).
+  static double centered_squares(const float* x, float mu, int64_t n) {
+    typename V::D lo = V::dzero(), hi = V::dzero();
+    const R m = V::set1(mu);
+    int64_t i = 0;
+    for (; i + W <= n; i += W) {
+      const R d = V::sub(V::load(x + i), m);
+      V::widen_add(lo, hi, V::mul(d, d));
+    }
+    double tail = 0;
+    for (; i < n; ++i) tail += double(x[i] - mu) * double(x[i] - mu);
+    return V::dhsum(V::dadd(lo, hi)) + tail;
+  }
+  // Two double sums of a row, sum(a) and sum(a * b), a and b given per vector by `ab(i)`.
+  template <class F>
+  static void two_sums(int64_t n, F ab, double& s1, double& s2) {
+    typename V::D a0 = V::dzero(), a1 = V::dzero(), b0 = V::dzero(), b1 = V::dzero();
+    int64_t i = 0;
+    for (; i + W <= n; i += W) {
+      R a, b;
+      ab(i, a, b);
+      V::widen_add(a0, a1, a);
+      V::widen_add(b0, b1, V::mul(a, b));
+    }
+    s1 = V::dhsum(V::dadd(a0, a1));
+    s2 = V::dhsum(V::dadd(b0, b1));
+    if (i < n) {  // the tail through a zero-padded vector (a = 0 there adds nothing)
+      R a, b;
+      ab(i, a, b);
+      alignas(64) float ta[W], tb[W];
+      V::store(ta, a);
+      V::store(tb, V::mul(a, b));
+      for (int64_t j = 0; j < n - i; ++j) s1 += double(ta[j]), s2 += double(tb[j]);
+    }
+  }
+  // A W-float load that reads only the first `valid` floats (zeros after): the rows' tails.
+  static R load_part(const float* p, int64_t valid) {
+    if (valid >= W) return V::load(p);
+    alignas(64) float t[W] = {};
+    __builtin_memcpy(t, p, size_t(valid) * sizeof(float));
+    return V::load(t);
+  }
+  static void store_part(float* p, R v, int64_t valid) {
+    if (valid >= W) return V::store(p, v);
+    alignas(64) float t[W];
+    V::store(t, v);
+    __builtin_memcpy(p, t, size_t(valid) * sizeof(float));
+  }
+
+  static void layer_norm_row(float* y, const float* x, int64_t n, double eps, const float* w, const float* b,
+                             double* mean, double* rstd) {
+    const double mu = n ? sum(x, n) / double(n) : 0.0;
+    const double var = n ? centered_squares(x, float(mu), n) / double(n) : 0.0;
+    const double rs = 1.0 / __builtin_sqrt(var + eps);
+    *mean = mu;
+    *rstd = rs;
+    const R m = V::set1(float(mu)), r = V::set1(float(rs));
+    for (int64_t i = 0; i < n; i += W) {
+      const int64_t k = n - i;
+      R v = V::mul(V::sub(load_part(x + i, k), m), r);
+      if (w) v = V::mul(v, load_part(w + i, k));
+      if (b) v = V::add(v, load_part(b + i, k));
+      store_part(y + i, v, k);
+    }
+  }
+
+  static void layer_norm_backward_row(float* gi, const float* dy, const float* x, int64_t n, float mean, float rstd,
+                                      const float* w) {
+    const R m = V::set1(mean), r = V::set1(rstd);
+    auto g_at = [&](int64_t i) { return w ? V::mul(load_part(dy + i, n - i), load_part(w + i, n - i)) : load_part(dy + i, n - i); };
+    auto xhat_at = [&](int64_t i) { return V::mul(V::sub(load_part(x + i, n - i), m), r); };
+    double sg = 0, sgx = 0;
+    two_sums(n, [&](int64_t i, R& a, R& b) { a = g_at(i), b = xhat_at(i); }, sg, sgx);
+    const R c1 = V::set1(float(sg / double(n))), c2 = V::set1(float(sgx / double(n)));
+    for (int64_t i = 0; i < n; i += W) {  // rstd (g - c1 - xhat c2)
+      const R v = V::mul(r, V::sub(V::sub(g_at(i), c1), V::mul(xhat_at(i), c2)));
+      store_part(gi + i, v, n - i);
+    }
+  }
+
+  static void layer_norm_param_grads_row(float* gw, float* gb, const float* dy, const float* x, int64_t n, float mean,
+                                         float rstd) {
+    const R m = V::set1(mean), r = V::set1(rstd);
+    for (int64_t i = 0; i < n; i += W) {
+      const int64_t k = n - i;
+      const R g = load_part(dy + i, k);
+      if (gw) store_part(gw + i, V::fmadd(g, V::mul(V::sub(load_part(x + i, k), m), r), load_part(gw + i, k)), k);
+      if (gb) store_part(gb + i, V::add(g, load_part(gb + i, k)), k);
+    }
+  }
+
   static float hmax(R m) {
     alignas(64) float t[W];
     V::store(t, m);
@@ -270,6 +363,9 @@ struct Kernels {
     t.activation_backward[int(Activation::Gelu)] = &activation_backward<Activation::Gelu>;
     t.activation_backward[int(Activation::GeluTanh)] = &activation_backward<Activation::GeluTanh>;
     t.activation_backward[int(Activation::Silu)] = &activation_backward<Activation::Silu>;
+    t.layer_norm_row = &layer_norm_row;
+    t.layer_norm_backward_row = &layer_norm_backward_row;
+    t.layer_norm_param_grads_row = &layer_norm_param_grads_row;
     t.sum = &sum;
     t.softmax = &softmax;
     t.log_softmax = &log_softmax;
