@@ -121,23 +121,30 @@ void layer_norm_backward_kernel(Args& a) {
       const float* xf = reinterpret_cast<const float*>(xp);
       const float* gf = reinterpret_cast<const float*>(gp);
       float* gif = reinterpret_cast<float*>(gi);
-      parallel_for(r.m, grain, [&](int64_t rb, int64_t re) {
-        for (int64_t i = rb; i < re; ++i)
-          vec.layer_norm_backward_row(gif + i * r.n, gf + i * r.n, xf + i * r.n, r.n, float(mean[size_t(i)]),
-                                      float(rstd[size_t(i)]), wf.empty() ? nullptr : wf.data());
-      });
-      if (blocks > 0) {  // each block's rows summed in float, the blocks in double
-        std::vector<float> fw(part_w.size(), 0.0f), fb(part_b.size(), 0.0f);
-        parallel_for(blocks, 1, [&](int64_t bb, int64_t be) {
-          for (int64_t blk = bb; blk < be; ++blk)
-            for (int64_t i = r.m * blk / blocks; i < r.m * (blk + 1) / blocks; ++i)
-              vec.layer_norm_param_grads_row(want_w ? fw.data() + blk * r.n : nullptr,
-                                             want_b ? fb.data() + blk * r.n : nullptr, gf + i * r.n, xf + i * r.n, r.n,
-                                             float(mean[size_t(i)]), float(rstd[size_t(i)]));
+      auto grad_input_row = [&](int64_t i) {
+        vec.layer_norm_backward_row(gif + i * r.n, gf + i * r.n, xf + i * r.n, r.n, float(mean[size_t(i)]),
+                                    float(rstd[size_t(i)]), wf.empty() ? nullptr : wf.data());
+      };
+      if (blocks == 0) {
+        parallel_for(r.m, grain, [&](int64_t rb, int64_t re) {
+          for (int64_t i = rb; i < re; ++i) grad_input_row(i);
         });
-        std::copy(fw.begin(), fw.end(), part_w.begin());
-        std::copy(fb.begin(), fb.end(), part_b.begin());
+        break;
       }
+      // One pass: each row block computes its rows' grad_input and, while the row is in cache,
+      // adds it to the block's parameter gradients (float within a block, the blocks in double).
+      std::vector<float> fw(part_w.size(), 0.0f), fb(part_b.size(), 0.0f);
+      parallel_for(blocks, 1, [&](int64_t bb, int64_t be) {
+        for (int64_t blk = bb; blk < be; ++blk)
+          for (int64_t i = r.m * blk / blocks; i < r.m * (blk + 1) / blocks; ++i) {
+            grad_input_row(i);
+            vec.layer_norm_param_grads_row(want_w ? fw.data() + blk * r.n : nullptr,
+                                           want_b ? fb.data() + blk * r.n : nullptr, gf + i * r.n, xf + i * r.n, r.n,
+                                           float(mean[size_t(i)]), float(rstd[size_t(i)]));
+          }
+      });
+      std::copy(fw.begin(), fw.end(), part_w.begin());
+      std::copy(fb.begin(), fb.end(), part_b.begin());
       break;
     }
     // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w.
