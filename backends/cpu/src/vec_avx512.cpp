@@ -25,6 +25,14 @@ struct Avx512 {
   static R mul(R a, R b) { return _mm512_mul_ps(a, b); }
   static R div(R a, R b) { return _mm512_div_ps(a, b); }
   static R max(R a, R b) { return _mm512_max_ps(a, b); }
+  static R min(R a, R b) { return _mm512_min_ps(a, b); }
+  // Rounded to the nearest integer (ties to even), still as floats.
+  static R round_nearest(R a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  // p * 2^n for integral n (as floats) with p * 2^n a normal float: n added to p's exponent.
+  static R scale_pow2(R p, R n) {
+    const __m512i e = _mm512_slli_epi32(_mm512_cvtps_epi32(n), 23);
+    return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(p), e));
+  }
   static R sqrt(R a) { return _mm512_sqrt_ps(a); }
   static R fmadd(R a, R b, R c) { return _mm512_fmadd_ps(a, b, c); }
   // (a < b) ? x : y, lane by lane
