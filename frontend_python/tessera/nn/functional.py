@@ -241,6 +241,59 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
                count_include_pad, divisor_override)
 
 
+def _as_2d_pool(input, fname):
+    """A 1-D pooling's (N, C, L) or (C, L) input as the 2-D pooling's, with a size-1 height."""
+    _check_tensor(input, "input", fname)
+    if input.ndim not in (2, 3):
+        raise ValueError(f"{fname}: expected a 2-D (C, L) or 3-D (N, C, L) input, got {input.ndim}-D input of "
+                         f"shape {tuple(input.shape)}")
+    return input.unsqueeze(-2)
+
+
+def _pool1d_arg(value, name, fname):
+    return [1] + _ntuple(value, 1, name, fname)
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """Max over windows of kernel_size along the last dim (stride defaults to kernel_size); with
+    return_indices, also the int64 argmax of each window."""
+    x = _as_2d_pool(input, "max_pool1d")
+    stride = None if stride is None or (not isinstance(stride, builtins.int) and len(stride) == 0) else \
+        _pool1d_arg(stride, "stride", "max_pool1d")
+    out, indices = max_pool2d_with_indices(x, _pool1d_arg(kernel_size, "kernel_size", "max_pool1d"), stride,
+                                           [0] + _ntuple(padding, 1, "padding", "max_pool1d"),
+                                           _pool1d_arg(dilation, "dilation", "max_pool1d"), ceil_mode)
+    out, indices = out.squeeze(-2), indices.squeeze(-2)
+    return (out, indices) if return_indices else out
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    x = _as_2d_pool(input, "avg_pool1d")
+    stride = None if stride is None or (not isinstance(stride, builtins.int) and len(stride) == 0) else \
+        _pool1d_arg(stride, "stride", "avg_pool1d")
+    return avg_pool2d(x, _pool1d_arg(kernel_size, "kernel_size", "avg_pool1d"), stride,
+                      [0] + _ntuple(padding, 1, "padding", "avg_pool1d"), ceil_mode, count_include_pad).squeeze(-2)
+
+
+def _lp_finish(out, window, norm_type):
+    # The windows' sums of |x|^p (the average times the window), to the power 1 / p; the sign and
+    # relu keep a negative rounding residue out of the root, as torch does.
+    import tessera
+    return (tessera.sign(out) * relu(out.abs())).mul(window).pow(1.0 / norm_type)
+
+
+def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """The p-norm of each window: (sum x^p)^(1/p) over kernel_size elements along the last dim."""
+    k = _ntuple(kernel_size, 1, "kernel_size", "lp_pool1d")[0]
+    return _lp_finish(avg_pool1d(input.pow(norm_type), k, stride, 0, ceil_mode), k, norm_type)
+
+
+def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """The p-norm of each kH x kW window: (sum x^p)^(1/p)."""
+    kh, kw = _ntuple(kernel_size, 2, "kernel_size", "lp_pool2d")
+    return _lp_finish(avg_pool2d(input.pow(norm_type), [kh, kw], stride, 0, ceil_mode), kh * kw, norm_type)
+
+
 def adaptive_avg_pool2d(input, output_size):
     """Averages over windows chosen so the output is output_size (an int, a pair; None keeps
     that input size)."""
@@ -732,6 +785,55 @@ def prelu(input, weight):
         if input.dim() >= 2:
             weight = _op("reshape", weight, [channels] + [1] * (input.dim() - 2))
     return _op("where", _op("gt", input, 0.0), input, _op("mul", input, weight))
+
+
+def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
+    """Samples of the Gumbel-softmax distribution: softmax((logits + g) / tau) with g Gumbel(0, 1)
+    noise; hard=True returns one-hot samples whose gradient is the soft sample's (straight through)."""
+    import tessera
+    _check_tensor(logits, "logits", "gumbel_softmax")
+    gumbels = -tessera.empty_like(logits).exponential_().log()
+    y_soft = ((logits + gumbels) / tau).softmax(dim)
+    if not hard:
+        return y_soft
+    index = y_soft.max(dim, keepdim=True)[1]
+    y_hard = tessera.zeros_like(logits).scatter_(dim, index, 1.0)
+    return y_hard - y_soft.detach() + y_soft
+
+
+def bilinear(input1, input2, weight, bias=None):
+    """y = x1^T A x2 + b for each output feature: weight (out, in1, in2), inputs (*, in1) and (*, in2)."""
+    _check_tensor(input1, "input1", "bilinear")
+    _check_tensor(input2, "input2", "bilinear")
+    _check_tensor(weight, "weight", "bilinear")
+    if weight.ndim != 3 or input1.shape[-1] != weight.shape[1] or input2.shape[-1] != weight.shape[2] \
+            or tuple(input1.shape[:-1]) != tuple(input2.shape[:-1]):
+        raise RuntimeError(f"bilinear: expected input1 (*, {weight.shape[1] if weight.ndim == 3 else 'in1'}), input2 "
+                           f"(*, {weight.shape[2] if weight.ndim == 3 else 'in2'}) with the same leading dims and a "
+                           f"3-D weight, got {tuple(input1.shape)}, {tuple(input2.shape)} and weight "
+                           f"{tuple(weight.shape)}")
+    out_f, in1, in2 = weight.shape
+    lead = tuple(input1.shape[:-1])
+    x1, x2 = input1.reshape(-1, in1), input2.reshape(-1, in2)
+    # x1 against every output's matrix at once: [rows, out * in2], then the dot with x2.
+    t = (x1 @ weight.permute(1, 0, 2).reshape(in1, out_f * in2)).reshape(-1, out_f, in2)
+    y = (t * x2.unsqueeze(1)).sum(-1)
+    if bias is not None:
+        y = y + bias
+    return y.reshape(*lead, out_f)
+
+
+def pdist(input, p=2.0):
+    """The p-norm distance between each pair of rows i < j of an (N, M) input, in row-major order of
+    the pairs: N (N - 1) / 2 values."""
+    import tessera
+    _check_tensor(input, "input", "pdist")
+    if input.ndim != 2:
+        raise RuntimeError(f"pdist only supports 2D tensors, got: {input.ndim}D")
+    if p < 0:
+        raise RuntimeError("pdist only supports non-negative p values")
+    i, j = tessera.triu_indices(input.shape[0], input.shape[0], 1)
+    return tessera.linalg.vector_norm(input[i] - input[j], ord=p, dim=1)
 
 
 def softmin(input, dim=None, dtype=None):

@@ -231,3 +231,16 @@ class PReLU(Module):
 
 __all__ += ["LeakyReLU", "ELU", "SELU", "CELU", "Hardtanh", "ReLU6", "Hardsigmoid", "Hardswish", "Softplus", "Mish",
             "Softsign", "LogSigmoid", "Tanhshrink", "Softshrink", "Hardshrink", "Threshold", "GLU", "Softmin", "PReLU"]
+
+
+class Softmax2d(Module):
+    """Softmax over the channels of each location: dim -3 of a (C, H, W) or (N, C, H, W) input."""
+
+    def forward(self, input):
+        if input.ndim not in (3, 4):
+            raise ValueError(f"Softmax2d: expected input to be 3D or 4D, got {input.ndim}D instead")
+        return F.softmax(input, -3)
+
+
+__all__ += ["Softmax2d"]
+

@@ -1,6 +1,6 @@
 """Sequential, ModuleList, ModuleDict, ParameterList."""
 
-__all__ = ["ModuleDict", "ModuleList", "Sequential"]
+__all__ = ["ModuleDict", "ModuleList", "ParameterDict", "ParameterList", "Sequential"]
 from collections import OrderedDict
 import operator
 
@@ -192,3 +192,153 @@ class ModuleDict(Module):
 
     def forward(self, *args):
         raise NotImplementedError("ModuleDict is not callable; index it and call its modules")
+
+
+def _as_parameter(value):
+    """A tensor stored in a ParameterList/Dict becomes a Parameter (as torch: plain tensors are
+    wrapped); anything else is kept as a plain attribute."""
+    from tessera.nn.parameter import Parameter
+    from tessera import Tensor
+    if isinstance(value, Tensor) and not isinstance(value, Parameter):
+        return Parameter(value)
+    return value
+
+
+class ParameterList(Module):
+    """A list of parameters, registered under "0", "1", ... (so parameters() and state_dict find them)."""
+
+    def __init__(self, values=None):
+        super().__init__()
+        self._size = 0
+        if values is not None:
+            self.extend(values)
+
+    def _set(self, i, value):
+        value = _as_parameter(value)
+        from tessera.nn.parameter import Parameter
+        if isinstance(value, Parameter):
+            self.register_parameter(str(i), value)
+        else:
+            self._parameters.pop(str(i), None)
+            self.__dict__[str(i)] = value
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return ParameterList([self[i] for i in range(len(self))[idx]])
+        i = _index(idx, len(self), "ParameterList")
+        return self._parameters.get(str(i), self.__dict__.get(str(i)))
+
+    def __setitem__(self, idx, value):
+        self._set(_index(idx, len(self), "ParameterList"), value)
+
+    def __len__(self):
+        return self._size
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def __iadd__(self, values):
+        return self.extend(values)
+
+    def __dir__(self):
+        return [k for k in super().__dir__() if not k.isdigit()]
+
+    def append(self, value):
+        self._size += 1
+        self._set(self._size - 1, value)
+        return self
+
+    def extend(self, values):
+        for v in values:
+            self.append(v)
+        return self
+
+    def extra_repr(self):
+        return "\n".join(f"({i}): {_describe(p)}" for i, p in enumerate(self))
+
+    def forward(self, *args):
+        raise NotImplementedError("ParameterList is not callable; index it")
+
+
+class ParameterDict(Module):
+    """An ordered dict of parameters, registered under their keys."""
+
+    def __init__(self, parameters=None):
+        super().__init__()
+        self._keys = {}
+        if parameters is not None:
+            self.update(parameters)
+
+    def __getitem__(self, key):
+        if key not in self._keys:
+            raise KeyError(key)
+        return self._parameters.get(key, self.__dict__.get(key))
+
+    def __setitem__(self, key, value):
+        if not isinstance(key, str):
+            raise TypeError(f"ParameterDict: keys must be str, got {type(key).__name__}")
+        self._keys[key] = None
+        value = _as_parameter(value)
+        from tessera.nn.parameter import Parameter
+        if isinstance(value, Parameter):
+            self.register_parameter(key, value)
+        else:
+            self._parameters.pop(key, None)
+            self.__dict__[key] = value
+
+    def __delitem__(self, key):
+        del self._keys[key]
+        self._parameters.pop(key, None)
+        self.__dict__.pop(key, None)
+
+    def __len__(self):
+        return len(self._keys)
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def __contains__(self, key):
+        return key in self._keys
+
+    def keys(self):
+        return self._keys.keys()
+
+    def items(self):
+        return [(k, self[k]) for k in self._keys]
+
+    def values(self):
+        return [self[k] for k in self._keys]
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    def pop(self, key):
+        v = self[key]
+        del self[key]
+        return v
+
+    def clear(self):
+        for k in list(self._keys):
+            del self[k]
+
+    def update(self, parameters):
+        items = parameters.items() if hasattr(parameters, "items") else parameters
+        for entry in items:
+            if not isinstance(entry, (tuple, list)) or len(entry) != 2:
+                raise ValueError("ParameterDict.update: expected a mapping or an iterable of (key, parameter) pairs")
+            self[entry[0]] = entry[1]
+
+    def extra_repr(self):
+        return "\n".join(f"({k}): {_describe(p)}" for k, p in self.items())
+
+    def forward(self, *args):
+        raise NotImplementedError("ParameterDict is not callable; index it")
+
+
+def _describe(p):
+    from tessera import Tensor
+    if not isinstance(p, Tensor):
+        return f"Object of type: {type(p).__name__}"
+    size = "x".join(str(s) for s in p.shape)
+    return f"Parameter containing: [{p.dtype} of size {size}]"
+

@@ -1,6 +1,7 @@
-"""MaxPool2d, AvgPool2d, AdaptiveAvgPool2d and their 3-D forms."""
+"""MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, their 1-D and 3-D forms, and LPPool1d/2d."""
 
-__all__ = ["AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AvgPool2d", "AvgPool3d", "MaxPool2d", "MaxPool3d"]
+__all__ = ["AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "LPPool1d", "LPPool2d",
+           "MaxPool1d", "MaxPool2d", "MaxPool3d"]
 from tessera.nn import functional as F
 from tessera.nn.modules.module import Module
 
@@ -70,3 +71,48 @@ class AvgPool3d(AvgPool2d):
 class AdaptiveAvgPool3d(AdaptiveAvgPool2d):
     def forward(self, input):
         return F.adaptive_avg_pool3d(input, self.output_size)
+
+
+class MaxPool1d(MaxPool2d):
+    def forward(self, input):
+        return F.max_pool1d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                            ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+
+
+class AvgPool1d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if (stride is not None) else kernel_size
+        self.padding = padding
+        self.ceil_mode = ceil_mode
+        self.count_include_pad = count_include_pad
+
+    def forward(self, input):
+        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class LPPool1d(Module):
+    def __init__(self, norm_type, kernel_size, stride=None, ceil_mode=False):
+        super().__init__()
+        self.norm_type = norm_type
+        self.kernel_size = kernel_size
+        self.stride = stride
+        self.ceil_mode = ceil_mode
+
+    def forward(self, input):
+        return F.lp_pool1d(input, float(self.norm_type), self.kernel_size, self.stride, self.ceil_mode)
+
+    def extra_repr(self):
+        return (f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, stride={self.stride}, "
+                f"ceil_mode={self.ceil_mode}")
+
+
+class LPPool2d(LPPool1d):
+    def forward(self, input):
+        return F.lp_pool2d(input, float(self.norm_type), self.kernel_size, self.stride, self.ceil_mode)
+
