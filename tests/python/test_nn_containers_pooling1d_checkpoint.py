@@ -1,5 +1,6 @@
-"""nn surface added for real programs: ParameterList / ParameterDict, 1-D max/avg pooling and
-LP pooling (1-D, 2-D), Softmax2d, Bilinear, gumbel_softmax, pdist, and activation checkpointing
+"""nn surface added for real programs: ParameterList / ParameterDict, 1-D max/avg pooling, LP
+pooling (1-D, 2-D), adaptive max pooling, max unpooling, Softmax2d, Bilinear, RReLU, the multi-class
+and multi-label margin losses, gumbel_softmax, pdist, and activation checkpointing
 (tessera.utils.checkpoint). Each against NumPy references written here (or the ordinary, not
 checkpointed, computation), and against PyTorch on the same inputs when it is importable."""
 import warnings
@@ -219,3 +220,88 @@ def test_checkpoint_keeps_no_activations_and_passes_keywords():
     assert any("use_reentrant" in str(m.message) for m in w)
     with ts.no_grad():  # nothing to record: the function just runs
         assert checkpoint(f, x, use_reentrant=True).requires_grad is False
+
+
+# ---------------------------------------------------------------------------- adaptive max, unpool, rrelu, margin losses
+@pytest.mark.parametrize("out_size", [(1, 1), (3, 2), (4, 5), (None, 3)])
+def test_adaptive_max_pool2d_values_indices_and_gradient(out_size):
+    x = RNG.standard_normal((2, 3, 7, 9)).astype(np.float32)
+    xt = T(x, True)
+    out, idx = ts.nn.AdaptiveMaxPool2d(out_size, return_indices=True)(xt)
+    oh, ow = (7 if out_size[0] is None else out_size[0]), out_size[1]
+    want = np.zeros((2, 3, oh, ow), np.float32)
+    for i in range(oh):
+        for j in range(ow):
+            h0, h1 = i * 7 // oh, -(-(i + 1) * 7 // oh)
+            w0, w1 = j * 9 // ow, -(-(j + 1) * 9 // ow)
+            want[..., i, j] = x[..., h0:h1, w0:w1].max((-1, -2))
+    np.testing.assert_allclose(to_np(out), want)
+    np.testing.assert_allclose(np.take_along_axis(x.reshape(2, 3, -1), to_np(idx).reshape(2, 3, -1), -1).reshape(want.shape), want)
+    out.sum().backward()
+    assert to_np(xt.grad).sum() == oh * ow * 6  # one per window (no ties in random data)
+    if HAVE_TORCH:
+        to, ti = torch.nn.AdaptiveMaxPool2d(out_size, return_indices=True)(P(x))
+        np.testing.assert_allclose(to_np(out), to.numpy())
+        np.testing.assert_array_equal(to_np(idx), ti.numpy())
+    x1 = x[:, :, 0, :]
+    np.testing.assert_allclose(to_np(ts.nn.AdaptiveMaxPool1d(4)(T(x1))),
+                               np.stack([x1[..., j * 9 // 4: -(-(j + 1) * 9 // 4)].max(-1) for j in range(4)], -1))
+
+
+def test_max_unpool_inverts_max_pool():
+    x = RNG.standard_normal((2, 3, 6, 8)).astype(np.float32)
+    pooled, idx = ts.nn.functional.max_pool2d(T(x), 2, return_indices=True)
+    un = to_np(ts.nn.MaxUnpool2d(2)(pooled, idx))
+    assert un.shape == (2, 3, 6, 8)
+    kept = un != 0  # each window's max back at its place, zeros elsewhere
+    np.testing.assert_allclose(un[kept], x[kept])
+    assert kept.sum() == 2 * 3 * 3 * 4
+    p1, i1 = ts.nn.functional.max_pool1d(T(x[:, :, 0]), 2, return_indices=True)
+    u1 = to_np(ts.nn.MaxUnpool1d(2)(p1, i1, output_size=[9]))
+    assert u1.shape == (2, 3, 9)
+    if HAVE_TORCH:
+        tp, ti = torch.nn.functional.max_pool2d(P(x), 2, return_indices=True)
+        np.testing.assert_allclose(un, torch.nn.MaxUnpool2d(2)(tp, ti).numpy())
+    with pytest.raises(ValueError, match="max_unpool2d: expected indices of the input's shape"):
+        ts.nn.functional.max_unpool2d(pooled, idx[..., :1], 2)
+
+
+def test_rrelu_slopes():
+    x = T(np.linspace(-3, 3, 4001))
+    m = ts.nn.RReLU(0.1, 0.3)
+    m.eval()
+    np.testing.assert_allclose(to_np(m(x)), np.where(to_np(x) >= 0, to_np(x), to_np(x) * 0.2), rtol=1e-6)
+    m.train()
+    ratio = to_np(m(x))[:2000] / to_np(x)[:2000]
+    assert ratio.min() >= 0.1 - 1e-6 and ratio.max() <= 0.3 + 1e-6 and ratio.std() > 0.03  # drawn per element
+    np.testing.assert_allclose(to_np(m(x))[2001:], to_np(x)[2001:])
+
+
+def test_multi_margin_and_multilabel_margin_losses():
+    x = RNG.standard_normal((4, 5)).astype(np.float32)
+    y = np.array([0, 3, 4, 1])
+    w = RNG.uniform(0.5, 2, 5).astype(np.float32)
+    for p in (1, 2):
+        got = ts.nn.MultiMarginLoss(p=p, margin=0.7, weight=T(w), reduction="none")(T(x), ts.tensor(y))
+        want = np.array([sum(max(0, 0.7 - x[n, y[n]] + x[n, i]) ** p * w[y[n]] for i in range(5) if i != y[n]) / 5
+                         for n in range(4)])
+        np.testing.assert_allclose(to_np(got), want, rtol=1e-5, atol=1e-7)
+        if HAVE_TORCH:
+            tl = torch.nn.MultiMarginLoss(p=p, margin=0.7, weight=P(w), reduction="none")(P(x), torch.tensor(y))
+            np.testing.assert_allclose(to_np(got), tl.numpy(), rtol=1e-5, atol=1e-7)
+    targets = np.array([[3, 0, -1, 1, 1], [1, 2, 4, 0, 3], [-1, 0, 0, 0, 0], [2, -1, 0, 0, 0]])
+    got = ts.nn.MultiLabelMarginLoss(reduction="none")(T(x), ts.tensor(targets))
+    want = []
+    for n in range(4):
+        labels = []
+        for t in targets[n]:
+            if t == -1:
+                break
+            labels.append(int(t))
+        want.append(sum(max(0, 1 - (x[n, j] - x[n, i])) for j in labels for i in range(5) if i not in labels) / 5)
+    np.testing.assert_allclose(to_np(got), want, rtol=1e-5, atol=1e-7)
+    if HAVE_TORCH:
+        tl = torch.nn.MultiLabelMarginLoss(reduction="none")(P(x), torch.tensor(targets))
+        np.testing.assert_allclose(to_np(got), tl.numpy(), rtol=1e-5, atol=1e-7)
+    with pytest.raises(RuntimeError, match="multi_margin_loss: expected a target of shape"):
+        ts.nn.functional.multi_margin_loss(T(x), ts.tensor(y[:2]))

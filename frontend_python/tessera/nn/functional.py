@@ -294,6 +294,80 @@ def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
     return _lp_finish(avg_pool2d(input.pow(norm_type), [kh, kw], stride, 0, ceil_mode), kh * kw, norm_type)
 
 
+def _adaptive_bounds(size, out):
+    """The windows of adaptive pooling: [floor(i size / out), ceil((i + 1) size / out))."""
+    return [((i * size) // out, -((-(i + 1) * size) // out)) for i in range(out)]
+
+
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    """The max over windows chosen so the output is output_size (an int or a pair; None keeps that
+    input size); with return_indices, the int64 argmax of each window, flat over H * W. Max is
+    separable: the rows' windows first, then the columns'."""
+    import tessera
+    _check_pool_input(input, "adaptive_max_pool2d")
+    H, W = input.shape[-2], input.shape[-1]
+    if output_size is None or isinstance(output_size, builtins.int):
+        oh = ow = output_size
+    else:
+        if len(output_size) != 2:
+            raise TypeError(f"adaptive_max_pool2d: output_size must be an int or a pair (None keeps a size), got "
+                            f"{output_size}")
+        oh, ow = output_size
+    oh, ow = H if oh is None else oh, W if ow is None else ow
+    if oh <= 0 or ow <= 0 or H == 0 or W == 0:
+        raise ValueError(f"adaptive_max_pool2d: expected a non-empty input and output_size > 0, got input of shape "
+                         f"{tuple(input.shape)} and output_size {(oh, ow)}")
+    rows = [input[..., a:b, :].max(-2) for a, b in _adaptive_bounds(H, oh)]
+    row_max = tessera.stack([r[0] for r in rows], -2)
+    row_arg = tessera.stack([r[1] + a for r, (a, _) in zip(rows, _adaptive_bounds(H, oh))], -2)
+    values, flat = [], []
+    for a, b in _adaptive_bounds(W, ow):
+        v, arg = row_max[..., a:b].max(-1)
+        col = arg + a
+        values.append(v)
+        flat.append(row_arg.gather(-1, col.unsqueeze(-1)).squeeze(-1) * W + col)
+    out = tessera.stack(values, -1)
+    return (out, tessera.stack(flat, -1)) if return_indices else out
+
+
+def adaptive_max_pool1d(input, output_size, return_indices=False):
+    x = _as_2d_pool(input, "adaptive_max_pool1d")
+    out = adaptive_max_pool2d(x, [1, _ntuple(output_size, 1, "output_size", "adaptive_max_pool1d")[0]], True)
+    out, indices = out[0].squeeze(-2), out[1].squeeze(-2)
+    return (out, indices) if return_indices else out
+
+
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """The inverse of max_pool2d: each value put back at its flat index (over H_out * W_out) in a
+    zero tensor; the output size is (in - 1) * stride - 2 padding + kernel unless given."""
+    import tessera
+    _check_pool_input(input, "max_unpool2d")
+    k = _ntuple(kernel_size, 2, "kernel_size", "max_unpool2d")
+    s = k if stride is None else _ntuple(stride, 2, "stride", "max_unpool2d")
+    p = _ntuple(padding, 2, "padding", "max_unpool2d")
+    if output_size is not None:
+        size = list(output_size)[-2:]
+    else:
+        size = [(input.shape[-2 + d] - 1) * s[d] - 2 * p[d] + k[d] for d in range(2)]
+    if tuple(indices.shape) != tuple(input.shape):
+        raise ValueError(f"max_unpool2d: expected indices of the input's shape {tuple(input.shape)}, got "
+                         f"{tuple(indices.shape)}")
+    lead = tuple(input.shape[:-2])
+    flat_in, flat_idx = input.reshape(*lead, -1), indices.reshape(*lead, -1)
+    if flat_idx.numel() and (int(flat_idx.min()) < 0 or int(flat_idx.max()) >= size[0] * size[1]):
+        raise ValueError(f"max_unpool2d: found an index outside the output of size {tuple(size)}")
+    out = tessera.zeros(*lead, size[0] * size[1], dtype=input.dtype).scatter(-1, flat_idx, flat_in)
+    return out.reshape(*lead, size[0], size[1])
+
+
+def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    k = _ntuple(kernel_size, 1, "kernel_size", "max_unpool1d")[0]
+    s = k if stride is None else _ntuple(stride, 1, "stride", "max_unpool1d")[0]
+    size = None if output_size is None else [1, list(output_size)[-1]]
+    return max_unpool2d(_as_2d_pool(input, "max_unpool1d"), indices.unsqueeze(-2), [1, k], [1, s],
+                        [0, _ntuple(padding, 1, "padding", "max_unpool1d")[0]], size).squeeze(-2)
+
+
 def adaptive_avg_pool2d(input, output_size):
     """Averages over windows chosen so the output is output_size (an int, a pair; None keeps
     that input size)."""
@@ -686,6 +760,21 @@ def sigmoid(input):
 def _inplace(input, result, inplace):
     """The in-place form of an activation: its result written back into the input."""
     return _op("copy_", input, result) if inplace else result
+
+
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    """Randomized leaky ReLU: negative inputs times a slope drawn from U(lower, upper) per element in
+    training, times (lower + upper) / 2 otherwise."""
+    import tessera
+    _check_tensor(input, "input", "rrelu")
+    if training:
+        slope = tessera.empty_like(input).uniform_(lower, upper)
+    else:
+        slope = (lower + upper) / 2
+    out = tessera.where(input >= 0, input, input * slope)
+    if inplace:
+        return input.copy_(out)
+    return out
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
@@ -1086,6 +1175,54 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
     if full:
         loss = _op("add", loss, 0.5 * math.log(2 * math.pi))
     return _apply_reduction(loss, reduction)
+
+
+def _margin_rows(input, target, fname):
+    """(N, C) rows and their (N,) or (N, C) targets, a 1-D input taken as one row."""
+    _check_tensor(input, "input", fname)
+    if input.ndim not in (1, 2) or input.shape[-1] == 0:
+        raise RuntimeError(f"{fname}: expected a non-empty 1-D (C) or 2-D (N, C) input, got shape {tuple(input.shape)}")
+    return (input.unsqueeze(0), target.unsqueeze(0)) if input.ndim == 1 else (input, target)
+
+
+def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None, reduction="mean"):
+    """Multi-class hinge loss: sum over i != y of max(0, margin - x[y] + x[i])^p (times weight[y]) / C."""
+    import tessera
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _reduction_enum(reduction, "multi_margin_loss")
+    if p not in (1, 2):
+        raise ValueError(f"multi_margin_loss: only p == 1 and p == 2 supported, got {p}")
+    x, y = _margin_rows(input, target, "multi_margin_loss")
+    if tuple(y.shape) != (x.shape[0],):
+        raise RuntimeError(f"multi_margin_loss: expected a target of shape {(x.shape[0],)}, got {tuple(target.shape)}")
+    z = (margin - x.gather(1, y.unsqueeze(1)) + x).clamp(min=0)
+    if p == 2:
+        z = z * z
+    if weight is not None:
+        z = z * weight[y].unsqueeze(1)
+    z = z.masked_fill(tessera.zeros_like(x, dtype=tessera.bool).scatter(1, y.unsqueeze(1), True), 0.0)
+    loss = z.sum(1) / x.shape[1]
+    return _apply_reduction(loss if input.ndim == 2 else loss.squeeze(0), reduction)
+
+
+def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """Multi-label hinge loss: target rows list class indices up to the first -1; the loss sums
+    max(0, 1 - (x[j] - x[i])) over those classes j and every other class i, divided by C."""
+    import tessera
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _reduction_enum(reduction, "multilabel_margin_loss")
+    x, y = _margin_rows(input, target, "multilabel_margin_loss")
+    if tuple(y.shape) != tuple(x.shape):
+        raise RuntimeError(f"multilabel_margin_loss: expected a target of the input's shape {tuple(input.shape)}, got "
+                           f"{tuple(target.shape)}")
+    valid = (y != -1).to(tessera.int64).cumprod(1).to(tessera.bool)  # the indices before the first -1
+    safe = y.clamp(min=0)
+    classes = tessera.arange(x.shape[1])
+    is_target = ((safe.unsqueeze(2) == classes) & valid.unsqueeze(2)).any(1)  # [n, i]: i is one of the row's targets
+    hinge = (1 - x.gather(1, safe).unsqueeze(2) + x.unsqueeze(1)).clamp(min=0)  # [n, j, i]
+    hinge = hinge * (valid.unsqueeze(2) & ~is_target.unsqueeze(1)).to(x.dtype)
+    loss = hinge.sum((1, 2)) / x.shape[1]
+    return _apply_reduction(loss if input.ndim == 2 else loss.squeeze(0), reduction)
 
 
 def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):

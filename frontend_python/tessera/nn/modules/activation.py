@@ -244,3 +244,21 @@ class Softmax2d(Module):
 
 __all__ += ["Softmax2d"]
 
+
+class RReLU(Module):
+    """Randomized leaky ReLU: a slope drawn from U(lower, upper) per element in training,
+    (lower + upper) / 2 in eval."""
+
+    def __init__(self, lower=1.0 / 8, upper=1.0 / 3, inplace=False):
+        super().__init__()
+        self.lower, self.upper, self.inplace = lower, upper, inplace
+
+    def forward(self, input):
+        return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self):
+        return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace else "")
+
+
+__all__ += ["RReLU"]
+

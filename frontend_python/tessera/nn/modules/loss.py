@@ -103,3 +103,21 @@ TripletMarginLoss = _loss_module("TripletMarginLoss", F.triplet_margin_loss,
 __all__ += ["BCELoss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "SoftMarginLoss", "MarginRankingLoss",
             "HingeEmbeddingLoss", "PoissonNLLLoss", "GaussianNLLLoss", "MultiLabelSoftMarginLoss",
             "CosineEmbeddingLoss", "TripletMarginLoss"]
+
+
+class MultiMarginLoss(_WeightedLoss):
+    def __init__(self, p=1, margin=1.0, weight=None, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(weight, size_average, reduce, reduction)
+        if p not in (1, 2):
+            raise ValueError("only p == 1 and p == 2 supported")
+        self.p, self.margin = p, margin
+
+    def forward(self, input, target):
+        return F.multi_margin_loss(input, target, p=self.p, margin=self.margin, weight=self.weight,
+                                   reduction=self.reduction)
+
+
+MultiLabelMarginLoss = _loss_module("MultiLabelMarginLoss", F.multilabel_margin_loss)
+
+__all__ += ["MultiLabelMarginLoss", "MultiMarginLoss"]
+

@@ -1,7 +1,8 @@
-"""MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, their 1-D and 3-D forms, and LPPool1d/2d."""
+"""MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, their 1-D and 3-D forms, LPPool1d/2d, AdaptiveMaxPool1d/2d
+and MaxUnpool1d/2d."""
 
-__all__ = ["AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "LPPool1d", "LPPool2d",
-           "MaxPool1d", "MaxPool2d", "MaxPool3d"]
+__all__ = ["AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AvgPool1d", "AvgPool2d",
+           "AvgPool3d", "LPPool1d", "LPPool2d", "MaxPool1d", "MaxPool2d", "MaxPool3d", "MaxUnpool1d", "MaxUnpool2d"]
 from tessera.nn import functional as F
 from tessera.nn.modules.module import Module
 
@@ -115,4 +116,41 @@ class LPPool1d(Module):
 class LPPool2d(LPPool1d):
     def forward(self, input):
         return F.lp_pool2d(input, float(self.norm_type), self.kernel_size, self.stride, self.ceil_mode)
+
+
+class AdaptiveMaxPool2d(Module):
+    def __init__(self, output_size, return_indices=False):
+        super().__init__()
+        self.output_size = output_size
+        self.return_indices = return_indices
+
+    def forward(self, input):
+        return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
+
+    def extra_repr(self):
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveMaxPool1d(AdaptiveMaxPool2d):
+    def forward(self, input):
+        return F.adaptive_max_pool1d(input, self.output_size, self.return_indices)
+
+
+class MaxUnpool2d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if (stride is not None) else kernel_size
+        self.padding = padding
+
+    def forward(self, input, indices, output_size=None):
+        return F.max_unpool2d(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxUnpool1d(MaxUnpool2d):
+    def forward(self, input, indices, output_size=None):
+        return F.max_unpool1d(input, indices, self.kernel_size, self.stride, self.padding, output_size)
 
