@@ -1,6 +1,6 @@
 """nn surface added for real programs: ParameterList / ParameterDict, 1-D max/avg pooling, LP
 pooling (1-D, 2-D), adaptive max pooling, max unpooling, Softmax2d, Bilinear, RReLU, the multi-class
-and multi-label margin losses, gumbel_softmax, pdist, and activation checkpointing
+and multi-label margin losses, CTC loss, gumbel_softmax, pdist, and activation checkpointing
 (tessera.utils.checkpoint). Each against NumPy references written here (or the ordinary, not
 checkpointed, computation), and against PyTorch on the same inputs when it is importable."""
 import warnings
@@ -305,3 +305,60 @@ def test_multi_margin_and_multilabel_margin_losses():
         np.testing.assert_allclose(to_np(got), tl.numpy(), rtol=1e-5, atol=1e-7)
     with pytest.raises(RuntimeError, match="multi_margin_loss: expected a target of shape"):
         ts.nn.functional.multi_margin_loss(T(x), ts.tensor(y[:2]))
+
+
+# ---------------------------------------------------------------------------- CTC
+def np_ctc(lp, target, blank=0):
+    """-log p(target | lp) by summing every alignment's probability: the forward recursion in
+    float64 over the blank-extended target (an independent plain-loop implementation)."""
+    ext = [blank]
+    for c in target:
+        ext += [c, blank]
+    alpha = np.full(len(ext), -np.inf)
+    if len(lp) == 0:
+        return 0.0 if not target else np.inf
+    alpha[0] = lp[0, blank]
+    if len(ext) > 1:
+        alpha[1] = lp[0, ext[1]]
+    for t in range(1, len(lp)):
+        new = np.full(len(ext), -np.inf)
+        for s in range(len(ext)):
+            terms = [alpha[s]] + ([alpha[s - 1]] if s >= 1 else [])
+            if s >= 2 and ext[s] != blank and ext[s] != ext[s - 2]:
+                terms.append(alpha[s - 2])
+            new[s] = np.logaddexp.reduce(terms) + lp[t, ext[s]]
+        alpha = new
+    return -np.logaddexp(alpha[-1], alpha[-2] if len(ext) > 1 else -np.inf)
+
+
+def test_ctc_loss_against_the_alignment_sum_and_torch():
+    steps, N, C = 10, 4, 5
+    logits = RNG.standard_normal((steps, N, C)).astype(np.float32)
+    targets = RNG.integers(1, C, (N, 4))
+    targets[1, :2] = 3  # a repeated label needs a blank between its copies
+    in_len, tg_len = [10, 9, 6, 10], [4, 3, 2, 0]
+    lp = to_np(T(logits).log_softmax(2)).astype(np.float64)
+    want = [np_ctc(lp[:in_len[n], n], list(targets[n, :tg_len[n]])) for n in range(N)]
+    x = T(logits, True)
+    loss = ts.nn.functional.ctc_loss(x.log_softmax(2), ts.tensor(targets), in_len, tg_len, reduction="none")
+    np.testing.assert_allclose(to_np(loss), want, rtol=1e-5)
+    flat = ts.tensor(np.concatenate([targets[n, :tg_len[n]] for n in range(N)]))  # the concatenated form
+    mean = ts.nn.CTCLoss()(x.log_softmax(2), flat, ts.tensor(in_len), ts.tensor(tg_len))
+    np.testing.assert_allclose(to_np(mean), np.mean(np.array(want) / np.maximum(tg_len, 1)), rtol=1e-5)
+    mean.backward()
+    if HAVE_TORCH:
+        tx = P(logits, True)
+        tmean = torch.nn.CTCLoss()(tx.log_softmax(2), torch.tensor(targets), in_len, tg_len)
+        tmean.backward()
+        np.testing.assert_allclose(to_np(mean), tmean.item(), rtol=1e-5)
+        np.testing.assert_allclose(to_np(x.grad), tx.grad.numpy(), rtol=1e-4, atol=1e-6)
+    # An input too short for its target has no alignment: inf, or 0 with zero_infinity.
+    short = ts.nn.functional.ctc_loss(x[:2].log_softmax(2), ts.tensor(targets), [2] * N, [4, 3, 2, 0], reduction="none")
+    assert np.isinf(to_np(short)[0]) and np.isinf(to_np(short)[1])
+    zeroed = ts.nn.functional.ctc_loss(x[:2].log_softmax(2), ts.tensor(targets), [2] * N, [4, 3, 2, 0],
+                                       reduction="none", zero_infinity=True)
+    assert to_np(zeroed)[0] == 0 and np.isfinite(to_np(zeroed)).all()
+    one = ts.nn.functional.ctc_loss(x[:, 0].log_softmax(1), ts.tensor(targets[0]), 10, 4, reduction="none")
+    np.testing.assert_allclose(to_np(one), want[0], rtol=1e-5)  # unbatched
+    with pytest.raises(RuntimeError, match="ctc_loss: expected 4 input and target lengths"):
+        ts.nn.functional.ctc_loss(x.log_softmax(2), ts.tensor(targets), [10], tg_len)

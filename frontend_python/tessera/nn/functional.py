@@ -948,6 +948,91 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
 
 
 # ---------------------------------------------------------------------------- losses
+def _log_add(*terms):
+    """log(sum(exp(terms))) element-wise, -inf where every term is -inf, with gradients that stay
+    finite there (unreachable CTC states get a zero gradient, not 0 * inf)."""
+    import tessera
+    m = terms[0]
+    for t in terms[1:]:
+        m = tessera.maximum(m, t)
+    dead = tessera.isinf(m) & (m < 0)
+    m_safe = tessera.where(dead, 0.0, m)
+    total = sum((t - m_safe).exp() for t in terms)
+    return tessera.where(dead, float("-inf"), m_safe + tessera.where(dead, 1.0, total).log())
+
+
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
+    """Connectionist Temporal Classification loss: -log of the total probability of every alignment
+    of each target to its input (the forward recursion over the target with blanks between and
+    around its labels, in log space; autograd differentiates it). log_probs (T, N, C) or (T, C),
+    targets (N, S) padded or the N targets concatenated, lengths as tensors or sequences."""
+    import tessera
+    _check_tensor(log_probs, "log_probs", "ctc_loss")
+    _reduction_enum(reduction, "ctc_loss")
+    unbatched = log_probs.ndim == 2
+    if unbatched:  # one sequence: its target as a padded row
+        log_probs, targets = log_probs.unsqueeze(1), targets.reshape(1, -1)
+    if log_probs.ndim != 3:
+        raise RuntimeError(f"ctc_loss: expected log_probs of shape (T, N, C) or (T, C), got {tuple(log_probs.shape)}")
+    T, N, C = log_probs.shape
+
+    def as_list(v):
+        if isinstance(v, tessera.Tensor):
+            return [int(x) for x in v.reshape(-1).tolist()]
+        return [int(v)] if isinstance(v, builtins.int) else [int(x) for x in v]
+    in_len, tg_len = as_list(input_lengths), as_list(target_lengths)
+    if len(in_len) != N or len(tg_len) != N:
+        raise RuntimeError(f"ctc_loss: expected {N} input and target lengths, got {len(in_len)} and {len(tg_len)}")
+    if any(n > T or n < 0 for n in in_len):
+        raise RuntimeError(f"ctc_loss: input lengths must be in [0, {T}], got {in_len}")
+    S = max(tg_len + [0])
+    if targets.ndim == 1:  # concatenated: split and pad
+        flat, rows, at = targets.tolist(), [], 0
+        for n in tg_len:
+            rows.append(flat[at:at + n] + [blank] * (S - n))
+            at += n
+        labels = tessera.tensor(rows, dtype=tessera.int64).reshape(N, S)
+    else:
+        labels = targets[:, :S].to(tessera.int64)
+    if any(n > targets.shape[-1] for n in tg_len) and targets.ndim == 2:
+        raise RuntimeError(f"ctc_loss: target lengths {tg_len} exceed the targets' length {targets.shape[-1]}")
+    L = 2 * S + 1  # blank, l1, blank, l2, ..., blank
+    ext = tessera.full((N, L), blank, dtype=tessera.int64)
+    if S:
+        ext[:, 1::2] = labels
+    # A label may be reached from two back (skipping the blank between) unless it repeats that label.
+    skip = tessera.zeros(N, L, dtype=tessera.bool)
+    if S > 1:
+        skip[:, 3::2] = labels[:, 1:] != labels[:, :-1]
+    lp = log_probs.gather(2, ext.unsqueeze(0).expand(T, N, L))  # [T, N, L]
+    neg_inf = float("-inf")
+    start = tessera.full((N, L), neg_inf, dtype=log_probs.dtype)
+    alpha = tessera.where(tessera.arange(L).unsqueeze(0) < tessera.tensor([min(2, 2 * n + 1) for n in tg_len]).unsqueeze(1),
+                          lp[0], start)
+    steps = tessera.tensor(in_len).unsqueeze(1)
+    pad1 = tessera.full((N, 1), neg_inf, dtype=log_probs.dtype)
+    pad2 = tessera.full((N, 2), neg_inf, dtype=log_probs.dtype)
+    for t in range(1, T):
+        prev1 = tessera.cat([pad1, alpha[:, :-1]], 1)
+        prev2 = tessera.where(skip, tessera.cat([pad2, alpha[:, :-2]], 1), neg_inf)
+        new = _log_add(alpha, prev1, prev2) + lp[t]
+        alpha = tessera.where(steps > t, new, alpha)  # a sequence stops at its own length
+    last = tessera.tensor([2 * n for n in tg_len]).unsqueeze(1)
+    end_blank = alpha.gather(1, last).squeeze(1)
+    end_label = alpha.gather(1, (last - 1).clamp(min=0)).squeeze(1)
+    has_label = tessera.tensor([n > 0 for n in tg_len])
+    loss = -_log_add(end_blank, tessera.where(has_label, end_label, neg_inf))
+    # No input steps: only the empty target has an alignment (probability 1).
+    loss = tessera.where(tessera.tensor([n == 0 for n in in_len]), tessera.where(has_label, float("inf"), 0.0), loss)
+    if zero_infinity:
+        loss = tessera.where(tessera.isinf(loss), 0.0, loss)
+    if reduction == "mean":
+        return (loss / tessera.tensor(tg_len, dtype=loss.dtype).clamp(min=1)).mean()
+    if reduction == "sum":
+        return loss.sum()
+    return loss.squeeze(0) if unbatched else loss
+
+
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """Negative log likelihood of log-probabilities input (N, C[, d...]) or (C,) at the class
     indices target (N[, d...]) or ()."""

@@ -119,5 +119,16 @@ class MultiMarginLoss(_WeightedLoss):
 
 MultiLabelMarginLoss = _loss_module("MultiLabelMarginLoss", F.multilabel_margin_loss)
 
-__all__ += ["MultiLabelMarginLoss", "MultiMarginLoss"]
+
+class CTCLoss(_Loss):
+    def __init__(self, blank=0, reduction="mean", zero_infinity=False):
+        super().__init__(reduction=reduction)
+        self.blank, self.zero_infinity = blank, zero_infinity
+
+    def forward(self, log_probs, targets, input_lengths, target_lengths):
+        return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, self.blank, self.reduction,
+                          self.zero_infinity)
+
+
+__all__ += ["CTCLoss", "MultiLabelMarginLoss", "MultiMarginLoss"]
 
