@@ -3,6 +3,7 @@
 #include "node.h"
 #include "view_inplace.h"
 
+#include <tessera/sdk/memory_overlap.h>
 #include <tessera/sdk/ops.h>
 
 #include <atomic>
@@ -45,21 +46,24 @@ bool same_layout(const TensorRef& a, const TensorRef& b) {
 }
 
 // No two elements share memory (an in-place copy into it is well defined).
-bool writable(const TensorRef& t) {
-  for (int64_t d = 0; d < t.dim(); ++d)
-    if (t.stride(d) == 0 && t.size(d) > 1) return false;
-  return true;
+bool writable(const TensorRef& t) { return !sdk::has_internal_overlap(t); }
+
+// The base's tangent when a view can read its own out of it: the base has one at `level`, in the
+// base's own layout and dtype (a tangent given in another layout is not addressed like the base).
+const AutogradMeta* base_with_tangent(ts_tensor view, const AutogradMeta& m, int64_t level) {
+  if (!m.is_view || !m.base.defined()) return nullptr;
+  AutogradMeta* bm = meta_of(m.base.handle());
+  if (!bm || !bm->tangent.defined() || bm->tangent_level != level) return nullptr;
+  if (TensorRef::borrow(view).dtype() != m.base.dtype() || !same_layout(bm->tangent, m.base)) return nullptr;
+  return bm;
 }
 
 // A view's tangent read out of its base's, as the view reads the base's data: the same sizes,
-// strides and offset over the base's tangent. Only where that tangent has the base's layout and
-// dtype (a tangent given in another layout is not addressed like the base).
+// strides and offset over the base's tangent.
 TensorRef tangent_through_base(ts_tensor view, const AutogradMeta& m, int64_t level) {
-  if (!m.is_view || !m.base.defined()) return {};
-  AutogradMeta* bm = meta_of(m.base.handle());
-  if (!bm || !bm->tangent.defined() || bm->tangent_level != level) return {};
+  const AutogradMeta* bm = base_with_tangent(view, m, level);
+  if (!bm) return {};
   const TensorRef v = TensorRef::borrow(view);
-  if (v.dtype() != m.base.dtype() || !same_layout(bm->tangent, m.base)) return {};
   const Geometry vg = Geometry::of(v), bg = Geometry::of(m.base);
   HideTangents plain;  // a view of a plain tensor: no tangent of its own to compute
   return sdk::ops::as_strided(bm->tangent, vg.sizes, vg.strides, bm->tangent.storage_offset() + vg.offset - bg.offset);
@@ -113,8 +117,7 @@ void set_inplace_tangent(ts_tensor self, const TensorRef& tangent, const char* o
   // In place, as PyTorch: the old tangent's memory takes the new one, so the base and every other
   // view of it see the change (and a tangent the caller passed to make_dual is updated).
   if (target.defined() && writable(target) && target.shape_vector() == tangent.shape_vector()) {
-    if (target.view().data != tangent.view().data || target.storage_offset() != tangent.storage_offset() ||
-        !same_layout(target, tangent)) {
+    if (!sdk::same_view(sdk::strided_view(target), sdk::strided_view(tangent)) || target.dtype() != tangent.dtype()) {
       HideTangents plain;
       sdk::ops::copy_(target, tangent);
     }
@@ -138,15 +141,26 @@ std::vector<TensorRef> tangents_or_zeros(const std::vector<ts_tensor>& ts) {
   return out;
 }
 
+namespace {
+// Whether tangent_of(t) is defined, without making the view of its base's tangent (every operator
+// asks this of each input while a level is open).
+bool has_tangent(ts_tensor t) {
+  const int64_t level = current_dual_level();
+  AutogradMeta* m = t && level ? meta_of(t) : nullptr;
+  if (!m) return false;
+  return (m->tangent.defined() && m->tangent_level == level) || (m->is_view && base_with_tangent(t, *m, level));
+}
+}  // namespace
+
 bool any_has_tangent(std::initializer_list<ts_tensor> tensors) {
   for (ts_tensor t : tensors)
-    if (tangent_of(t).defined()) return true;
+    if (has_tangent(t)) return true;
   return false;
 }
 
 bool any_has_tangent(const std::vector<ts_tensor>& tensors) {
   for (ts_tensor t : tensors)
-    if (tangent_of(t).defined()) return true;
+    if (has_tangent(t)) return true;
   return false;
 }
 

@@ -1,6 +1,8 @@
 #include "kernel_support.h"
 #include "view_inplace.h"
 
+#include <tessera/sdk/memory_overlap.h>
+
 namespace tessera::autograd {
 
 void redispatch_below(ts_operator op, ts_stack* stack) {
@@ -70,11 +72,9 @@ void check_inplace(ts_tensor self, const char* op) {
   if (base && base->requires_grad && !base->grad_fn)
     throw sdk::Error(TS_ERROR, sdk::cat(op, ": a view of a leaf Variable that requires grad is being used in an "
                                         "in-place operation (do it under no_grad(), or on a clone)"));
-  TensorRef view = TensorRef::borrow(self);
-  for (int64_t d = 0; d < view.dim(); ++d)
-    if (view.stride(d) == 0 && view.size(d) > 1)
-      throw sdk::Error(TS_ERROR, sdk::cat(op, ": unsupported operation: more than one element of the written-to tensor "
-                                          "refers to a single memory location (an expanded view); clone() it first"));
+  if (sdk::has_internal_overlap(TensorRef::borrow(self)))
+    throw sdk::Error(TS_ERROR, sdk::cat(op, ": unsupported operation: more than one element of the written-to tensor "
+                                        "refers to a single memory location (an expanded view); clone() it first"));
 }
 
 void raise_out_requires_grad(const char* op) {

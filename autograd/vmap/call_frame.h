@@ -6,6 +6,7 @@
 #include "rule_spec.h"
 
 #include <deque>
+#include <initializer_list>
 #include <optional>
 #include <span>
 #include <utility>
@@ -45,6 +46,9 @@ class CallFrame {
   void return_wrapped(std::span<const ts_value> returns);
   // Returns tensors the rule computed (batch at dim 0) wrapped at this level.
   void return_tensors(std::span<const sdk::TensorRef> values);
+  void return_tensors(std::initializer_list<sdk::TensorRef> values) {
+    return_tensors(std::span<const sdk::TensorRef>(values.begin(), values.size()));
+  }
   // Returns `returns` as they are.
   void return_raw(std::span<const ts_value> returns);
   // In-place and out= variants: the caller's own argument is the return.
@@ -88,6 +92,8 @@ ts_status guarded_rule(ts_call call, F&& body) noexcept {
   }
 }
 
+// An int[] argument's values.
+inline std::vector<int64_t> ints_of(const ts_value& v) { return {v.u.ints.data, v.u.ints.data + v.u.ints.size}; }
 // The highest active level of the call's tensors (0 when none is batched).
 int64_t call_level(const ts_stack* stack);
 // Logical rank of a tensor argument (its own geometry).

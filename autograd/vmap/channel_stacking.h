@@ -9,8 +9,6 @@
 
 namespace tessera::vmap {
 
-inline std::vector<int64_t> ints_of(const ts_value& v) { return {v.u.ints.data, v.u.ints.data + v.u.ints.size}; }
-
 // [B, N, C, S...] -> [N, B * C, S...]: the samples' channels side by side.
 inline sdk::TensorRef channels_side_by_side(const sdk::TensorRef& v) {
   std::vector<int64_t> shape{v.size(1), v.size(0) * v.size(2)};

@@ -32,8 +32,7 @@ bool grouped_convolution(CallFrame& f) {
                                 ints_of(a[3]), ints_of(a[4]), ints_of(a[5]), a[6].u.i * B);
     out = channels_apart(out, B);
   }
-  const TensorRef returns[] = {out};
-  f.return_tensors(returns);
+  f.return_tensors({out});
   return true;
 }
 
@@ -54,8 +53,7 @@ bool convolution_backward_rule(CallFrame& f) {
     gw = unstacked(gw, B);
     gb = unstacked(gb, B);
   }
-  const TensorRef returns[] = {gi, gw, gb};
-  f.return_tensors(returns);
+  f.return_tensors({gi, gw, gb});
   return true;
 }
 
@@ -85,8 +83,7 @@ bool convolution_backward_input_rule(CallFrame& f) {
                                                ints_of(a[4]), ints_of(a[5]), a[6].u.i * B);
     out = channels_apart(out, B);
   }
-  const TensorRef returns[] = {out};
-  f.return_tensors(returns);
+  f.return_tensors({out});
   return true;
 }
 

@@ -8,11 +8,6 @@ namespace {
 
 using sdk::TensorRef;
 
-void return_one(CallFrame& f, TensorRef t) {
-  const TensorRef returns[] = {std::move(t)};
-  f.return_tensors(returns);
-}
-
 // The value (batch in front) of a tensor argument, expanded when it is not batched, with
 // singleton dims after the batch up to `rank` logical dims (for broadcasting against it).
 TensorRef aligned(const CallFrame& f, ts_tensor t, int64_t rank) {
@@ -33,7 +28,7 @@ bool layer_norm_backward_rule(CallFrame& f) {
   const auto& a = f.args();
   ts_tensor weight = a[5].tag == TS_VALUE_TENSOR ? a[5].u.tensor : nullptr;
   ts_tensor bias = a[6].tag == TS_VALUE_TENSOR ? a[6].u.tensor : nullptr;
-  const std::vector<int64_t> normalized(a[2].u.ints.data, a[2].u.ints.data + a[2].u.ints.size);
+  const std::vector<int64_t> normalized = ints_of(a[2]);
   const int64_t rank = rank_of(a[1].u.tensor), k = int64_t(normalized.size()), B = f.batch_size();
   TensorRef go = aligned(f, a[0].u.tensor, rank), x = aligned(f, a[1].u.tensor, rank);
   TensorRef mean = aligned(f, a[3].u.tensor, rank), rstd = aligned(f, a[4].u.tensor, rank);
@@ -57,8 +52,7 @@ bool layer_norm_backward_rule(CallFrame& f) {
                 : sdk::ops::zeros(none, x.dtype(), x.device());
     gb = bias ? per_sample_sum(go) : sdk::ops::zeros(none, x.dtype(), x.device());
   }
-  const TensorRef returns[] = {gi, gw, gb};
-  f.return_tensors(returns);
+  f.return_tensors({gi, gw, gb});
   return true;
 }
 
@@ -76,7 +70,7 @@ bool mse_loss_backward_rule(CallFrame& f) {
     const double scale = a[3].u.i == 1 ? 2.0 / double(std::max<int64_t>(numel, 1)) : 2.0;
     out = sdk::ops::mul(sdk::ops::mul(sdk::ops::sub(self, target), go), sdk::Scalar(scale));
   }
-  return_one(f, out);
+  f.return_tensors({out});
   return true;
 }
 
@@ -111,7 +105,7 @@ bool nll_loss_backward_rule(CallFrame& f) {
     grad = sdk::ops::scatter(grad, 1, sdk::ops::unsqueeze(safe, 1), sdk::ops::unsqueeze(value, 1));
     out = sdk::ops::reshape(grad, self.shape_vector());
   }
-  return_one(f, out);
+  f.return_tensors({out});
   return true;
 }
 
@@ -141,7 +135,7 @@ bool embedding_backward_rule(CallFrame& f) {
     out = sdk::ops::embedding_dense_backward(rows, flat_idx, B * num_weights, -1, a[4].u.b);
     out = sdk::ops::reshape(out, {B, num_weights, D});
   }
-  return_one(f, out);
+  f.return_tensors({out});
   return true;
 }
 

@@ -32,8 +32,7 @@ void return_per_sample(CallFrame& f, TensorRef input_like, TensorRef first, Tens
     first = per_sample(first, B);
     second = per_sample(second, B);
   }
-  const TensorRef returns[] = {input_like, first, second};
-  f.return_tensors(returns);
+  f.return_tensors({input_like, first, second});
 }
 
 // Group statistics [N, B * G] <-> [B, N, G].
@@ -60,8 +59,7 @@ bool group_norm_rule(CallFrame& f) {
     mean = statistics_apart(mean, B);
     rstd = statistics_apart(rstd, B);
   }
-  const TensorRef returns[] = {out, mean, rstd};
-  f.return_tensors(returns);
+  f.return_tensors({out, mean, rstd});
   return true;
 }
 

@@ -986,6 +986,8 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     if any(n > T or n < 0 for n in in_len):
         raise RuntimeError(f"ctc_loss: input lengths must be in [0, {T}], got {in_len}")
     S = max(tg_len + [0])
+    if targets.ndim == 2 and S > targets.shape[-1]:
+        raise RuntimeError(f"ctc_loss: target lengths {tg_len} exceed the targets' length {targets.shape[-1]}")
     if targets.ndim == 1:  # concatenated: split and pad
         flat, rows, at = targets.tolist(), [], 0
         for n in tg_len:
@@ -994,8 +996,6 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
         labels = tessera.tensor(rows, dtype=tessera.int64).reshape(N, S)
     else:
         labels = targets[:, :S].to(tessera.int64)
-    if any(n > targets.shape[-1] for n in tg_len) and targets.ndim == 2:
-        raise RuntimeError(f"ctc_loss: target lengths {tg_len} exceed the targets' length {targets.shape[-1]}")
     L = 2 * S + 1  # blank, l1, blank, l2, ..., blank
     ext = tessera.full((N, L), blank, dtype=tessera.int64)
     if S:

@@ -9,6 +9,16 @@ from tessera.nn.modules.module import Module
 from tessera.nn.parameter import Parameter
 
 
+def _weight_and_bias(module, weight_shape, bias, dtype, device):
+    """Uninitialised `weight` of weight_shape and, when asked, `bias` of weight_shape[0] (else a
+    None parameter), as the linear layers declare them before reset_parameters."""
+    module.weight = Parameter(tessera.empty(weight_shape, dtype=dtype, device=device))
+    if bias:
+        module.bias = Parameter(tessera.empty((weight_shape[0],), dtype=dtype, device=device))
+    else:
+        module.register_parameter("bias", None)
+
+
 class Identity(Module):
     def __init__(self, *args, **kwargs):
         super().__init__()
@@ -25,11 +35,7 @@ class Linear(Module):
         super().__init__()
         self.in_features = in_features
         self.out_features = out_features
-        self.weight = Parameter(tessera.empty((out_features, in_features), dtype=dtype, device=device))
-        if bias:
-            self.bias = Parameter(tessera.empty((out_features,), dtype=dtype, device=device))
-        else:
-            self.register_parameter("bias", None)
+        _weight_and_bias(self, (out_features, in_features), bias, dtype, device)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -53,11 +59,7 @@ class Bilinear(Module):
     def __init__(self, in1_features, in2_features, out_features, bias=True, device=None, dtype=None):
         super().__init__()
         self.in1_features, self.in2_features, self.out_features = in1_features, in2_features, out_features
-        self.weight = Parameter(tessera.empty((out_features, in1_features, in2_features), dtype=dtype, device=device))
-        if bias:
-            self.bias = Parameter(tessera.empty((out_features,), dtype=dtype, device=device))
-        else:
-            self.register_parameter("bias", None)
+        _weight_and_bias(self, (out_features, in1_features, in2_features), bias, dtype, device)
         self.reset_parameters()
 
     def reset_parameters(self):
