@@ -91,7 +91,7 @@ def model_rows(name, model, make_input, sizes, timing_batch, reps, work, torch_m
     # The same program with the inductor's kernels built ahead of time for this batch size.
     t0 = time.perf_counter()
     aot_archive = os.path.join(work, f"{name}_aot.tspt")
-    ts.export.save(ts.export.aot_compile(ep, sizes=[{"batch": timing_batch}]), aot_archive)
+    ts.export.save(ts.export.aot_compile(ep, sizes=[{"batch": timing_batch}, {"batch": 1}]), aot_archive)
     aot_s = time.perf_counter() - t0
     aot_us, _ = cpp_median_us(aot_archive, x, work, reps, "--allow-native")
     runner(
@@ -108,20 +108,35 @@ def model_rows(name, model, make_input, sizes, timing_batch, reps, work, torch_m
             row += f" | torch eager {median_time(lambda: torch_model(tx), reps) * 1e3:.1f} ms"
     print(row)
     # A new process: load the archive, run once (the runner), against a new Python process doing the same.
-    ts.save({"x": make_input(timing_batch)}, os.path.join(work, "in.safetensors"))
-    t0 = time.perf_counter()
-    runner(archive, "--input", os.path.join(work, "in.safetensors"))
-    cold_cpp = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    runner(aot_archive, "--allow-native", "--input", os.path.join(work, "in.safetensors"))
-    cold_aot = time.perf_counter() - t0
-    code = (f"import tessera as ts; x = ts.load({os.path.join(work, 'in.safetensors')!r})['x']; "
-            f"ts.export.load({archive!r}).module()(x)")
-    t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], check=True, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
-    cold_py = time.perf_counter() - t0
-    print(f"new process, load + first run at batch {timing_batch}: C++ runner {cold_cpp * 1e3:.0f} ms portable, "
-          f"{cold_aot * 1e3:.0f} ms AOT | Python {cold_py * 1e3:.0f} ms (each includes process start)")
+    cold_start_rows(archive, aot_archive, make_input, timing_batch, work)
+
+
+def cold_start(archive, input_path, *extra, runs=5):
+    """Medians over `runs` new runner processes: (wall ms, load ms, first run ms)."""
+    rows = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        out = runner(archive, "--input", input_path, "--timings", *extra)
+        wall = (time.perf_counter() - t0) * 1e3
+        line = [ln for ln in out.splitlines() if ln.startswith("load ")][0]  # "load X ms, first run Y ms"
+        rows.append((wall, float(line.split()[1]), float(line.split("first run ")[1].split()[0])))
+    return [float(np.median([r[k] for r in rows])) for k in range(3)]
+
+
+def cold_start_rows(archive, aot_archive, make_input, timing_batch, work):
+    for batch in sorted({1, timing_batch}):
+        path = os.path.join(work, f"cold{batch}.safetensors")
+        ts.save({"x": make_input(batch)}, path)
+        portable = cold_start(archive, path)
+        aot = cold_start(aot_archive, path, "--allow-native")
+        code = f"import tessera as ts; x = ts.load({path!r})['x']; ts.export.load({archive!r}).module()(x)"
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", code], check=True, timeout=600)
+        cold_py = (time.perf_counter() - t0) * 1e3
+        print(f"new process, load + first run at batch {batch} (medians of 5; the process's wall time = start + load "
+              f"+ first run + exit): C++ runner portable {portable[0]:.0f} ms (load {portable[1]:.0f}, first run "
+              f"{portable[2]:.0f}) | AOT {aot[0]:.0f} ms (load {aot[1]:.0f}, first run {aot[2]:.0f}) | "
+              f"Python {cold_py:.0f} ms")
 
 
 class Chain30(ts.nn.Module):

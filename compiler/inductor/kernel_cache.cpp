@@ -90,12 +90,7 @@ KernelCache& KernelCache::instance() {
 }
 
 KernelCache::KernelCache() {
-  compiler_ = find_executable({env("TESSERA_CXX"), env("CXX"), "c++", "g++", "clang++"});
   timeout_ = find_executable({"timeout"});
-  if (!compiler_.empty()) {
-    auto [status, version] = run((timeout_.empty() ? "" : quote(timeout_) + " 30 ") + quote(compiler_) + " --version");
-    compiler_version_ = status == 0 ? version.substr(0, version.find('\n')) : "unknown";
-  }
   cpu_features_ = cpu_flags();
   flags_ = "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math -ffp-contract=off -shared -fPIC -w";
   if (cpu_features_.find(" avx512f") != std::string::npos) flags_ += " -mprefer-vector-width=512";
@@ -115,7 +110,20 @@ std::string KernelCache::directory() const {
   return base + "/inductor";
 }
 
+// Only compiling needs the compiler: prebuilt kernels (an export archive's) load without
+// running `c++ --version` first, on machines that have no compiler at all.
+void KernelCache::find_compiler() {
+  std::call_once(compiler_found_, [this] {
+    compiler_ = find_executable({env("TESSERA_CXX"), env("CXX"), "c++", "g++", "clang++"});
+    if (!compiler_.empty()) {
+      auto [status, version] = run((timeout_.empty() ? "" : quote(timeout_) + " 30 ") + quote(compiler_) + " --version");
+      compiler_version_ = status == 0 ? version.substr(0, version.find('\n')) : "unknown";
+    }
+  });
+}
+
 LoadedLibrary KernelCache::load(const std::string& source) {
+  find_compiler();
   if (compiler_.empty())
     throw std::runtime_error("inductor: no C++ compiler found (looked for $TESSERA_CXX, $CXX, c++, g++ and clang++ on "
                              "PATH)");

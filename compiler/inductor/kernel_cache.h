@@ -7,6 +7,7 @@
 // to load, or whose embedded key differs from its name (a truncated or foreign file), is
 // rebuilt.
 #include <cstdint>
+#include <mutex>
 #include <string>
 
 namespace tessera::inductor {
@@ -33,6 +34,8 @@ class KernelCache {
 
  private:
   KernelCache();
+  void find_compiler();
+  std::once_flag compiler_found_;
   std::string compiler_, compiler_version_, cpu_features_, flags_, timeout_;
   bool vector_math_ = false;
 };

@@ -382,6 +382,33 @@ SafetensorsContents parse_safetensors_contents(std::span<const std::byte> file, 
 
 NamedTensors parse_safetensors(std::span<const std::byte> file) { return parse_safetensors_contents(file).tensors; }
 
+SafetensorsContents view_safetensors_contents(std::shared_ptr<std::byte[]> file, size_t size, std::string_view where) {
+  std::span<const std::byte> bytes(file.get(), size);
+  SafetensorsHeader header = parse_safetensors_header(bytes, size, where);
+  SafetensorsContents out;
+  out.metadata = std::move(header.metadata);
+  out.tensors.reserve(header.entries.size());
+  init();  // the CPU device's plugin, which a storage names
+  const Device cpu(Device::kCpuType, 0);
+  for (const auto& e : header.entries) {
+    std::byte* data = file.get() + e.begin;
+    size_t nbytes = size_t(e.end - e.begin);
+    Tensor t;
+    if (nbytes == 0 || reinterpret_cast<uintptr_t>(data) % uintptr_t(itemsize(e.dtype)) != 0) {
+      t = empty_cpu(e);
+      if (nbytes) std::memcpy(t.host_data(), data, nbytes);
+    } else {
+      Storage storage = Storage::adopt(new StorageImpl(cpu, data, nbytes, [file] {}));
+      SizeVector strides = contiguous_strides(e.shape);
+      t = Tensor(IntrusivePtr<TensorImpl>::adopt(new TensorImpl(std::move(storage), e.dtype, IntArrayRef(e.shape),
+                                                                IntArrayRef(strides.data(), strides.size()), 0)));
+    }
+    normalise_bools(e, t);
+    out.tensors.emplace_back(e.name, std::move(t));
+  }
+  return out;
+}
+
 SafetensorsContents load_safetensors_contents(const std::string& path) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) raise_file_error("open", path, errno);

@@ -93,7 +93,7 @@ void attach_native_kernels(Program::Impl& p, const std::map<std::string, std::ve
         p.native_reason = fmt::format("built for CPU feature '{}', which this machine lacks", feature);
         return;
       }
-    OperatorHandle compile = Dispatcher::instance().find_or_throw("inductor::compile");
+    p.inductor_compile = Dispatcher::instance().find_or_throw("inductor::compile");
     p.inductor_run = Dispatcher::instance().find_or_throw("inductor::run");
     for (const json& entry : manifest.at("entries")) {
       std::vector<int64_t> sizes = entry.at("sizes").get<std::vector<int64_t>>();
@@ -107,20 +107,27 @@ void attach_native_kernels(Program::Impl& p, const std::map<std::string, std::ve
           raise<ValueError>("export archive '{}': aot/cpu/aot.json names a library the archive lacks", p.where);
         options = "prebuilt=" + library_file(library->second);
       }
-      const std::string text = graph::to_json(p.graph_at(sizes));
-      ts_value args[2];
-      args[0] = ts_value{TS_VALUE_STRING, 0, {}};
-      args[0].u.str = text.c_str();
-      args[1] = ts_value{TS_VALUE_STRING, 0, {}};
-      args[1].u.str = options.c_str();
-      ts_stack stack{sizeof(ts_stack), args, 2, 2};
-      Dispatcher::instance().call(compile, &stack);
-      p.native.emplace(std::move(sizes), args[0].u.i);
+      p.native[sizes].options = std::move(options);
     }
     p.native_reason.clear();
   } catch (const json::exception& e) {
     raise<ValueError>("export archive '{}': aot/cpu/aot.json is malformed ({})", p.where, e.what());
   }
+}
+
+int64_t Program::Impl::native_handle(const NativeKernels& kernels, const std::vector<int64_t>& sizes) const {
+  std::call_once(kernels.compiled, [&] {
+    const std::string text = graph::to_json(graph_at(sizes));
+    ts_value args[2];
+    args[0] = ts_value{TS_VALUE_STRING, 0, {}};
+    args[0].u.str = text.c_str();
+    args[1] = ts_value{TS_VALUE_STRING, 0, {}};
+    args[1].u.str = kernels.options.c_str();
+    ts_stack stack{sizeof(ts_stack), args, 2, 2};
+    Dispatcher::instance().call(inductor_compile, &stack);
+    kernels.handle = args[0].u.i;
+  });
+  return kernels.handle;
 }
 
 }  // namespace tessera::exported

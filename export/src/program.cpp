@@ -141,7 +141,7 @@ int64_t evaluate(const SymbolicInt& s, const std::vector<int64_t>& sizes) {
 }  // namespace
 
 std::shared_ptr<Program::Impl> make_program(const json& metadata, const std::string& graph_text,
-                                            const std::string& program_text, std::span<const std::byte> weights,
+                                            const std::string& program_text, detail::SharedBytes weights,
                                             const std::string& where) {
   auto impl = std::make_shared<Program::Impl>();
   Program::Impl& p = *impl;
@@ -172,7 +172,10 @@ std::shared_ptr<Program::Impl> make_program(const json& metadata, const std::str
     p.plugins.assign(plugins.begin(), plugins.end());
     check_graph(g, p.ops, where);
 
-    SafetensorsContents contents = parse_safetensors_contents(weights, where + ":weights.safetensors");
+    if (weights.checked.valid()) weights.checked.get();  // the weights' checksum, checked meanwhile
+    // The weights' tensors view the part's buffer (no copy); it lives as long as they do.
+    SafetensorsContents contents =
+        view_safetensors_contents(std::move(weights.data), weights.size, where + ":weights.safetensors");
     std::map<std::string, Tensor> by_name;
     for (auto& [name, t] : contents.tensors) by_name.emplace(name, t);
     auto weight = [&](const std::string& target) -> Tensor {
@@ -489,7 +492,7 @@ std::vector<Tensor> Program::execute(const std::vector<Tensor>& given, std::vect
     for (int64_t id : g.inputs) arguments.push_back(env[size_t(id)]);
     for (int64_t id : g.constants) arguments.push_back(env[size_t(id)]);
     ts_value stack_slots[2];
-    tessera::detail::box(stack_slots[0], native->second);
+    tessera::detail::box(stack_slots[0], p.native_handle(native->second, sizes));
     tessera::detail::box(stack_slots[1], arguments);
     ts_stack stack{sizeof(ts_stack), stack_slots, 2, 2};
     auto start = std::chrono::steady_clock::now();
@@ -558,6 +561,10 @@ Program& Program::to(const Device& device) {
     for (graph::Arg& a : n.args)
       if (a.kind == graph::Arg::Kind::Device && Device::from_abi(a.device) == p.device) a.device = device.to_abi();
   p.device = device;
+  if (!p.native.empty() && device.type() != Device::kCpuType) {
+    p.native.clear();  // the kernels are the CPU's
+    p.native_reason = fmt::format("the program was moved to {}; the ahead-of-time kernels are for the CPU", device.str());
+  }
   std::lock_guard plans_lock(p.plans_mutex);
   p.plans.clear();
   return *this;
@@ -606,19 +613,26 @@ std::string Program::describe() const {
   return text;
 }
 
-Program load_from_memory(std::span<const std::byte> archive, const LoadOptions& options, const std::string& where) {
-  detail::ArchiveParts parts = detail::read_archive(archive, where);
-  auto impl = make_program(parts.metadata, parts.graph, parts.program, parts.weights, where);
+namespace {
+
+Program load_parts(detail::ArchiveParts parts, const LoadOptions& options, const std::string& where) {
+  auto impl = make_program(parts.metadata, parts.graph, parts.program, std::move(parts.weights), where);
   if (options.allow_native) attach_native_kernels(*impl, parts.extra);
   return Program(impl);
+}
+
+}  // namespace
+
+Program load_from_memory(std::span<const std::byte> archive, const LoadOptions& options, const std::string& where) {
+  return load_parts(detail::read_archive(archive, where), options, where);
 }
 
 bool Program::native() const { return !impl_->native.empty(); }
 const std::string& Program::native_reason() const { return impl_->native_reason; }
 
 Program load(const std::string& path, const LoadOptions& options) {
-  std::vector<std::byte> bytes = detail::read_file(path);
-  return load_from_memory(bytes, options, path);
+  auto file = std::make_shared<detail::MappedFile>(path);
+  return load_parts(detail::read_archive(file->bytes(), path, file), options, path);
 }
 
 }  // namespace tessera::exported

@@ -6,6 +6,8 @@
 #include <tessera/export/program.h>
 #include <tessera/sdk/graph_ir.h>
 
+#include "archive.h"
+
 #include <nlohmann/json.hpp>
 
 #include <map>
@@ -69,9 +71,17 @@ struct Program::Impl {
   std::vector<std::string> plugins;
   Device device{"cpu"};
 
-  // Ahead-of-time kernels (LoadOptions::allow_native): sizes -> the inductor's handle.
-  std::map<std::vector<int64_t>, int64_t> native;
-  OperatorHandle inductor_run = nullptr;
+  // Ahead-of-time kernels (LoadOptions::allow_native), per size set. The inductor takes each on
+  // the first run at its sizes, so an archive with many size sets loads as fast as one with one.
+  struct NativeKernels {
+    std::string options;  // inductor::compile's: "prebuilt=<the library's path>"
+    mutable std::once_flag compiled;
+    mutable int64_t handle = -1;
+  };
+  std::map<std::vector<int64_t>, NativeKernels> native;
+  OperatorHandle inductor_compile = nullptr, inductor_run = nullptr;
+  // The inductor's handle of the kernels for `sizes` (compiled from the prebuilt library once).
+  int64_t native_handle(const NativeKernels& kernels, const std::vector<int64_t>& sizes) const;
   std::string native_reason = "not asked (LoadOptions::allow_native is false)";
 
   mutable std::mutex plans_mutex;
@@ -86,7 +96,7 @@ struct Program::Impl {
 
 // Builds an Impl from an archive's parts (archive.h); ValueError naming what is wrong.
 std::shared_ptr<Program::Impl> make_program(const nlohmann::json& metadata, const std::string& graph_text,
-                                            const std::string& program_text, std::span<const std::byte> weights,
+                                            const std::string& program_text, detail::SharedBytes weights,
                                             const std::string& where);
 // Sets up the archive's ahead-of-time kernels when they suit this machine (native_aot.cpp);
 // otherwise records why not in native_reason.

@@ -1,9 +1,10 @@
 // tessera-export-run: runs an exported program (ts.export.save's archive) on inputs from a
 // safetensors file, writes its outputs to another, and optionally times it.
 //   tessera-export-run ARCHIVE --input in.safetensors --output out.safetensors [--device D]
-//                      [--allow-native] [--benchmark N] [--threads N] [--describe]
+//                      [--allow-native] [--benchmark N] [--threads N] [--describe] [--timings]
 // --threads N runs the inputs from N threads at once, 20 times each, and fails unless every
 // result equals the first run's (the runtime's thread-safety check).
+// --timings prints how long loading the archive and the first run took.
 // Inputs are matched to the program's inputs by name ("x"), or taken in file order when the
 // file's names are not the program's. Outputs are named output_0, output_1, ...
 #include <tessera/cpp/api.h>
@@ -57,7 +58,7 @@ std::vector<ts::Tensor> match_inputs(const ts::exported::Program& program, const
 int main(int argc, char** argv) try {
   std::string archive, input, output, device;
   int benchmark = 0, threads = 0;
-  bool describe = false;
+  bool describe = false, timings = false;
   ts::exported::LoadOptions options;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -72,13 +73,18 @@ int main(int argc, char** argv) try {
     else if (a == "--threads") threads = std::atoi(value().c_str());
     else if (a == "--allow-native") options.allow_native = true;
     else if (a == "--describe") describe = true;
+    else if (a == "--timings") timings = true;
     else if (a == "--help" || a == "-h") usage("runs an exported program");
     else if (!a.empty() && a[0] == '-') usage("unknown option " + a);
     else if (archive.empty()) archive = a;
     else usage("more than one archive given");
   }
   if (archive.empty()) usage("no archive given");
+  using Clock = std::chrono::steady_clock;
+  auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
+  const auto load_start = Clock::now();
   ts::exported::Program program = ts::exported::load(archive, options);
+  const double load_ms = ms_since(load_start);
   if (!device.empty()) program.to(ts::Device(device));
   if (describe) fmt::print("{}", program.describe());
   if (input.empty()) {
@@ -87,7 +93,9 @@ int main(int argc, char** argv) try {
   }
   std::vector<ts::Tensor> inputs = match_inputs(program, ts::load_safetensors(input));
   for (auto& t : inputs) t = t.to(program.device());
+  const auto run_start = Clock::now();
   std::vector<ts::Tensor> outputs = program.run(inputs);
+  if (timings) fmt::print("load {:.1f} ms, first run {:.1f} ms\n", load_ms, ms_since(run_start));
   if (threads > 0) {
     std::atomic<int> mismatches{0};
     std::vector<std::thread> pool;

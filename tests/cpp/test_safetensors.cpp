@@ -288,6 +288,48 @@ TEST_F(Safetensors, ParseFromMemoryMatchesLoad) {
   EXPECT_EQ(header.entries[1].end - header.entries[1].begin, 3u);
 }
 
+TEST_F(Safetensors, ViewedTensorsShareTheBufferAndKeepItAlive) {
+  // The header padded to a multiple of 8 so that the F32 tensor starts aligned; the U8 tensor of
+  // 3 bytes then leaves the F32 tensor after it misaligned, which is copied instead of viewed.
+  Bytes data = le_bytes<float>({1.5f, -2.0f});
+  Bytes tail = le_bytes<float>({7.0f});
+  Bytes flags = {std::byte{0}, std::byte{2}, std::byte{1}};
+  data.insert(data.end(), flags.begin(), flags.end());
+  data.insert(data.end(), tail.begin(), tail.end());
+  std::string header = R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                       R"("m":{"dtype":"BOOL","shape":[3],"data_offsets":[8,11]},)"
+                       R"("y":{"dtype":"F32","shape":[1],"data_offsets":[11,15]}})";
+  header.append((8 - (8 + header.size()) % 8) % 8, ' ');
+  Bytes file = raw_file(header, data);
+  std::shared_ptr<std::byte[]> buffer(new std::byte[file.size()]);
+  std::memcpy(buffer.get(), file.data(), file.size());
+  std::byte* base = buffer.get();
+  SafetensorsContents c = view_safetensors_contents(std::move(buffer), file.size(), "viewed");
+  ASSERT_EQ(c.tensors.size(), 3u);
+  const Tensor& x = c.tensors[0].second;
+  const Tensor& m = c.tensors[1].second;
+  const Tensor& y = c.tensors[2].second;
+  const std::byte* data_start = base + 8 + header.size();
+  EXPECT_EQ(x.host_data(), data_start) << "an aligned tensor views the buffer";
+  EXPECT_EQ(m.host_data(), data_start + 8);
+  EXPECT_NE(y.host_data(), data_start + 11) << "a misaligned F32 tensor is a copy";
+  EXPECT_EQ(x.to_double_vector(), (std::vector<double>{1.5, -2}));
+  EXPECT_EQ(m.to_double_vector(), (std::vector<double>{0, 1, 1}));
+  EXPECT_EQ(static_cast<const uint8_t*>(m.host_data())[1], 1) << "bools normalised to 0/1 in place";
+  EXPECT_EQ(y.to_double_vector(), (std::vector<double>{7}));
+  // The caller's pointer is gone; the tensors alone keep the buffer alive, and writes land in it.
+  Tensor kept = x;
+  c = {};
+  kept.data_ptr<float>()[1] = 4.0f;
+  EXPECT_EQ(kept.to_double_vector(), (std::vector<double>{1.5, 4}));
+  expect_error<ValueError>([&] {
+    Bytes bad = raw_file(R"({"x":{"dtype":"F32","shape":[4],"data_offsets":[0,8]}})", Bytes(8));
+    std::shared_ptr<std::byte[]> b(new std::byte[bad.size()]);
+    std::memcpy(b.get(), bad.data(), bad.size());
+    view_safetensors_contents(std::move(b), bad.size(), "bad.safetensors");
+  }, {"bad.safetensors"});
+}
+
 // ------------------------------------------------------------------------------------ rejections
 
 TEST_F(Safetensors, RejectsTruncatedFile) {

@@ -304,6 +304,61 @@ def test_broken_archives_are_clear_errors_in_python_and_cpp(archive, tmp_path):
         assert message in r.stderr, (name, r.stderr)
 
 
+def test_weights_come_first_stored_and_aligned(archive):
+    # The C++ runtime's tensors view the weights in the mapped archive (no copy) only in this layout.
+    _, path = archive
+    with zipfile.ZipFile(path) as z:
+        first = z.infolist()[0]
+        assert first.filename == "weights.safetensors" and first.compress_type == zipfile.ZIP_STORED
+        assert z.testzip() is None
+    data = path.read_bytes()
+    name_length = int.from_bytes(data[first.header_offset + 26:first.header_offset + 28], "little")
+    extra_length = int.from_bytes(data[first.header_offset + 28:first.header_offset + 30], "little")
+    start = first.header_offset + 30 + name_length + extra_length
+    assert start % 64 == 0
+    with zipfile.ZipFile(path) as z:
+        assert data[start:start + first.file_size] == z.read("weights.safetensors")
+
+
+def test_cpp_runtime_reads_parts_in_any_order_and_compression(archive, tmp_path):
+    # An archive another writer made (weights last and deflated) loads through the copying path.
+    m, path = archive
+    with zipfile.ZipFile(path) as z:
+        parts = {n: z.read(n) for n in z.namelist()}
+    other = tmp_path / "reordered.tspt"
+    with zipfile.ZipFile(other, "w") as z:
+        for name in reversed(list(parts)):
+            z.writestr(name, parts[name], compress_type=zipfile.ZIP_DEFLATED)
+    x = ts.randn(3, 8)
+    (y,) = cli_outputs(other, [x], tmp_path)
+    close(y, m(x))
+
+
+def test_large_weights_with_a_flipped_byte_are_refused(tmp_path):
+    # Weights of 2 MB are checked on a thread of their own while the graph loads; a flipped byte in
+    # the middle is still a clear error, from Python and from C++.
+    m = nn.Sequential(nn.Linear(1024, 512), nn.ReLU()).eval()
+    ep = ts.export.export(m, (ts.randn(2, 1024),))
+    path = tmp_path / "big.tspt"
+    ts.export.save(ep, path)
+    x = ts.randn(2, 1024)
+    (y,) = cli_outputs(path, [x], tmp_path)
+    close(y, m(x))
+    with zipfile.ZipFile(path) as z:
+        info = z.getinfo("weights.safetensors")
+    data = bytearray(path.read_bytes())
+    middle = info.header_offset + 30 + len(info.filename) + len(info.extra) + info.file_size // 2
+    data[middle] ^= 0x40
+    (tmp_path / "flipped.tspt").write_bytes(bytes(data))
+    # Python's zipfile checks the zip's CRC-32 first; the C++ runtime views the bytes in place and
+    # relies on the SHA-256.
+    with pytest.raises(ts.export.ArchiveError, match="part weights.safetensors is unreadable.*CRC"):
+        ts.export.load(tmp_path / "flipped.tspt")
+    message = "checksum of weights.safetensors does not match"
+    r = run_cli(tmp_path / "flipped.tspt", "--input", tmp_path / "in.safetensors", check=False)
+    assert r.returncode == 1 and message in r.stderr, r.stderr
+
+
 def test_an_operator_no_plugin_provides(archive, tmp_path):
     _, path = archive
     _rewrite(path, tmp_path / "unknown.tspt",
@@ -374,8 +429,11 @@ def test_cpp_runtime_training_mode_buffers(tmp_path):
     x = ts.randn(6, 8)
     ep = ts.export.export(m, (x,))
     ts.export.save(ep, tmp_path / "train.tspt")
+    before = (tmp_path / "train.tspt").read_bytes()
     (y,) = cli_outputs(tmp_path / "train.tspt", [x], tmp_path)
     close(y, m(x))
+    # The runtime's buffers view the mapped archive privately: writing them leaves the file alone.
+    assert (tmp_path / "train.tspt").read_bytes() == before
 
 
 # --- ahead-of-time kernels ----------------------------------------------------------------------
@@ -435,8 +493,12 @@ def test_aot_kernels_of_another_graph_are_refused(aot_archive, tmp_path):
              lambda n, d: other_library if n == "aot/cpu/kernels_0.so" else d)
     with pytest.raises(RuntimeError, match="not generated from this graph"):
         ts.export.load(tmp_path / "swapped.tspt", allow_native=True)
-    r = run_cli(tmp_path / "swapped.tspt", "--describe", "--allow-native", check=False)
-    assert r.returncode == 1 and "not generated from this graph" in r.stderr
+    # The C++ runtime hands each size set's kernels to the inductor on the first run at those sizes
+    # (loading stays quick with many size sets): the batch-8 run is refused, batch 32 runs.
+    for batch, refused in ((8, True), (32, False)):
+        ts.save({"x": ts.randn(batch, 16)}, tmp_path / "in.safetensors")
+        r = run_cli(tmp_path / "swapped.tspt", "--allow-native", "--input", tmp_path / "in.safetensors", check=False)
+        assert (r.returncode == 1 and "not generated from this graph" in r.stderr) == refused, (batch, r.stderr)
     assert ts.export.load(tmp_path / "swapped.tspt").native is False  # without the opt-in: portable, fine
 
 

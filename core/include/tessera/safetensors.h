@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -66,6 +67,12 @@ SafetensorsHeader parse_safetensors_header(std::span<const std::byte> prefix, ui
 // A whole file in memory -> CPU tensors (copies of the data) and metadata.
 SafetensorsContents parse_safetensors_contents(std::span<const std::byte> file, std::string_view where = "<memory>");
 NamedTensors parse_safetensors(std::span<const std::byte> file);
+
+// A whole file in a buffer the caller hands over -> CPU tensors that view its bytes (no copy; the
+// tensors keep `file` alive). For loaders that already hold the file in memory of their own (an
+// export archive's weights). A tensor whose bytes are not aligned to its element size is copied.
+SafetensorsContents view_safetensors_contents(std::shared_ptr<std::byte[]> file, size_t size,
+                                              std::string_view where = "<memory>");
 
 // Reads the file at `path`: the header first, then each tensor's bytes straight into its tensor.
 // FileError when the file cannot be read, ValueError when it is not a valid safetensors file.

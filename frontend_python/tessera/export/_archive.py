@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import tempfile
+import time
 import zipfile
 
 import tessera
@@ -55,6 +56,20 @@ def _weights_bytes(ep):
         os.unlink(tmp)
 
 
+_ALIGNMENT = 64
+_PADDING_FIELD = 0xD935  # the extra-field id zipalign uses for padding; readers skip unknown ids
+
+
+def _aligned_entry(name):
+    """A stored ZipInfo for the archive's first entry whose data starts at a multiple of 64 bytes:
+    its local header (30 bytes and the name) is followed by a padding extra field."""
+    info = zipfile.ZipInfo(name, date_time=time.localtime()[:6])
+    info.compress_type = zipfile.ZIP_STORED
+    pad = -(30 + len(name.encode()) + 4) % _ALIGNMENT
+    info.extra = _PADDING_FIELD.to_bytes(2, "little") + pad.to_bytes(2, "little") + bytes(pad)
+    return info
+
+
 def save(ep, f):
     """Writes `ep` to `f` (a path, written atomically, or a binary file object) as one zip file."""
     if not isinstance(ep, ExportedProgram):
@@ -75,8 +90,13 @@ def save(ep, f):
 
     def write(fileobj):
         with zipfile.ZipFile(fileobj, "w") as z:
+            # The weights first, stored and aligned: the C++ runtime's tensors then view them in
+            # the mapped archive instead of copying them out (export/src/archive.cpp).
+            z.writestr(_aligned_entry("weights.safetensors"), parts["weights.safetensors"])
             z.writestr("metadata.json", meta, compress_type=zipfile.ZIP_DEFLATED)
             for name, data in parts.items():
+                if name == "weights.safetensors":
+                    continue
                 # Weights are stored as they are (they barely compress), the JSON deflated.
                 kind = zipfile.ZIP_DEFLATED if name.endswith(".json") else zipfile.ZIP_STORED
                 z.writestr(name, data, compress_type=kind)
