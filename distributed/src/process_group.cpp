@@ -102,9 +102,13 @@ ProcessGroup::ProcessGroup(const std::string& backend, std::shared_ptr<Store> st
   if (s != TS_OK)
     throw DistBackendError(fmt::format("{}: could not create a process group (rank {} of {}): {}", backend, rank, size,
                                        backend_message("the backend gave no message")));
+  register_collective_operators(*this, backend_->device_types);
 }
 
-ProcessGroup::~ProcessGroup() { shutdown(); }
+ProcessGroup::~ProcessGroup() {
+  unregister_collective_operators(*this);
+  shutdown();
+}
 
 void ProcessGroup::shutdown() {
   if (handle_) backend_->desc.destroy(backend_->desc.backend_data, std::exchange(handle_, nullptr));

@@ -165,6 +165,7 @@ void bind_distributed(py::module_& m) {
         GilRelease nogil;
         g.shutdown();
       })
+      .def("operator_handle", &ProcessGroup::operator_handle)
       .def("rank", &ProcessGroup::rank)
       .def("size", &ProcessGroup::size)
       .def("name", &ProcessGroup::backend_name)

@@ -319,6 +319,31 @@ def test_world_of_one_in_process():
         dist.destroy_process_group()
 
 
+def test_collectives_are_operators_that_autograd_passes_and_export_refuses():
+    import tessera as ts
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        # As torch (its c10d operators have no autograd kernel): the gradient flows past the
+        # collective as if it had not run.
+        x = ts.ones(3, requires_grad=True)
+        y = x * 2
+        dist.all_reduce(y)
+        y.sum().backward()
+        assert x.grad.tolist() == [2.0, 2.0, 2.0]
+        # Called directly, with a handle no group has: a clear error naming the operator.
+        with pytest.raises(ValueError, match="c10d::all_reduce_.*no process group has the handle 12345"):
+            ts.ops.c10d.all_reduce_(ts.ones(2), 0, 12345)
+
+        class Synced(ts.nn.Module):
+            def forward(self, x):
+                dist.all_reduce(x)
+                return x + 1
+        with pytest.raises(ts.export.ExportError, match="collective.*c10d::all_reduce_.*process group"):
+            ts.export.export(Synced(), (ts.ones(2),))
+    finally:
+        dist.destroy_process_group()
+
+
 def test_profiler_sees_collectives():
     import tessera as ts
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
@@ -330,27 +355,49 @@ def test_profiler_sees_collectives():
         names = {e.key for e in prof.key_averages()}
         assert "c10d::all_reduce" in names and "c10d::broadcast" in names, names
         assert "c10d::all_reduce (wait)" in names
+        assert "c10d::all_reduce_" in names and "c10d::broadcast_" in names, names  # the operator events
     finally:
         dist.destroy_process_group()
 
 
-def test_compile_breaks_the_graph_at_a_collective():
-    import tessera as ts
-    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    try:
-        def step(x):
+def test_compiled_graphs_hold_the_collectives(tmp_path):
+    # The synchronous tensor collectives are operators (c10d::all_reduce_, ...): ts.compile keeps
+    # them in its graph, and every replay communicates again; async ones still break the graph.
+    results = run_world(tmp_path, 2, """
+        dist.init_process_group("gloo")
+
+        def step(x, w):
             y = x * 2
             dist.all_reduce(y)
-            return y + 1
+            out = ts.empty(2 * y.numel())
+            dist.all_gather_into_tensor(out, y)
+            dist.broadcast(w, src=1)
+            return (out + 1) * w.sum()
 
-        compiled = ts.compile(step)
-        for _ in range(2):
-            assert compiled(ts.ones(3)).tolist() == [3.0, 3.0, 3.0]
-        assert any("c10d::all_reduce" in what for what, _ in compiled.graph_breaks)
-        with pytest.raises(Exception, match="c10d::all_reduce"):
-            ts.compile(step, fullgraph=True)(ts.ones(3))
-    finally:
+        report = ts.compiler.explain(step)(ts.ones(3), ts.ones(2))
+        assert report.graph_break_count == 0, report
+        ops = report.ops_per_graph[0]
+        assert any("c10d.all_reduce_" in o for o in ops) and any("c10d.broadcast_" in o for o in ops), ops
+        for fullgraph in (False, True):
+            compiled = ts.compile(step, fullgraph=fullgraph)
+            for call in range(3):  # capture, then replays of the compiled graph
+                x = ts.full((3,), float(RANK + 1 + call))
+                w = ts.full((2,), float(RANK + 1))
+                got = compiled(x, w).tolist()
+                total = 2.0 * (1 + call) + 2.0 * (2 + call)  # y summed over both ranks
+                assert got == [(total + 1) * 4.0] * 6, (RANK, call, got)  # w broadcast from rank 1: [2, 2]
+                assert w.tolist() == [2.0, 2.0]
+            assert not compiled.graph_breaks, compiled.graph_breaks
+
+        def async_step(x):
+            dist.all_reduce(x, async_op=True).wait()
+            return x + 1
+        with __import__("pytest").raises(Exception, match="c10d::all_reduce"):
+            ts.compile(async_step, fullgraph=True)(ts.ones(3))
         dist.destroy_process_group()
+        print("ok")
+    """)
+    assert all("ok" in out for _, out, _ in results)
 
 
 def test_work_future_carries_the_tensors():

@@ -9,7 +9,8 @@ import sys
 from .. import _C
 from ._c10d import _group_rank, _resolve
 from ._process_group import (ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, BARRIER, BROADCAST, GATHER, RECV, REDUCE,
-                             REDUCE_SCATTER, SCATTER, SEND, ReduceOp, Work, _KIND_NAMES, _reduce_code)
+                             REDUCE_SCATTER, SCATTER, SEND, DistBackendError, ReduceOp, Work, _KIND_NAMES,
+                             _reduce_code)
 
 
 def _tensor_type():
@@ -54,9 +55,9 @@ def _copy_blocks(flat, tensors):
 
 
 def _note_for_compile(kind):
-    """Inside ts.compile's capture a collective cannot live in the graph (the tracer records
-    operators, and a replay would skip the communication): it breaks the graph, so the function
-    runs eagerly (fullgraph=True: GraphBreakError)."""
+    """Inside ts.compile's capture, a collective that is no operator (async_op=True, lists of
+    tensors, point-to-point) cannot live in the graph (a replay would skip the communication): it
+    breaks the graph, so the function runs eagerly (fullgraph=True: GraphBreakError)."""
     capture = sys.modules.get("tessera.compiler._capture")
     if capture is not None and getattr(capture._local, "capturing", False):
         on_read = getattr(capture._local, "on_read", None)
@@ -64,8 +65,47 @@ def _note_for_compile(kind):
             on_read(f"the collective c10d::{_KIND_NAMES[kind]}", verbatim=True)
 
 
+def _as_operator(pg, kind, inputs, outputs, op, root, input_splits, output_splits):
+    """The call of the c10d operator (collective_operators.cpp) that runs this collective, or None
+    when none does (lists of tensors, point-to-point)."""
+    group = pg._impl.operator_handle()
+    if kind == BARRIER:
+        return "c10d::barrier", (group,)
+    if kind in (ALL_REDUCE, BROADCAST, REDUCE) and len(inputs) == 1 and not outputs:
+        if kind == ALL_REDUCE:
+            return "c10d::all_reduce_", (inputs[0], op, group)
+        if kind == BROADCAST:
+            return "c10d::broadcast_", (inputs[0], root, group)
+        return "c10d::reduce_", (inputs[0], op, root, group)
+    if kind in (ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL) and len(inputs) == 1 and len(outputs) == 1:
+        if kind == ALL_GATHER:
+            return "c10d::all_gather_into_tensor_", (outputs[0], inputs[0], group)
+        if kind == REDUCE_SCATTER:
+            return "c10d::reduce_scatter_tensor_", (outputs[0], inputs[0], op, group)
+        return "c10d::all_to_all_single_", (outputs[0], inputs[0], list(output_splits), list(input_splits), group)
+    return None
+
+
+def _run_operator(pg, kind, inputs, name, args, finish):
+    """A synchronous collective through its operator: the tracer records it (a compiled graph
+    communicates on every replay), the profiler shows it as an operator event."""
+    sequence = pg._next_sequence(kind, inputs)
+    try:
+        _C.call_op(name, args, {})
+    except ValueError:
+        raise
+    except RuntimeError as e:
+        raise DistBackendError(pg._diagnose(sequence, _KIND_NAMES[kind], e)) from None
+    if finish is not None:
+        finish()
+
+
 def _run(pg, kind, inputs, outputs, async_op, finish=None, op=0, root=0, tag=0, input_splits=(),
          output_splits=(), result=None):
+    if not async_op:
+        call = _as_operator(pg, kind, inputs, outputs, op, root, input_splits, output_splits)
+        if call is not None:
+            return _run_operator(pg, kind, inputs, *call, finish)
     _note_for_compile(kind)
     impl, sequence = pg._start(kind, inputs, outputs, op, root, tag, input_splits, output_splits)
     work = Work(pg, impl, sequence, _KIND_NAMES[kind], finish, result)

@@ -118,11 +118,16 @@ class ProcessGroup:
     def _describe(self):
         return f"process group '{self._name}' ({self._backend_name}, rank {self.rank()} of {self.size()})"
 
-    def _start(self, kind, inputs, outputs, op=0, root=0, tag=0, input_splits=(), output_splits=(), timeout=None):
+    def _next_sequence(self, kind, inputs):
+        """The collective's number in this group (DETAIL: checked against the other ranks first)."""
         sequence = self._sequence
         self._sequence += 1
         if kind not in (SEND, RECV) and self._detail:
             self._check_same_collective(sequence, kind, inputs)
+        return sequence
+
+    def _start(self, kind, inputs, outputs, op=0, root=0, tag=0, input_splits=(), output_splits=(), timeout=None):
+        sequence = self._next_sequence(kind, inputs)
         timeout_ms = -1 if timeout is None else int(timeout.total_seconds() * 1000)
         impl = self._impl.start(kind, list(inputs), list(outputs), op, root, tag, list(input_splits),
                                 list(output_splits), timeout_ms)

@@ -73,6 +73,12 @@ def _capture_ir(mod, state, args, kwargs):
             f"ts.export: {reason} cannot be exported: an exported program is one graph, and this reads a tensor's "
             "value into Python. Compute with tensor operations instead (ts.where for a branch on values, "
             "masks instead of indices read with .item()), or move the read out of forward") from None
+    collectives = sorted({n["op"] for n in cap.ir["nodes"] if n["op"].startswith("c10d::")})
+    if collectives:
+        raise ExportError(
+            f"ts.export: forward calls the collective(s) {', '.join(collectives)}, which an exported program cannot "
+            "run: its process group is not part of an archive. Export the model without its distributed wrapper "
+            "(a DistributedDataParallel's .module)")
     return cap
 
 

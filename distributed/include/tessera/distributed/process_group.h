@@ -52,6 +52,12 @@ struct Collective {
   Milliseconds timeout{-1};  // < 0: the group's
 };
 
+class ProcessGroup;
+// Defines the c10d operators and registers their kernels for `device_types` (once), and gives
+// `group` its operator handle; the destructor's counterpart takes it back.
+void register_collective_operators(ProcessGroup& group, const std::vector<std::string>& device_types);
+void unregister_collective_operators(ProcessGroup& group);
+
 class ProcessGroup {
  public:
   // Meets the other ranks through `store` (keys under the backend's prefix; give each group its
@@ -71,8 +77,14 @@ class ProcessGroup {
   const std::string& backend_name() const;
   Milliseconds timeout() const { return timeout_; }
   void set_timeout(Milliseconds t) { timeout_ = t; }
+  // The integer that names this group to the collective operators (c10d::all_reduce_(tensor,
+  // reduce_op, group) and friends; collective_operators.cpp), valid while the group lives.
+  int64_t operator_handle() const { return operator_handle_; }
 
  private:
+  friend void register_collective_operators(ProcessGroup&, const std::vector<std::string>&);
+  friend void unregister_collective_operators(ProcessGroup&);
+  int64_t operator_handle_ = 0;
   const ProcessGroupBackendEntry* backend_;
   ts_process_group handle_ = nullptr;
   std::shared_ptr<Store> store_;
