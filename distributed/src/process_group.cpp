@@ -90,6 +90,11 @@ void Work::wait(Milliseconds timeout) {
 
 bool Work::is_completed() { return backend_->desc.work_is_completed(backend_->desc.backend_data, handle_) != 0; }
 
+int Work::source_rank() {
+  const auto& d = backend_->desc;
+  return d.work_source_rank ? d.work_source_rank(d.backend_data, handle_) : -1;
+}
+
 ProcessGroup::ProcessGroup(const std::string& backend, std::shared_ptr<Store> store, int rank, int size,
                            Milliseconds timeout)
     : backend_(&process_group_backend(backend)), store_(std::move(store)), rank_(rank), size_(size), timeout_(timeout) {
@@ -149,6 +154,9 @@ std::shared_ptr<Work> ProcessGroup::start(const Collective& c) {
   check_splits(c.input_splits, "input_split_sizes");
   check_splits(c.output_splits, "output_split_sizes");
 
+  if (c.kind == TS_COLLECTIVE_RECV && c.root == -1 && !backend_->desc.work_source_rank)
+    throw ValueError(fmt::format("recv: backend '{}' cannot receive from any rank (src=None); name the sender",
+                                 backend_->name));
   ts_collective args{};
   args.struct_size = sizeof args;
   args.kind = c.kind;

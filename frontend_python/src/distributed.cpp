@@ -138,6 +138,7 @@ void bind_distributed(py::module_& m) {
         w.wait(Milliseconds(timeout_ms));
       }, py::arg("timeout_ms") = -1)
       .def("is_completed", [](Work& w) { return w.is_completed(); })
+      .def("source_rank", &Work::source_rank)
       .def_property_readonly("name", &Work::name);
 
   py::class_<ProcessGroup, std::shared_ptr<ProcessGroup>>(m, "_ProcessGroup")

@@ -147,10 +147,15 @@ ts_status api_register_device(ts_registrar reg, const ts_device_desc* desc, ts_d
 ts_status api_register_process_group_backend(ts_registrar reg, const ts_process_group_backend* desc) {
   return guarded(nullptr, [&] {
     auto* r = checked(reg);
-    if (!desc || desc->struct_size < sizeof(ts_process_group_backend))
+    // A 1.7 description ends before work_source_rank (1.8); the fields it lacks stay NULL.
+    constexpr size_t kSize17 = offsetof(ts_process_group_backend, work_source_rank);
+    if (!desc || desc->struct_size < kSize17)
       raise<PluginError>("plugin '{}' registers a process-group backend with a missing or too small description "
-                         "({} bytes, {} expected)", r->plugin, desc ? desc->struct_size : 0,
-                         sizeof(ts_process_group_backend));
+                         "({} bytes, at least {} expected)", r->plugin, desc ? desc->struct_size : 0, kSize17);
+    ts_process_group_backend copy{};
+    std::memcpy(&copy, desc, std::min(desc->struct_size, sizeof copy));
+    copy.struct_size = sizeof copy;
+    desc = &copy;
     if (!desc->name || !*desc->name)
       raise<PluginError>("plugin '{}' registers a process-group backend without a name", r->plugin);
     if (!desc->create || !desc->destroy || !desc->start || !desc->work_wait || !desc->work_is_completed ||

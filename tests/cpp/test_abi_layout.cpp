@@ -63,6 +63,20 @@ std::map<std::string, Layout> current_layout() {
   CODE(TS_VALUE_NONE) CODE(TS_VALUE_TENSOR) CODE(TS_VALUE_INT) CODE(TS_VALUE_DOUBLE) CODE(TS_VALUE_BOOL)
   CODE(TS_VALUE_INT_LIST) CODE(TS_VALUE_TENSOR_LIST) CODE(TS_VALUE_STRING) CODE(TS_VALUE_DTYPE)
   CODE(TS_VALUE_DEVICE) CODE(TS_VALUE_DOUBLE_LIST)
+  // 1.7 and 1.8: process-group backends.
+  SIZE(ts_collective) FIELD(ts_collective, struct_size) FIELD(ts_collective, kind) FIELD(ts_collective, reduce_op)
+  FIELD(ts_collective, root) FIELD(ts_collective, tag) FIELD(ts_collective, inputs) FIELD(ts_collective, n_inputs)
+  FIELD(ts_collective, outputs) FIELD(ts_collective, n_outputs) FIELD(ts_collective, input_splits)
+  FIELD(ts_collective, output_splits) FIELD(ts_collective, timeout_ms)
+  SIZE(ts_process_group_backend) FIELD(ts_process_group_backend, struct_size) FIELD(ts_process_group_backend, name)
+  FIELD(ts_process_group_backend, device_types) FIELD(ts_process_group_backend, backend_data)
+  FIELD(ts_process_group_backend, create) FIELD(ts_process_group_backend, destroy) FIELD(ts_process_group_backend, start)
+  FIELD(ts_process_group_backend, work_wait) FIELD(ts_process_group_backend, work_is_completed)
+  FIELD(ts_process_group_backend, work_release) FIELD(ts_process_group_backend, work_source_rank)
+  CODE(TS_COLLECTIVE_ALL_REDUCE) CODE(TS_COLLECTIVE_BROADCAST) CODE(TS_COLLECTIVE_REDUCE) CODE(TS_COLLECTIVE_ALL_GATHER)
+  CODE(TS_COLLECTIVE_GATHER) CODE(TS_COLLECTIVE_SCATTER) CODE(TS_COLLECTIVE_REDUCE_SCATTER)
+  CODE(TS_COLLECTIVE_ALL_TO_ALL) CODE(TS_COLLECTIVE_BARRIER) CODE(TS_COLLECTIVE_SEND) CODE(TS_COLLECTIVE_RECV)
+  CODE(TS_REDUCE_SUM) CODE(TS_REDUCE_PRODUCT) CODE(TS_REDUCE_MIN) CODE(TS_REDUCE_MAX)
 #undef FIELD
 #undef SIZE
 #undef CODE

@@ -2,6 +2,7 @@
 // refusal), transactional registration, custom operators and devices from plugins.
 #include <tessera/cpu_fallback.h>
 #include <tessera/device_registry.h>
+#include <tessera/process_group_backend.h>
 #include <tessera/tessera.h>
 
 #include <gtest/gtest.h>
@@ -83,6 +84,15 @@ TEST(Plugins, PluginBuiltAgainstAnOlderMinorLoads) {
   EXPECT_EQ(info.abi_minor, 0);
   EXPECT_NE(Dispatcher::instance().find("old::identity"), nullptr);
   EXPECT_NE(describe_plugins().find("built_against_1_0"), std::string::npos);
+}
+
+TEST(Plugins, ProcessGroupBackendOfAbi17IsAcceptedWithoutItsNewerFields) {
+  load_plugin(fixture("pg_backend_1_7"));
+  const ProcessGroupBackendEntry& entry = process_group_backend("oldpg");
+  EXPECT_EQ(entry.device_types, std::vector<std::string>{"cpu"});
+  EXPECT_NE(entry.desc.work_release, nullptr);
+  EXPECT_EQ(entry.desc.work_source_rank, nullptr) << "a field past the plugin's struct_size must read as NULL";
+  EXPECT_EQ(entry.desc.struct_size, sizeof(ts_process_group_backend));
 }
 
 TEST(Plugins, PluginRefusingAnOlderHostIsReported) {

@@ -319,6 +319,37 @@ def test_world_of_one_in_process():
         dist.destroy_process_group()
 
 
+def test_recv_from_any_rank_names_the_sender(tmp_path):
+    # recv(src=None) takes the first message from any rank and returns the sender's global rank;
+    # in a subgroup, the group rank the backend reports becomes the sender's global rank.
+    results = run_world(tmp_path, 3, """
+        dist.init_process_group("gloo")
+        got = ts.zeros(2)
+        if RANK == 0:
+            senders = set()
+            for _ in range(2):
+                sender = dist.recv(got, tag=5)
+                assert got.tolist() == [sender * 10.0, sender * 10.0 + 1], (sender, got.tolist())
+                senders.add(sender)
+            assert senders == {1, 2}, senders
+            work = dist.irecv(got, tag=6)
+            work.wait()
+            assert work._source_rank() == 2 and got.tolist() == [6.0, 6.0]
+        else:
+            dist.send(ts.tensor([RANK * 10.0, RANK * 10.0 + 1]), dst=0, tag=5)
+            if RANK == 2:
+                dist.send(ts.full((2,), 6.0), dst=0, tag=6)
+        sub = dist.new_group([2, 1])
+        if RANK == 2:
+            assert dist.recv(got, group=sub) == 1 and got.tolist() == [3.0, 3.0]
+        elif RANK == 1:
+            dist.send(ts.full((2,), 3.0), dst=2, group=sub)
+        dist.destroy_process_group()
+        print("ok")
+    """)
+    assert all("ok" in out for _, out, _ in results)
+
+
 def test_collectives_are_operators_that_autograd_passes_and_export_refuses():
     import tessera as ts
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)

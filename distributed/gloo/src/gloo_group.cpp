@@ -138,10 +138,13 @@ void wait_for_posted(std::shared_ptr<Group::State> s) {
       s->posted.pop_front();
     }
     try {
-      if (work->what == "send")
+      if (work->what == "send") {
         work->buffer->waitSend(work->timeout);
-      else
-        work->buffer->waitRecv(work->timeout);
+      } else {
+        int source = -1;
+        work->buffer->waitRecv(&source, work->timeout);
+        work->source_rank = source;
+      }
       work->finish({});
     } catch (const std::exception& e) {
       work->finish(s->failure(*work, e.what()));

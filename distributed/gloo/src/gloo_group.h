@@ -8,6 +8,7 @@
 #include <gloo/transport/unbound_buffer.h>
 
 #include <chrono>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -29,6 +30,7 @@ struct Work {
   std::string what;   // "all_reduce", for messages
   std::chrono::milliseconds timeout{0};
   std::unique_ptr<::gloo::transport::UnboundBuffer> buffer;  // send/recv: the posted buffer
+  std::atomic<int> source_rank{-1};  // a finished recv: the rank its data came from
 
   void finish(std::string failure);
   // TS_OK when finished without error; otherwise the message is in *message.

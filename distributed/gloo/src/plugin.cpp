@@ -151,6 +151,11 @@ int32_t work_is_completed(void*, ts_work work) {
 
 void work_release(void*, ts_work work) { delete reinterpret_cast<WorkHandle*>(work); }
 
+int32_t work_source_rank(void*, ts_work work) {
+  auto* handle = reinterpret_cast<WorkHandle*>(work);
+  return handle && handle->work->is_finished() ? handle->work->source_rank.load() : -1;
+}
+
 void register_gloo(sdk::Registrar& reg) {
   ts_process_group_backend desc{};
   desc.struct_size = sizeof desc;
@@ -162,6 +167,7 @@ void register_gloo(sdk::Registrar& reg) {
   desc.work_wait = work_wait;
   desc.work_is_completed = work_is_completed;
   desc.work_release = work_release;
+  desc.work_source_rank = work_source_rank;  // 1.8; a 1.7 host reads the description without it
   reg.process_group_backend(desc);
 }
 

@@ -405,13 +405,14 @@ def send(tensor, dst=None, group=None, tag=0, group_dst=None):
 
 
 def recv(tensor, src=None, group=None, tag=0, group_src=None):
-    """Receives into tensor from src (a global rank); returns src. src=None (any rank) is not
-    offered by this backend interface yet."""
-    if src is None and group_src is None:
-        raise NotImplementedError("recv: src=None (receive from any rank) is not supported yet; name the sender")
+    """Receives into tensor from src (a global rank; None: any rank); returns the sender's rank."""
     work = irecv(tensor, src, group, tag, group_src)
+    if work is None:
+        return -1  # not a member of the group
     work.wait()
-    return src if src is not None else _world_rank_of(group, group_src)
+    if src is not None:
+        return src
+    return _world_rank_of(group, group_src if group_src is not None else work._source_rank())
 
 
 def _world_rank_of(group, group_rank):
@@ -435,9 +436,8 @@ def irecv(tensor, src=None, group=None, tag=0, group_src=None):
     pg = _resolve(group, where)
     if pg is None:
         return None
-    if src is None and group_src is None:
-        raise NotImplementedError("irecv: src=None (receive from any rank) is not supported yet; name the sender")
-    peer = _peer(pg, src, group_src, where, "src")
+    # src=None: from any rank (the backend reports which; Work._source_rank() after wait).
+    peer = -1 if src is None and group_src is None else _peer(pg, src, group_src, where, "src")
     buffer, copy_back = _contiguous(tensor)
     return _run(pg, RECV, [], [_flat(buffer)], True, copy_back, root=peer, tag=int(tag))
 

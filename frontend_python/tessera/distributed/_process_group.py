@@ -203,6 +203,10 @@ class Work:
     def is_completed(self):
         return self._done or self._impl.is_completed()
 
+    def _source_rank(self):
+        """The group rank a finished receive from any rank got its data from (torch's name)."""
+        return self._impl.source_rank()
+
     def is_success(self):
         return self._done and self._exception is None
 

@@ -58,6 +58,9 @@
  *        ts_device_desc.native_stream and ts_host_api.native_stream: the vendor runtime's own
  *        handle of a stream (a cudaStream_t), so a library of the same vendor (NCCL) runs its work
  *        in the caller's stream order.
+ *   1.8  ts_process_group_backend.work_source_rank: the rank a receive from any rank (root -1)
+ *        got its data from (torch's recv(src=None) returns it). A 1.7 backend's description,
+ *        without it, is still accepted; such a backend refuses receives from any rank.
  */
 #ifndef TESSERA_ABI_H
 #define TESSERA_ABI_H
@@ -70,7 +73,7 @@ extern "C" {
 #endif
 
 #define TESSERA_ABI_MAJOR 1
-#define TESSERA_ABI_MINOR 7
+#define TESSERA_ABI_MINOR 8
 
 /* True when a struct filled by the other side, of size `s->struct_size`, contains `field`. */
 #define TS_STRUCT_HAS(s, type, field) \
@@ -371,6 +374,9 @@ typedef struct {
   /* 1 when the work has finished (completed or failed), else 0; does not block. */
   int32_t (*work_is_completed)(void* backend_data, ts_work work);
   void (*work_release)(void* backend_data, ts_work work);
+  /* --- 1.8: the group rank a finished receive from any rank (root -1) got its data from; -1 for
+   * any other work, or one not finished. NULL: the backend does not receive from any rank. */
+  int32_t (*work_source_rank)(void* backend_data, ts_work work);
 } ts_process_group_backend;
 
 /* ----------------------------------------------------------------------------- host API */
@@ -546,7 +552,7 @@ TS_STATIC_ASSERT(sizeof(ts_plugin_info) == 40, "ts_plugin_info layout changed");
 TS_STATIC_ASSERT(sizeof(ts_device_desc) == 232, "ts_device_desc layout changed (1.7): append only");
 TS_STATIC_ASSERT(sizeof(ts_host_api) == 384, "ts_host_api layout changed (1.7): append only");
 TS_STATIC_ASSERT(sizeof(ts_collective) == 80, "ts_collective layout changed (1.7): append only");
-TS_STATIC_ASSERT(sizeof(ts_process_group_backend) == 80, "ts_process_group_backend layout changed (1.7): append only");
+TS_STATIC_ASSERT(sizeof(ts_process_group_backend) == 88, "ts_process_group_backend layout changed (1.8): append only");
 TS_STATIC_ASSERT(sizeof(ts_observer) == 64, "ts_observer layout changed (1.6): append only");
 #endif
 

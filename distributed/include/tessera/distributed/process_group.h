@@ -27,6 +27,8 @@ class Work {
   // with the backend's message when it failed or timed out.
   void wait(Milliseconds timeout = Milliseconds(-1));
   bool is_completed();
+  // The group rank a finished receive from any rank got its data from; -1 otherwise.
+  int source_rank();
   const std::string& name() const { return name_; }
 
  private:
