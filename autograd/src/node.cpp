@@ -5,6 +5,9 @@
 
 #include <tessera/sdk/ops.h>
 
+#include <algorithm>
+#include <cstddef>
+
 namespace tessera::autograd {
 namespace {
 std::atomic<uint64_t> next_sequence_nr{0};
@@ -55,14 +58,32 @@ TensorRef alias_of(const TensorRef& t) {
 
 AccumulateGrad::AccumulateGrad(TensorRef leaf) : variable(std::move(leaf)) {}
 
+namespace {
+// `g` is held by the caller alone (use count 1: the engine moved its reference here) and has the
+// leaf's dtype, device, sizes and strides, so keeping it as .grad copies nothing and aliases nothing
+// anyone else can reach.
+bool can_take_as_grad(const TensorRef& g, const TensorRef& leaf) {
+  const ts_host_api& h = sdk::host();
+  if (h.struct_size <= offsetof(ts_host_api, tensor_use_count) || !h.tensor_use_count) return false;  // a 1.7 host
+  if (h.tensor_use_count(g.handle()) != 1) return false;
+  if (g.dtype() != leaf.dtype() || !std::ranges::equal(g.sizes(), leaf.sizes()) ||
+      !std::ranges::equal(g.strides(), leaf.strides()))
+    return false;
+  const ts_device a = g.device(), b = leaf.device();
+  return a.type == b.type && a.index == b.index;
+}
+}  // namespace
+
 GradList AccumulateGrad::apply(GradList&& grads) {
   AutogradMeta& m = ensure_meta(variable.handle());
   TensorRef g = run_hooks(m.hooks, std::move(grads[0]));  // leaf hooks run before accumulation
   if (!g.defined()) return {};
   if (!m.grad.defined()) {
-    // A copy when gradients are not being recorded: the incoming tensor may be shared with
-    // another leaf's gradient (add's backward passes the same tensor to both inputs).
-    m.grad = grad_mode_enabled() ? g : sdk::ops::clone(g);
+    // Without create_graph, .grad must be a tensor of its own: the incoming one may be shared
+    // with another leaf's gradient (add's backward passes the same tensor to both inputs). One
+    // that nobody else holds, laid out as the leaf, is taken as it is (torch's AccumulateGrad
+    // steals it too); any other is copied.
+    m.grad = grad_mode_enabled() || can_take_as_grad(g, variable) ? g : sdk::ops::clone(g);
   } else if (grad_mode_enabled()) {
     m.grad = sdk::ops::add(m.grad, g);  // create_graph: keep the sum differentiable
   } else {

@@ -173,6 +173,11 @@ const std::unordered_map<std::string, Lowering>& table() {
          }
          return std::nullopt;
        }},
+      {"threshold_backward", [](const Ctx& c) -> std::optional<std::string> {  // relu's backward
+         auto th = scalar(c.n, 2);
+         if (!is_tensor(c.n, 0) || !is_tensor(c.n, 1) || !th) return std::nullopt;
+         return "(" + c.x(1) + " <= " + c.lit(*th) + " ? " + c.lit(0) + " : " + c.x(0) + ")";
+       }},
       {"masked_fill.Scalar", [](const Ctx& c) -> std::optional<std::string> {
          auto v = scalar(c.n, 2);
          if (!is_tensor(c.n, 0) || !is_tensor(c.n, 1) || !v) return std::nullopt;

@@ -212,6 +212,8 @@ ts_status api_redispatch(ts_call call, ts_operator op, ts_keyset keys, ts_stack*
   });
 }
 
+int64_t api_tensor_use_count(ts_tensor t) { return t ? from_handle(t)->use_count() : 0; }
+
 void api_tensor_retain(ts_tensor t) {
   if (t) from_handle(t)->retain();
 }
@@ -439,6 +441,7 @@ const ts_host_api kHostApi = {
     api_device_type_id,
     api_register_process_group_backend,
     api_native_stream,
+    api_tensor_use_count,
 };
 
 }  // namespace

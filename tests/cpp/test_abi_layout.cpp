@@ -73,6 +73,8 @@ std::map<std::string, Layout> current_layout() {
   FIELD(ts_process_group_backend, create) FIELD(ts_process_group_backend, destroy) FIELD(ts_process_group_backend, start)
   FIELD(ts_process_group_backend, work_wait) FIELD(ts_process_group_backend, work_is_completed)
   FIELD(ts_process_group_backend, work_release) FIELD(ts_process_group_backend, work_source_rank)
+  FIELD(ts_host_api, register_process_group_backend) FIELD(ts_host_api, native_stream)
+  FIELD(ts_host_api, tensor_use_count)
   CODE(TS_COLLECTIVE_ALL_REDUCE) CODE(TS_COLLECTIVE_BROADCAST) CODE(TS_COLLECTIVE_REDUCE) CODE(TS_COLLECTIVE_ALL_GATHER)
   CODE(TS_COLLECTIVE_GATHER) CODE(TS_COLLECTIVE_SCATTER) CODE(TS_COLLECTIVE_REDUCE_SCATTER)
   CODE(TS_COLLECTIVE_ALL_TO_ALL) CODE(TS_COLLECTIVE_BARRIER) CODE(TS_COLLECTIVE_SEND) CODE(TS_COLLECTIVE_RECV)

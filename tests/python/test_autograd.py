@@ -645,3 +645,28 @@ def test_backward_with_inputs_accumulates_only_there():
     assert b.grad is None
     np.testing.assert_allclose(a.grad.numpy(), 2 * (h * b).detach().numpy())
     np.testing.assert_allclose(h.grad.numpy(), 2 * h.detach().numpy())
+
+
+def test_grad_nobody_else_holds_becomes_dot_grad_without_a_copy():
+    # As torch's AccumulateGrad: a fresh gradient laid out as the leaf is kept as .grad (no
+    # clone in the backward pass); one shared with another leaf is copied, so the two .grads
+    # never alias.
+    w = rnd(64, 32)
+    x = rnd(8, 64, requires_grad=False)
+    with ts.profiler.profile() as prof:
+        (x @ w).relu().sum().backward()
+    assert "aten::clone" not in {e.key for e in prof.key_averages()}
+    np.testing.assert_allclose(w.grad.numpy(), x.numpy().T @ ((x @ w).detach().numpy() > 0))
+    a, b = rnd(3, 4), rnd(3, 4, seed=1)
+    (a + b).sum().backward()  # add's backward hands the same tensor to both leaves
+    assert a.grad.data_ptr() != b.grad.data_ptr()
+    a.grad.mul_(5.0)
+    np.testing.assert_allclose(b.grad.numpy(), np.ones((3, 4)))
+    c = rnd(4, 3)
+    keep = []
+    c.register_hook(lambda g: keep.append(g))  # a hook holding the gradient: it must be copied
+    (c * 2.0).sum().backward()
+    assert c.grad.data_ptr() != keep[0].data_ptr()
+    t = rnd(3, 4)
+    t.T.sum().backward()  # a gradient in another layout than the leaf's is copied into its layout
+    assert t.grad.stride() == t.stride()

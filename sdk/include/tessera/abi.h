@@ -61,6 +61,7 @@
  *   1.8  ts_process_group_backend.work_source_rank: the rank a receive from any rank (root -1)
  *        got its data from (torch's recv(src=None) returns it). A 1.7 backend's description,
  *        without it, is still accepted; such a backend refuses receives from any rank.
+ *        ts_host_api.tensor_use_count.
  */
 #ifndef TESSERA_ABI_H
 #define TESSERA_ABI_H
@@ -513,6 +514,10 @@ typedef struct ts_host_api {
   /* The native handle of `stream` (from current_stream) of `device`, from its plugin's
    * ts_device_desc.native_stream; NULL when the device offers none. */
   void* (*native_stream)(ts_device device, ts_stream stream);
+
+  /* --- 1.8: how many references the tensor handle has (the caller's included): autograd hands a
+   * gradient nobody else holds to .grad instead of copying it, as torch's AccumulateGrad. */
+  int64_t (*tensor_use_count)(ts_tensor t);
 } ts_host_api;
 
 /* Extension slots (ts_host_api.tensor_get_slot), one per transform. */
@@ -550,7 +555,7 @@ TS_STATIC_ASSERT(sizeof(ts_stack) == 24, "ts_stack layout changed");
 TS_STATIC_ASSERT(sizeof(ts_tensor_view) == 64, "ts_tensor_view layout changed");
 TS_STATIC_ASSERT(sizeof(ts_plugin_info) == 40, "ts_plugin_info layout changed");
 TS_STATIC_ASSERT(sizeof(ts_device_desc) == 232, "ts_device_desc layout changed (1.7): append only");
-TS_STATIC_ASSERT(sizeof(ts_host_api) == 384, "ts_host_api layout changed (1.7): append only");
+TS_STATIC_ASSERT(sizeof(ts_host_api) == 392, "ts_host_api layout changed (1.8): append only");
 TS_STATIC_ASSERT(sizeof(ts_collective) == 80, "ts_collective layout changed (1.7): append only");
 TS_STATIC_ASSERT(sizeof(ts_process_group_backend) == 88, "ts_process_group_backend layout changed (1.8): append only");
 TS_STATIC_ASSERT(sizeof(ts_observer) == 64, "ts_observer layout changed (1.6): append only");
