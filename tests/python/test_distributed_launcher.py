@@ -431,3 +431,81 @@ def test_recorded_error_appears_in_the_report(tmp_path):
     done = _launch("--nproc-per-node", 2, worker)
     assert done.returncode == 1
     assert "error     : RuntimeError: loss is nan at step 12" in done.stderr
+
+
+# Two nodes: rank 1 fails on the first attempt once both ranks joined the group, while rank 0 waits
+# in an all_reduce that would only end at the collective timeout (10 minutes).
+TWO_NODE_WORKER = """
+import os, sys
+import tessera as ts
+import tessera.distributed as dist
+attempt = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+open(os.path.join(sys.argv[1], f"attempt_{attempt}_rank_{rank}"), "w").write(str(os.getpid()))
+if attempt == 0 and rank == 1:
+    sys.exit(3)
+t = ts.ones(4)
+dist.all_reduce(t)
+print("attempt", attempt, "sum", t.tolist()[0], flush=True)
+dist.destroy_process_group()
+"""
+
+
+def _two_nodes(tmp_path, *extra):
+    from dist_harness import free_port
+    worker = _script(tmp_path, "two_node_worker.py", TWO_NODE_WORKER)
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    port = free_port()
+    nodes = [subprocess.Popen(_launcher_cmd("--nnodes", 2, "--node-rank", node, "--nproc-per-node", 1,
+                                            "--master-addr", "127.0.0.1", "--master-port", port, *extra, worker, out),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+             for node in (0, 1)]
+    results = []
+    for node in nodes:
+        stdout, stderr = node.communicate(timeout=TIMEOUT)
+        results.append((node.returncode, stdout, stderr))
+    return results, out
+
+
+def test_a_failure_on_one_node_restarts_every_node(tmp_path):
+    start = time.monotonic()
+    results, out = _two_nodes(tmp_path, "--max-restarts", 1)
+    assert time.monotonic() - start < TIMEOUT  # not the all_reduce's 10-minute timeout
+    for code, stdout, stderr in results:
+        assert code == 0, stderr
+    # Node 1 saw its own worker fail; node 0 was told through the launchers' store.
+    assert "rank 1 (local_rank 0) failed: exit code 3; restarting every node's worker group" in results[1][2]
+    assert "the workers of node 1: rank 1 (local_rank 0) exit code 3; restarting every node's worker group" in \
+        results[0][2]
+    assert "[rank0]:attempt 1 sum 2.0" in results[0][1] and "[rank1]:attempt 1 sum 2.0" in results[1][1]
+    assert sorted(p.name for p in out.iterdir()) == ["attempt_0_rank_0", "attempt_0_rank_1", "attempt_1_rank_0",
+                                                     "attempt_1_rank_1"]
+    first_rank0 = int((out / "attempt_0_rank_0").read_text())
+    _wait_dead([first_rank0])  # the waiting worker of the failed attempt was stopped, not left behind
+
+
+def test_a_failure_on_one_node_stops_every_node(tmp_path):
+    start = time.monotonic()
+    results, _ = _two_nodes(tmp_path)
+    assert time.monotonic() - start < TIMEOUT
+    assert [code for code, _, _ in results] == [1, 1]
+    assert "rank 1" in results[1][2] and "exit code 3" in results[1][2]
+    assert "stopped this node's workers: the workers of node 1: rank 1 (local_rank 0) exit code 3" in results[0][2]
+
+
+def test_a_node_that_never_comes_is_an_error_naming_the_store(tmp_path):
+    from dist_harness import free_port
+    worker = _script(tmp_path, "noop.py", "print('never runs')\n")
+    port = free_port()
+    start = time.monotonic()
+    alone = _launch("--nnodes", 2, "--node-rank", 0, "--nproc-per-node", 1, "--master-port", port,
+                    "--rdzv-conf", "join_timeout=2", worker)
+    assert time.monotonic() - start < TIMEOUT
+    assert alone.returncode == 1
+    assert f"waiting for the other 1 node(s) to start attempt 0 through the launchers' store at 127.0.0.1:{port + 1}" \
+        in alone.stderr, alone.stderr
+    assert "never runs" not in alone.stdout
+    bad = _launch("--rdzv-conf", "join_timeout=soon", worker)
+    assert bad.returncode == 2 and "join_timeout must be a number" in bad.stderr

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence, Tuple
 
+from tessera.distributed._node_group import DEFAULT_JOIN_TIMEOUT, NodeGroup, NodeGroupError
 from tessera.distributed._worker_output import OutputConfig, WorkerOutput, forward_worker_output
 
 DEFAULT_SIGNALS_TO_HANDLE = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
@@ -44,6 +45,7 @@ class LaunchConfig:
     signals_to_handle: Tuple[str, ...] = DEFAULT_SIGNALS_TO_HANDLE
     omp_num_threads: Optional[str] = None  # set in every worker when given
     output: OutputConfig = field(default_factory=OutputConfig)
+    join_timeout: float = DEFAULT_JOIN_TIMEOUT  # seconds to wait for the other nodes' launchers
 
     @property
     def world_size(self) -> int:
@@ -145,6 +147,7 @@ class WorkerGroupAgent:
         self._workers: List[_Worker] = []
         self._signals: List[int] = []  # received by the launcher; handled by the monitor loop
         self._error_dir: Optional[str] = None  # the workers' TORCHELASTIC_ERROR_FILEs, for this run
+        self._nodes: Optional[NodeGroup] = None  # the other nodes' launchers (--nnodes > 1)
 
     # --- signals -------------------------------------------------------------------------------
     def _on_signal(self, signum, frame):
@@ -178,9 +181,9 @@ class WorkerGroupAgent:
                 raise
             self._workers.append(_Worker(rank, local_rank, process, output, error_file))
 
-    def _monitor(self):
+    def _monitor(self, attempt):
         """[] when every worker exited 0, the failed (worker, returncode) pairs when one failed,
-        None when the launcher was signalled."""
+        None when the launcher was signalled; a str when another node's workers failed (its report)."""
         while True:
             if self._signals:
                 return None
@@ -190,6 +193,10 @@ class WorkerGroupAgent:
                 return failed
             if all(code == 0 for _, code in codes):
                 return []
+            if self._nodes is not None:
+                elsewhere = self._nodes.failure(attempt)
+                if elsewhere is not None:
+                    return elsewhere
             time.sleep(self.config.monitor_interval)
 
     def _signal_groups(self, number: int):
@@ -229,15 +236,31 @@ class WorkerGroupAgent:
             return None
 
     def _run_attempt(self, restart_count: int):
+        """This node's WorkerFailures ([] when the attempt succeeded everywhere), None when the
+        launcher was signalled, or the report (a str) of another node whose workers failed."""
         self._workers = []
         failed = None
+        if self._nodes is not None:
+            self._nodes.start(restart_count)
         try:
             self._start_workers(restart_count)
-            failed = self._monitor()
+            failed = self._monitor(restart_count)
         finally:
             when = datetime.datetime.now().strftime("%Y-%m-%d_%H:%M:%S")
             self._stop_workers(self._signals[0] if self._signals else signal.SIGTERM)
-        return None if failed is None else self._failures(failed, when)
+        if failed is None or isinstance(failed, str):
+            return failed
+        failures = self._failures(failed, when)
+        if self._nodes is not None:
+            if failures:
+                root = failures[0]
+                self._nodes.fail(restart_count, f"node {self.config.node_rank}: rank {root.rank} (local_rank "
+                                                f"{root.local_rank}) {root.how()}")
+            else:  # succeeded here: wait for the other nodes, whose failure restarts this node too
+                elsewhere = self._nodes.finish(restart_count, self.config.monitor_interval, lambda: self._signals)
+                if elsewhere is not None:
+                    return elsewhere
+        return failures
 
     # --- the whole run -------------------------------------------------------------------------
     def run(self) -> int:
@@ -253,23 +276,40 @@ class WorkerGroupAgent:
     def _run(self) -> int:
         max_restarts = self.config.max_restarts
         restart_count = 0
-        while True:
-            try:
-                failures = self._run_attempt(restart_count)
-            except OSError as error:  # the command could not be started
-                say(f"could not start worker {self.cmd[0]!r}: {error}")
+        try:
+            if self.config.nnodes > 1:
+                self._nodes = NodeGroup(self.config, self.config.join_timeout)
+            while True:
+                try:
+                    failures = self._run_attempt(restart_count)
+                except OSError as error:  # the command could not be started
+                    say(f"could not start worker {self.cmd[0]!r}: {error}")
+                    if self._nodes is not None:
+                        self._nodes.fail(restart_count, f"node {self.config.node_rank}: could not start the workers")
+                    return 1
+                if self._signals:
+                    name = signal.Signals(self._signals[0]).name
+                    say(f"received {name}: stopped the workers")
+                    return 128 + self._signals[0]
+                if not failures:
+                    return 0
+                if isinstance(failures, str):
+                    what = f"the workers of {failures}"
+                else:
+                    root = failures[0]
+                    what = f"rank {root.rank} (local_rank {root.local_rank}) failed: {root.how()}"
+                if restart_count < max_restarts:
+                    restart_count += 1
+                    group = "every node's worker group" if self._nodes is not None else "the worker group"
+                    say(f"{what}; restarting {group} (restart {restart_count} of {max_restarts})")
+                    continue
+                if isinstance(failures, str):
+                    say(f"stopped this node's workers: the workers of {failures} (restarts: {restart_count} of "
+                        f"{max_restarts})")
+                else:
+                    say(failure_report(failures, self.what, restart_count, max_restarts))
                 return 1
-            if self._signals:
-                name = signal.Signals(self._signals[0]).name
-                say(f"received {name}: stopped the workers")
-                return 128 + self._signals[0]
-            if not failures:
-                return 0
-            if restart_count < max_restarts:
-                root = failures[0]
-                restart_count += 1
-                say(f"rank {root.rank} (local_rank {root.local_rank}) failed: {root.how()}; restarting the worker "
-                    f"group (restart {restart_count} of {max_restarts})")
-                continue
-            say(failure_report(failures, self.what, restart_count, max_restarts))
+        except NodeGroupError as error:  # another node's launcher never came, or node 0's went away
+            self._stop_workers()
+            say(str(error))
             return 1

@@ -6,7 +6,9 @@
 torchrun's options, defaults and PET_<OPTION> environment defaults; each worker gets torchrun's
 environment (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, TORCHELASTIC_RESTART_COUNT, ...). Rendezvous
 is static: --rdzv-backend c10d is accepted and means the same, nodes take their rank from
---node-rank, and an --nnodes range MIN:MAX runs MAX nodes. The agent is in _launcher.py."""
+--node-rank, and an --nnodes range MIN:MAX runs MAX nodes. The agent is in _launcher.py; with
+--nnodes > 1 the launchers meet on a store at MASTER_PORT + 1 (_node_group.py), so a failure on
+one node stops (and, with --max-restarts, restarts) every node's workers."""
 from __future__ import annotations
 
 import argparse
@@ -17,6 +19,7 @@ import sys
 import uuid
 
 from tessera.distributed._launcher import DEFAULT_SIGNALS_TO_HANDLE, LaunchConfig, WorkerGroupAgent, say
+from tessera.distributed._node_group import DEFAULT_JOIN_TIMEOUT
 from tessera.distributed._worker_output import DEFAULT_LINE_PREFIX, OutputConfig, parse_std_spec
 
 DEFAULT_MASTER_ADDR = "127.0.0.1"
@@ -311,13 +314,33 @@ def config_from_args(args, parser=None):
         omp_num_threads = "1"
         say(OMP_WARNING)
     master_addr, master_port = _master(args, nnodes, parser)
+    join_timeout = _rdzv_conf(args.rdzv_conf, parser).get("join_timeout", DEFAULT_JOIN_TIMEOUT)
     config = LaunchConfig(
         nproc_per_node=nproc, nnodes=nnodes, node_rank=args.node_rank, master_addr=master_addr,
         master_port=master_port, run_id=args.rdzv_id, role=args.role, max_restarts=args.max_restarts,
         monitor_interval=args.monitor_interval, shutdown_timeout=args.shutdown_timeout,
         signals_to_handle=args.signals_to_handle, omp_num_threads=omp_num_threads,
-        output=_output_config(args, args.rdzv_id, nproc))
+        output=_output_config(args, args.rdzv_id, nproc), join_timeout=join_timeout)
     return config, _worker_command(args, parser)
+
+
+def _rdzv_conf(text: str, parser) -> dict:
+    """--rdzv-conf key=value,...: join_timeout (seconds the launchers of a multi-node run wait for
+    each other) is used; torch's other keys are accepted and ignored."""
+    conf = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep:
+            parser.error(f"argument --rdzv-conf: {item!r} is not key=value")
+        conf[key.strip()] = value.strip()
+    if "join_timeout" in conf:
+        try:
+            conf["join_timeout"] = float(conf["join_timeout"])
+        except ValueError:
+            parser.error(f"argument --rdzv-conf: join_timeout must be a number of seconds, got {conf['join_timeout']!r}")
+        if conf["join_timeout"] <= 0:
+            parser.error("argument --rdzv-conf: join_timeout must be positive")
+    return conf
 
 
 def run(args) -> int:
