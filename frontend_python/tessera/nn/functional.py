@@ -1359,6 +1359,26 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6,
     return _apply_reduction(_op("relu", _op("add", _op("sub", d_pos, d_neg), margin)), reduction)
 
 
+def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None, margin=1.0, swap=False,
+                                      reduction="mean"):
+    """max(d(a, p) - d(a, n) + margin, 0) with any distance d (default: pairwise_distance); swap
+    takes min(d(a, n), d(p, n)) as the negative's distance."""
+    _reduction_enum(reduction, "triplet_margin_with_distance_loss")
+    if margin <= 0:
+        raise ValueError(f"TripletMarginWithDistanceLoss: expected margin to be greater than 0, got {margin} instead")
+    dims = (anchor.ndim, positive.ndim, negative.ndim)
+    if dims[0] != dims[1] or dims[0] != dims[2]:
+        raise RuntimeError(f"The anchor, positive, and negative tensors are expected to have the same number of "
+                           f"dimensions, but got: anchor {dims[0]}D, positive {dims[1]}D, and negative {dims[2]}D "
+                           f"inputs")
+    distance = distance_function if distance_function is not None else pairwise_distance
+    d_pos = distance(anchor, positive)
+    d_neg = distance(anchor, negative)
+    if swap:
+        d_neg = _op("minimum", d_neg, distance(positive, negative))
+    return _apply_reduction(_op("relu", _op("add", _op("sub", d_pos, d_neg), margin)), reduction)
+
+
 # ---------------------------------------------------------------------------- attention
 def _causal_mask(L, S, device):
     rows = _op("unsqueeze", _op("arange", L, dtype=_INT64, device=device), 1)

@@ -120,6 +120,20 @@ class MultiMarginLoss(_WeightedLoss):
 MultiLabelMarginLoss = _loss_module("MultiLabelMarginLoss", F.multilabel_margin_loss)
 
 
+class TripletMarginWithDistanceLoss(_Loss):
+    def __init__(self, *, distance_function=None, margin=1.0, swap=False, reduction="mean"):
+        super().__init__(reduction=reduction)
+        if margin <= 0:
+            raise ValueError(f"TripletMarginWithDistanceLoss: expected margin to be greater than 0, got {margin} "
+                             "instead")
+        self.distance_function = distance_function
+        self.margin, self.swap = margin, swap
+
+    def forward(self, anchor, positive, negative):
+        return F.triplet_margin_with_distance_loss(anchor, positive, negative, distance_function=self.distance_function,
+                                                   margin=self.margin, swap=self.swap, reduction=self.reduction)
+
+
 class CTCLoss(_Loss):
     def __init__(self, blank=0, reduction="mean", zero_infinity=False):
         super().__init__(reduction=reduction)
@@ -130,5 +144,5 @@ class CTCLoss(_Loss):
                           self.zero_infinity)
 
 
-__all__ += ["CTCLoss", "MultiLabelMarginLoss", "MultiMarginLoss"]
+__all__ += ["CTCLoss", "MultiLabelMarginLoss", "MultiMarginLoss", "TripletMarginWithDistanceLoss"]
 
