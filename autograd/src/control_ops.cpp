@@ -6,6 +6,7 @@
 #include "engine.h"
 #include "forward_ad.h"
 #include "kernel_support.h"
+#include "saved_hooks.h"
 
 #include <tessera/sdk/ops.h>
 
@@ -136,6 +137,24 @@ void register_post_accumulate_grad_hook(Args& a) {
   }
   m->post_accumulate_hooks.push_back(id);
   a.returns({});
+}
+
+void push_saved_tensors_hooks(Args& a) {
+  push_saved_hooks(a.to_int(0));
+  a.returns({});
+}
+
+void pop_saved_tensors_hooks(Args& a) {
+  pop_saved_hooks();
+  a.returns({});
+}
+
+void disable_saved_tensors_hooks(Args& a) {
+  thread_local std::string previous;  // the returned string's storage, until the next call
+  previous = set_saved_hooks_disabled(std::string(a.optional_str(0).value_or("")));
+  ts_value v{TS_VALUE_STRING, 0, {}};
+  v.u.str = previous.c_str();
+  a.returns({v});
 }
 
 void queue_callback(Args& a) {
@@ -339,6 +358,11 @@ void register_control_ops(sdk::Registrar& reg, const std::vector<ts_dispatch_key
       {"autograd::register_post_accumulate_grad_hook(Tensor self, int callback) -> ()",
        "autograd::register_post_accumulate_grad_hook", register_post_accumulate_grad_hook},
       {"autograd::queue_callback(int callback) -> ()", "autograd::queue_callback", queue_callback},
+      {"autograd::push_saved_tensors_hooks(int callback) -> ()", "autograd::push_saved_tensors_hooks",
+       push_saved_tensors_hooks},
+      {"autograd::pop_saved_tensors_hooks() -> ()", "autograd::pop_saved_tensors_hooks", pop_saved_tensors_hooks},
+      {"autograd::disable_saved_tensors_hooks(str message) -> str", "autograd::disable_saved_tensors_hooks",
+       disable_saved_tensors_hooks},
       {"autograd::remove_hook(Tensor self, int callback) -> ()", "autograd::remove_hook", remove_hook},
       {"autograd::backward(Tensor[] tensors, Tensor?[] grad_tensors, bool retain_graph=False, bool create_graph=False, "
        "Tensor[]? inputs=None) -> ()", "autograd::backward", backward},

@@ -2,6 +2,7 @@
 
 #include "engine.h"
 #include "forward_ad.h"
+#include "saved_hooks.h"
 
 #include <tessera/sdk/ops.h>
 
@@ -101,6 +102,11 @@ GradList NotImplementedBackward::apply(GradList&&) {
 
 SavedTensor::SavedTensor(const TensorRef& t, bool is_output) : is_output_(is_output), defined_(t.defined()) {
   if (!defined_) return;
+  if ((packed_ = pack_saved(t))) {  // saved_tensors_hooks: the pack hook's result stands in for t
+    if (is_output)
+      if (AutogradMeta* m = meta_of(t.handle())) output_nr_ = m->output_nr;
+    return;
+  }
   version_ = sdk::host().tensor_version(t.handle());
   if (is_output) {
     if (AutogradMeta* m = meta_of(t.handle())) output_nr_ = m->output_nr;
@@ -119,6 +125,15 @@ TensorRef SavedTensor::unpack(Node* owner, const char* what) const {
     throw sdk::Error(TS_ERROR, sdk::cat("Trying to backward through the graph a second time (or to use saved tensors "
                                         "after they were freed): ", owner->name(), " has released '", what,
                                         "'. Call backward(retain_graph=True) the first time if you need to."));
+  if (packed_) {  // what the unpack hook gives (torch checks no version then either)
+    TensorRef unpacked = unpack_saved(*packed_);
+    if (!is_output_ || !grad_mode_enabled()) return unpacked;
+    TensorRef out = alias_of(unpacked);
+    AutogradMeta& m = ensure_meta(out.handle());
+    m.grad_fn = owner->shared_from_this();
+    m.output_nr = output_nr_;
+    return out;
+  }
   uint64_t now = sdk::host().tensor_version(data_.handle());
   if (now != version_)
     throw sdk::Error(TS_ERROR, sdk::cat("one of the variables needed for gradient computation has been modified by an "

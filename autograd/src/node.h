@@ -69,16 +69,25 @@ struct NotImplementedBackward final : Node {
 // create_graph backward differentiates through them); outputs are held as an alias without
 // autograd state (holding the output itself would be a cycle) and get this node as grad_fn
 // again when unpacked. The version at save time catches in-place changes made afterwards.
+// What saved_tensors_hooks packed in place of a saved tensor: the key its hook pair's callback
+// gave; released (callback mode 2) when the last copy goes.
+struct PackedTensor;
+
 class SavedTensor {
  public:
   SavedTensor() = default;
   SavedTensor(const TensorRef& t, bool is_output);
   TensorRef unpack(Node* owner, const char* what) const;
-  void reset() { data_ = TensorRef(); released_ = true; }
+  void reset() {
+    data_ = TensorRef();
+    packed_.reset();
+    released_ = true;
+  }
   bool defined() const { return defined_; }
 
  private:
   TensorRef data_;
+  std::shared_ptr<PackedTensor> packed_;  // saved through a pack hook instead of data_
   uint64_t version_ = 0;
   uint32_t output_nr_ = 0;
   bool is_output_ = false, defined_ = false, released_ = false;

@@ -39,6 +39,11 @@ py::object to_python(const ts_value& v) {
 ts_value to_value(py::handle h) {
   ts_value v{TS_VALUE_NONE, 0, {}};
   if (h.is_none()) return v;
+  if (py::isinstance<py::int_>(h) && !py::isinstance<py::bool_>(h)) {  // saved_tensors_hooks' keys
+    v.tag = TS_VALUE_INT;
+    v.u.i = h.cast<int64_t>();
+    return v;
+  }
   if (!is_tensor(h)) raise<TypeError>("a hook or backward returned {}; expected a Tensor or None", py::str(py::type::of(h)).cast<std::string>());
   Tensor t = tensor_of(h.ptr());
   v.tag = TS_VALUE_TENSOR;
@@ -59,6 +64,10 @@ struct PyCallable {
 };
 
 void call_python(const std::shared_ptr<PyCallable>& callable, ts_stack* stack) {
+  if (!Py_IsInitialized()) {  // a saved tensor released after the interpreter ended: nothing to tell
+    stack->size = 0;
+    return;
+  }
   py::gil_scoped_acquire gil;
   try {
     py::tuple args(stack->size);

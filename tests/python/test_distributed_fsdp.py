@@ -189,3 +189,39 @@ def test_fully_shard_before_init_process_group_raises():
     with pytest.raises(ValueError, match="Default process group has not been initialized"):
         fully_shard(ts.nn.Linear(2, 2))
     assert FSDPModule.__name__ == "FSDPModule"
+
+
+@needs_gloo
+def test_reshard_after_forward_gathers_again_in_backward(tmp_path):
+    # With reshard_after_forward (the default) autograd keeps no full parameter: what it saves of
+    # them is packed as a reference and backward all-gathers each module once more. Training is
+    # the same either way.
+    run_ranks(tmp_path, """
+results = {}
+for reshard in (True, False):
+    model = net()
+    for layer in model.layers:
+        fully_shard(layer, reshard_after_forward=reshard)
+    fully_shard(model, reshard_after_forward=reshard)
+    gathers = []
+    state = model.layers[0]._fsdp_state
+    original = state.gather
+    state.gather = lambda shards: (gathers.append(1), original(shards))[1]
+    opt = ts.optim.SGD(model.parameters(), lr=0.05)
+    losses = []
+    for step in range(3):
+        gathers.clear()
+        opt.zero_grad()
+        x, y = batch(step)
+        loss = nn.functional.mse_loss(model(half(x)), half(y))
+        assert len(gathers) == 1
+        loss.backward()
+        assert len(gathers) == (2 if reshard else 1), (reshard, gathers)
+        assert state._regathered is None  # dropped once the module's gradients were reduce-scattered
+        opt.step()
+        losses.append(float(loss.detach()))
+    results[reshard] = (losses, full_params(model))
+assert results[True][0] == results[False][0], results
+close(results[True][1], results[False][1], "reshard vs keep", 0)
+print("ok")
+""")

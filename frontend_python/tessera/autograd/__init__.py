@@ -8,6 +8,7 @@ from tessera.autograd import _plugin
 from tessera.autograd.function import Function, FunctionCtx
 from tessera.autograd.grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from tessera.autograd.gradcheck import gradcheck, gradgradcheck
+from tessera.autograd import graph  # noqa: E402  (saved_tensors_hooks)
 
 Tensor = _C.Tensor
 

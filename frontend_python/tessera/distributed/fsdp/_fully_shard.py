@@ -6,14 +6,18 @@ friends ARE this rank's shards (nn.Parameters), so an optimizer built afterwards
 model.parameters() steps the shards, and module.state_dict() holds the local shards (what torch's
 DTensors hold locally; full_state_dict() gathers full tensors). Before the module's forward, one
 all_gather puts the full parameters in their place; after it, the shards go back. In backward, the
-gradients are reduce-scattered (AVG) into the shards' .grad. The full parameters that backward needs
-are kept by the autograd graph rather than freed and re-gathered (reshard_after_forward is accepted,
-and the memory it would save is not saved). As in torch, every rank must start from the same
-parameters (same seed, or a broadcast); nothing is broadcast here.
+gradients are reduce-scattered (AVG) into the shards' .grad. With reshard_after_forward (the
+default), the full parameters are freed after forward: what autograd saves of them is packed as a
+reference (saved_tensors_hooks), and backward all-gathers them again, once per module, when it
+first needs them; with reshard_after_forward=False the autograd graph keeps them until backward.
+As in torch, every rank must start from the same parameters (same seed, or a broadcast); nothing
+is broadcast here.
 
 Apply it bottom-up (layers, then the root), as torch does; the module's class becomes
 FSDP<Class>, a subclass of FSDPModule and the original class."""
 from tessera.nn.modules.module import Module
+
+from tessera.autograd.graph import saved_tensors_hooks
 
 from ._shard_layout import ShardLayout
 from ._unshard import AllGatherShards
@@ -118,6 +122,10 @@ def _pre_forward(module, args):
     state = module._fsdp_state
     if tessera.is_grad_enabled() and any(s.requires_grad for s in state.shards):
         fulls = AllGatherShards.apply(state, *state.shards)
+        if module._fsdp_reshard_after_forward:
+            hooks = saved_tensors_hooks(*state.regather_hooks(fulls))
+            hooks.__enter__()
+            module._fsdp_saved_hooks = hooks
     else:
         with tessera.no_grad():
             fulls = state.gather(state.shards)
@@ -126,6 +134,9 @@ def _pre_forward(module, args):
 
 
 def _post_forward(module, args, output):
+    hooks = module.__dict__.pop("_fsdp_saved_hooks", None)
+    if hooks is not None:
+        hooks.__exit__(None, None, None)
     module._fsdp_state.install(module._fsdp_state.shards)
     return None
 

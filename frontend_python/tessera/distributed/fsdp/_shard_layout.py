@@ -29,6 +29,10 @@ class _Entry:
         self.offset = 0                         # set by the layout: where its chunk sits in the flat buffer
 
 
+class _Regathered:
+    """Marks a packed saved tensor as a view of a full parameter to gather again in backward."""
+
+
 class ShardLayout:
     def __init__(self, homes_by_param, process_group):
         self.process_group = process_group
@@ -36,6 +40,7 @@ class ShardLayout:
         self.rank = process_group.rank()
         self.requires_gradient_sync = True
         self.pending_grads = None               # unsharded gradients accumulated while sync is off
+        self._regathered = None                 # full parameters gathered again for backward
         self.entries = []
         self.shards = []
         dtypes = {str(p.dtype) for p, _ in homes_by_param}
@@ -69,6 +74,35 @@ class ShardLayout:
             for module, name in entry.homes:
                 module._parameters[name] = t
 
+    # ---------------------------------------------------------------- reshard after forward
+    def regather_hooks(self, fulls):
+        """(pack, unpack) for saved_tensors_hooks around the module's forward: a saved tensor that is
+        one of `fulls` (or a view of one) is packed as (index, geometry) without holding it, and
+        unpacked from the full parameters gathered again, once, when backward first needs them."""
+        by_storage = {full.data_ptr(): i for i, full in enumerate(fulls) if full.numel()}
+
+        def pack(tensor):
+            i = by_storage.get(tensor.data_ptr() - tensor.storage_offset() * tensor.element_size())
+            if i is None or tensor.dtype != fulls[i].dtype:
+                return tensor
+            return (_Regathered, i, tuple(tensor.shape), tuple(tensor.stride()), tensor.storage_offset())
+
+        def unpack(packed):
+            if not (isinstance(packed, tuple) and packed and packed[0] is _Regathered):
+                return packed
+            _, i, shape, stride, offset = packed
+            return self.regathered()[i].as_strided(shape, stride, offset)
+        return pack, unpack
+
+    def regathered(self):
+        """The full parameters for backward, all-gathered on first use (AllGatherShards.backward
+        drops them)."""
+        if self._regathered is None:
+            import tessera
+            with tessera.no_grad():
+                self._regathered = self.gather(self.shards)
+        return self._regathered
+
     # ---------------------------------------------------------------- the collectives
     def gather(self, shards):
         """The full parameters (fresh tensors) from every rank's shards."""
@@ -91,6 +125,7 @@ class ShardLayout:
     def reduce_scatter(self, grads):
         """Each rank's shard of the gradients averaged over ranks (None where no gradient came)."""
         import tessera
+        self._regathered = None  # backward is done with this module's full parameters
         if self.pending_grads is not None:
             grads = [p if g is None else (g if p is None else g + p) for g, p in zip(grads, self.pending_grads)]
             self.pending_grads = None
@@ -118,6 +153,7 @@ class ShardLayout:
 
     def accumulate_unsynced(self, grads):
         """With gradient sync off: keep the unsharded gradients for the next synced backward."""
+        self._regathered = None
         if self.pending_grads is None:
             self.pending_grads = [None if g is None else g.clone() for g in grads]
         else:
