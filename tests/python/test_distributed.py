@@ -319,6 +319,31 @@ def test_world_of_one_in_process():
         dist.destroy_process_group()
 
 
+def test_async_collectives_overlap_yet_stay_ordered_where_they_must(tmp_path):
+    # Gloo runs two collectives at once (one bucket's all-reduce beside the next, as torch's
+    # ProcessGroupGloo): collectives on distinct tensors overlap, those on the same tensor run in
+    # the order they were started, and a barrier waits for everything started before it.
+    results = run_world(tmp_path, 2, """
+        dist.init_process_group("gloo")
+        n = 1 << 20
+        for trial in range(5):
+            a = ts.full((n,), float(RANK + 1))
+            b = ts.full((n,), float(10 * (RANK + 1)))
+            works = [dist.all_reduce(a, async_op=True), dist.all_reduce(b, async_op=True),
+                     dist.all_reduce(a, async_op=True), dist.broadcast(b, src=1, async_op=True)]
+            last = dist.all_reduce(ts.ones(3), async_op=True)
+            dist.barrier()
+            assert last.is_completed() and all(w.is_completed() for w in works)
+            for w in works:
+                w.wait()
+            assert a.min().item() == a.max().item() == 6.0, (trial, a.min().item(), a.max().item())
+            assert b.min().item() == b.max().item() == 30.0, (trial, b.min().item(), b.max().item())
+        dist.destroy_process_group()
+        print("ok")
+    """)
+    assert all("ok" in out for _, out, _ in results)
+
+
 def test_recv_from_any_rank_names_the_sender(tmp_path):
     # recv(src=None) takes the first message from any rank and returns the sender's global rank;
     # in a subgroup, the group rank the backend reports becomes the sender's global rank.

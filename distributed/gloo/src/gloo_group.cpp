@@ -15,7 +15,9 @@
 #include <gloo/scatter.h>
 
 #include <cstring>
+#include <map>
 #include <stdexcept>
+#include <vector>
 
 namespace tessera::gloo_backend {
 
@@ -91,16 +93,33 @@ struct Group::State {
   std::condition_variable queued_cv;
   struct Job {
     std::shared_ptr<Work> work;
-    std::function<void()> run;
+    std::function<void(uint32_t tag)> run;
+    uint32_t tag = 0;
+    std::vector<ByteRange> ranges;  // the tensors' bytes it reads or writes
+    bool exclusive = false;         // a barrier: runs alone, after every collective started before it
   };
   std::deque<Job> collectives;
   std::deque<std::shared_ptr<Work>> posted;  // send/recv awaiting completion
   bool stopping = false;
-  uint32_t collective_count = 0;  // touched by the worker thread only
+  uint32_t collective_count = 0;  // under the mutex
+  std::map<uint32_t, std::vector<ByteRange>> running;  // by tag
+  bool exclusive_running = false;
 
-  // Collectives run one at a time in the same order on every rank, so a counter tells them apart;
-  // the top bit keeps them clear of the user's send/recv tags.
+  // Every rank starts the same collectives in the same order, so a counter taken when one is
+  // started tells them apart (and matches them across ranks however the workers interleave); the
+  // top bit keeps them clear of the user's send/recv tags.
   uint32_t next_collective_tag() { return 0x80000000u | (collective_count++ & 0x7fffffffu); }
+  // The queue's front may start: no barrier is running, a barrier only when nothing is, and no
+  // running collective touches its tensors' bytes (async work on one tensor stays in order).
+  bool front_can_start() const {
+    const Job& j = collectives.front();
+    if (exclusive_running || (j.exclusive && !running.empty())) return false;
+    for (const auto& [tag, ranges] : running)
+      for (const ByteRange& a : ranges)
+        for (const ByteRange& b : j.ranges)
+          if (a.begin < b.end && b.begin < a.end) return false;
+    return true;
+  }
   std::string failure(const Work& w, const char* why) const {
     return sdk::cat(w.what, " failed in Gloo (rank ", rank, " of ", size, "): ", why);
   }
@@ -108,22 +127,33 @@ struct Group::State {
 
 namespace {
 
+// kWorkers of these take collectives in start order, so one bucket's all-reduce can run while the
+// next is exchanged (as torch's ProcessGroupGloo runs two); front_can_start keeps what must be
+// ordered in order.
 void run_collectives(std::shared_ptr<Group::State> s) {
   for (;;) {
     Group::State::Job job;
     {
       std::unique_lock lock(s->mutex);
-      s->queued_cv.wait(lock, [&] { return s->stopping || !s->collectives.empty(); });
-      if (s->collectives.empty()) return;
+      s->queued_cv.wait(lock, [&] { return s->stopping || (!s->collectives.empty() && s->front_can_start()); });
+      if (s->stopping) return;
       job = std::move(s->collectives.front());
       s->collectives.pop_front();
+      s->running.emplace(job.tag, job.ranges);
+      s->exclusive_running = job.exclusive;
     }
     try {
-      job.run();
+      job.run(job.tag);
       job.work->finish({});
     } catch (const std::exception& e) {
       job.work->finish(s->failure(*job.work, e.what()));
     }
+    {
+      std::lock_guard lock(s->mutex);
+      s->running.erase(job.tag);
+      if (job.exclusive) s->exclusive_running = false;
+    }
+    s->queued_cv.notify_all();
   }
 }
 
@@ -158,7 +188,7 @@ Group::Group(std::shared_ptr<::gloo::Context> context, int rank, int size)
     : context_(std::move(context)), rank_(rank), size_(size), state_(std::make_shared<State>()) {
   state_->rank = rank;
   state_->size = size;
-  worker_ = std::thread(run_collectives, state_);
+  for (int i = 0; i < kWorkers; ++i) workers_.emplace_back(run_collectives, state_);
   waiter_ = std::thread(wait_for_posted, state_);
 }
 
@@ -166,7 +196,8 @@ Group::~Group() {
   shut_down();
   // A thread still blocked in Gloo (a peer that died mid-collective) ends with Gloo's own
   // timeout, holding the state; the process must not wait for it here.
-  if (worker_.joinable()) worker_.detach();
+  for (std::thread& w : workers_)
+    if (w.joinable()) w.detach();
   if (waiter_.joinable()) waiter_.detach();
 }
 
@@ -189,11 +220,13 @@ void Group::shut_down() {
   }
 }
 
-void Group::enqueue(std::shared_ptr<Work> work, std::function<void()> run) {
+void Group::enqueue(std::shared_ptr<Work> work, std::vector<ByteRange> ranges, bool exclusive,
+                    std::function<void(uint32_t tag)> run) {
   {
     std::lock_guard lock(state_->mutex);
     if (state_->stopping) throw std::runtime_error("the process group was destroyed");
-    state_->collectives.push_back({std::move(work), std::move(run)});
+    const uint32_t tag = state_->next_collective_tag();
+    state_->collectives.push_back({std::move(work), std::move(run), tag, std::move(ranges), exclusive});
   }
   state_->queued_cv.notify_all();
 }
@@ -216,8 +249,15 @@ std::shared_ptr<Work> Group::start(const ts_collective& c) {
       throw std::invalid_argument(sdk::cat(work->what, ": rank ", c.root, " is not in the group of size ", size_));
   };
   auto context = context_;
-  State* state = state_.get();  // jobs run on the worker, which holds the state
   const int rank = rank_, size = size_;
+  std::vector<ByteRange> ranges;
+  for (int64_t i = 0; i < c.n_inputs + c.n_outputs; ++i) {
+    ts_tensor t = i < c.n_inputs ? c.inputs[i] : c.outputs[i - c.n_inputs];
+    if (!t) continue;
+    const Buffer b = buffer_of(t);
+    const auto begin = reinterpret_cast<uintptr_t>(b.data);
+    ranges.push_back({begin, begin + uintptr_t(b.bytes())});
+  }
 
   switch (c.kind) {
     case TS_COLLECTIVE_ALL_REDUCE:
@@ -227,8 +267,7 @@ std::shared_ptr<Work> Group::start(const ts_collective& c) {
       const bool all = c.kind == TS_COLLECTIVE_ALL_REDUCE;
       if (!all) check_root();
       const int root = c.root;
-      enqueue(work, [=] {
-        const uint32_t tag = state->next_collective_tag();
+      enqueue(work, ranges, false, [=](uint32_t tag) {
         if (b.numel == 0) return;
         with_element_type(b.itemsize, [&](auto t) {
           using T = decltype(t);
@@ -266,8 +305,7 @@ std::shared_ptr<Work> Group::start(const ts_collective& c) {
       check_root();
       Buffer b = input(0);
       const int root = c.root;
-      enqueue(work, [=] {
-        const uint32_t tag = state->next_collective_tag();
+      enqueue(work, ranges, false, [=](uint32_t tag) {
         if (b.bytes() == 0) return;
         ::gloo::BroadcastOptions opts(context);
         opts.setOutput(static_cast<uint8_t*>(b.data), size_t(b.bytes()));
@@ -289,8 +327,7 @@ std::shared_ptr<Work> Group::start(const ts_collective& c) {
         throw std::invalid_argument(sdk::cat(work->what, ": the output holds ", out.bytes(), " bytes, expected ",
                                              in.bytes() * size, " (", size, " ranks x ", in.bytes(), ")"));
       const int root = c.root;
-      enqueue(work, [=] {
-        const uint32_t tag = state->next_collective_tag();
+      enqueue(work, ranges, false, [=](uint32_t tag) {
         if (in.bytes() == 0) return;
         if (all) {
           ::gloo::AllgatherOptions opts(context);
@@ -320,8 +357,7 @@ std::shared_ptr<Work> Group::start(const ts_collective& c) {
         throw std::invalid_argument(sdk::cat("scatter: the input holds ", in.bytes(), " bytes, expected ",
                                              out.bytes() * size, " (", size, " ranks x ", out.bytes(), ")"));
       const int root = c.root;
-      enqueue(work, [=] {
-        const uint32_t tag = state->next_collective_tag();
+      enqueue(work, ranges, false, [=](uint32_t tag) {
         if (out.bytes() == 0) return;
         ::gloo::ScatterOptions opts(context);
         if (sends) {
@@ -345,8 +381,7 @@ std::shared_ptr<Work> Group::start(const ts_collective& c) {
         throw std::invalid_argument(sdk::cat("reduce_scatter: the input holds ", in.bytes(), " bytes, expected ",
                                              out.bytes() * size, " (", size, " ranks x ", out.bytes(), ")"));
       auto fn = reduce_function(in.dtype, c.reduce_op);
-      enqueue(work, [=] {
-        const uint32_t tag = state->next_collective_tag();
+      enqueue(work, ranges, false, [=](uint32_t tag) {
         if (in.bytes() == 0) return;
         std::vector<uint8_t> whole(static_cast<uint8_t*>(in.data), static_cast<uint8_t*>(in.data) + in.bytes());
         with_element_type(in.itemsize, [&](auto t) {
@@ -384,8 +419,7 @@ std::shared_ptr<Work> Group::start(const ts_collective& c) {
       };
       auto in_bytes = splits(c.input_splits, in, "input");
       auto out_bytes = splits(c.output_splits, out, "output");
-      enqueue(work, [=] {
-        const uint32_t tag = state->next_collective_tag();
+      enqueue(work, ranges, false, [=](uint32_t tag) {
         ::gloo::AlltoallvOptions opts(context);
         opts.setInput(static_cast<uint8_t*>(in.data), in_bytes);
         opts.setOutput(static_cast<uint8_t*>(out.data), out_bytes);
@@ -396,9 +430,9 @@ std::shared_ptr<Work> Group::start(const ts_collective& c) {
       break;
     }
     case TS_COLLECTIVE_BARRIER:
-      enqueue(work, [=] {
+      enqueue(work, ranges, true, [=](uint32_t tag) {
         ::gloo::BarrierOptions opts(context);
-        opts.setTag(state->next_collective_tag());
+        opts.setTag(tag);
         opts.setTimeout(timeout);
         ::gloo::barrier(opts);
       });

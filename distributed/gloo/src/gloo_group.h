@@ -38,6 +38,11 @@ struct Work {
   bool is_finished();
 };
 
+// The bytes [begin, end) a collective reads or writes.
+struct ByteRange {
+  uintptr_t begin, end;
+};
+
 // A byte range of a contiguous tensor, with its element type.
 struct Buffer {
   void* data = nullptr;
@@ -61,13 +66,16 @@ class Group {
   struct State;
 
  private:
-  void enqueue(std::shared_ptr<Work> work, std::function<void()> run);
+  // Queues `run`, which gets the collective's tag (taken now, in start order).
+  void enqueue(std::shared_ptr<Work> work, std::vector<ByteRange> ranges, bool exclusive,
+               std::function<void(uint32_t tag)> run);
+  static constexpr int kWorkers = 2;
 
   std::shared_ptr<::gloo::Context> context_;
   int rank_;
   int size_;
   std::shared_ptr<State> state_;
-  std::thread worker_;  // runs collectives in order
+  std::vector<std::thread> workers_;  // run collectives, taken in start order
   std::thread waiter_;  // waits for posted send/recv buffers in the order they were posted
 };
 
