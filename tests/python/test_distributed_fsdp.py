@@ -197,12 +197,15 @@ def test_reshard_after_forward_gathers_again_in_backward(tmp_path):
     # them is packed as a reference and backward all-gathers each module once more. Training is
     # the same either way.
     run_ranks(tmp_path, """
+import gc, weakref
 results = {}
 for reshard in (True, False):
     model = net()
     for layer in model.layers:
         fully_shard(layer, reshard_after_forward=reshard)
     fully_shard(model, reshard_after_forward=reshard)
+    installed = []  # the full weight fully_shard put in place for the forward
+    model.layers[0].register_forward_pre_hook(lambda m, args: installed.append(weakref.ref(m.weight)))
     gathers = []
     state = model.layers[0]._fsdp_state
     original = state.gather
@@ -215,6 +218,9 @@ for reshard in (True, False):
         x, y = batch(step)
         loss = nn.functional.mse_loss(model(half(x)), half(y))
         assert len(gathers) == 1
+        gc.collect()
+        if reshard:  # nothing holds the full weight between forward and backward
+            assert installed[-1]() is None, "the full parameter outlived the forward"
         loss.backward()
         assert len(gathers) == (2 if reshard else 1), (reshard, gathers)
         assert state._regathered is None  # dropped once the module's gradients were reduce-scattered

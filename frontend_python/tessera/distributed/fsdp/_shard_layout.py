@@ -78,12 +78,13 @@ class ShardLayout:
     def regather_hooks(self, fulls):
         """(pack, unpack) for saved_tensors_hooks around the module's forward: a saved tensor that is
         one of `fulls` (or a view of one) is packed as (index, geometry) without holding it, and
-        unpacked from the full parameters gathered again, once, when backward first needs them."""
-        by_storage = {full.data_ptr(): i for i, full in enumerate(fulls) if full.numel()}
+        unpacked from the full parameters gathered again, once, when backward first needs them. The
+        hooks hold no full parameter themselves (they outlive forward in what autograd saved)."""
+        by_storage = {full.data_ptr(): (i, full.dtype) for i, full in enumerate(fulls) if full.numel()}
 
         def pack(tensor):
-            i = by_storage.get(tensor.data_ptr() - tensor.storage_offset() * tensor.element_size())
-            if i is None or tensor.dtype != fulls[i].dtype:
+            i, dtype = by_storage.get(tensor.data_ptr() - tensor.storage_offset() * tensor.element_size(), (None, None))
+            if i is None or tensor.dtype != dtype:
                 return tensor
             return (_Regathered, i, tuple(tensor.shape), tuple(tensor.stride()), tensor.storage_offset())
 
