@@ -200,7 +200,7 @@ ArchiveParts read_archive(std::span<const std::byte> bytes, const std::string& w
     if (name == "graph.json" || name == "program.json" || name == "weights.safetensors") continue;
     SharedBytes data = read_entry(z.get(), name.c_str(), where);
     check_sum(sum, data, name, where);
-    parts.extra.emplace(name, std::vector<std::byte>(data.data.get(), data.data.get() + data.size));
+    parts.extra.emplace(name, std::move(data));
   }
   return parts;
 }

@@ -28,7 +28,7 @@ struct ArchiveParts {
   nlohmann::json metadata;
   std::string graph, program;  // graph.json, program.json
   SharedBytes weights;         // weights.safetensors
-  std::map<std::string, std::vector<std::byte>> extra;  // other listed parts (aot/cpu/...), checked too
+  std::map<std::string, SharedBytes> extra;  // other listed parts (aot/cpu/...), checked too
 };
 
 // ValueError naming `where` and the problem: not a zip file (or truncated), no metadata, another
@@ -39,8 +39,9 @@ ArchiveParts read_archive(std::span<const std::byte> bytes, const std::string& w
                           std::shared_ptr<void> bytes_owner = nullptr);
 std::string sha256_hex(const void* data, size_t size);
 
-// An archive file mapped read-only: its bytes are the page cache's pages, nothing is read into a
-// buffer first (a 40 MB archive loads in a few milliseconds rather than tens).
+// An archive file mapped privately: its bytes are the page cache's pages until written (a write
+// copies the page, never the file), nothing is read into a buffer first (a 40 MB archive loads
+// in a few milliseconds rather than tens).
 class MappedFile {
  public:
   explicit MappedFile(const std::string& path);  // FileError naming the path
@@ -48,7 +49,6 @@ class MappedFile {
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
   std::span<const std::byte> bytes() const { return {static_cast<const std::byte*>(data_), size_}; }
-  std::byte* data() const { return static_cast<std::byte*>(data_); }
 
  private:
   void* data_ = nullptr;

@@ -41,7 +41,7 @@ std::set<std::string> words(const std::string& text) {
 
 // Writes the library where the inductor keeps kernels, named by its checksum; a file already
 // there with the same bytes is reused (several processes load one archive).
-std::string library_file(const std::vector<std::byte>& bytes) {
+std::string library_file(std::span<const std::byte> bytes) {
   std::string dir = call_string("inductor::cache_dir");
   dir = dir.substr(0, dir.find_last_of('/')) + "/aot";
   std::filesystem::create_directories(dir);
@@ -66,13 +66,13 @@ std::string library_file(const std::vector<std::byte>& bytes) {
 
 }  // namespace
 
-void attach_native_kernels(Program::Impl& p, const std::map<std::string, std::vector<std::byte>>& parts) {
+void attach_native_kernels(Program::Impl& p, const std::map<std::string, detail::SharedBytes>& parts) {
   auto manifest_part = parts.find("aot/cpu/aot.json");
   if (manifest_part == parts.end()) {
     p.native_reason = "the archive has none (ts.export.aot_compile)";
     return;
   }
-  const auto& bytes = manifest_part->second;
+  const std::span<const std::byte> bytes = manifest_part->second.span();
   json manifest = json::parse(reinterpret_cast<const char*>(bytes.data()),
                               reinterpret_cast<const char*>(bytes.data()) + bytes.size(), nullptr, false);
   try {
@@ -105,7 +105,7 @@ void attach_native_kernels(Program::Impl& p, const std::map<std::string, std::ve
         auto library = parts.find(entry.at("library").get<std::string>());
         if (library == parts.end())
           raise<ValueError>("export archive '{}': aot/cpu/aot.json names a library the archive lacks", p.where);
-        options = "prebuilt=" + library_file(library->second);
+        options = "prebuilt=" + library_file(library->second.span());
       }
       p.native[sizes].options = std::move(options);
     }

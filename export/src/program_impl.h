@@ -100,6 +100,6 @@ std::shared_ptr<Program::Impl> make_program(const nlohmann::json& metadata, cons
                                             const std::string& where);
 // Sets up the archive's ahead-of-time kernels when they suit this machine (native_aot.cpp);
 // otherwise records why not in native_reason.
-void attach_native_kernels(Program::Impl& p, const std::map<std::string, std::vector<std::byte>>& parts);
+void attach_native_kernels(Program::Impl& p, const std::map<std::string, detail::SharedBytes>& parts);
 
 }  // namespace tessera::exported
