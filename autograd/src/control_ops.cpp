@@ -149,14 +149,6 @@ void pop_saved_tensors_hooks(Args& a) {
   a.returns({});
 }
 
-void disable_saved_tensors_hooks(Args& a) {
-  thread_local std::string previous;  // the returned string's storage, until the next call
-  previous = set_saved_hooks_disabled(std::string(a.optional_str(0).value_or("")));
-  ts_value v{TS_VALUE_STRING, 0, {}};
-  v.u.str = previous.c_str();
-  a.returns({v});
-}
-
 void queue_callback(Args& a) {
   queue_final_callback(a.to_int(0));
   a.returns({});
@@ -361,8 +353,6 @@ void register_control_ops(sdk::Registrar& reg, const std::vector<ts_dispatch_key
       {"autograd::push_saved_tensors_hooks(int callback) -> ()", "autograd::push_saved_tensors_hooks",
        push_saved_tensors_hooks},
       {"autograd::pop_saved_tensors_hooks() -> ()", "autograd::pop_saved_tensors_hooks", pop_saved_tensors_hooks},
-      {"autograd::disable_saved_tensors_hooks(str message) -> str", "autograd::disable_saved_tensors_hooks",
-       disable_saved_tensors_hooks},
       {"autograd::remove_hook(Tensor self, int callback) -> ()", "autograd::remove_hook", remove_hook},
       {"autograd::backward(Tensor[] tensors, Tensor?[] grad_tensors, bool retain_graph=False, bool create_graph=False, "
        "Tensor[]? inputs=None) -> ()", "autograd::backward", backward},

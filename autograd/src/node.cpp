@@ -125,25 +125,20 @@ TensorRef SavedTensor::unpack(Node* owner, const char* what) const {
     throw sdk::Error(TS_ERROR, sdk::cat("Trying to backward through the graph a second time (or to use saved tensors "
                                         "after they were freed): ", owner->name(), " has released '", what,
                                         "'. Call backward(retain_graph=True) the first time if you need to."));
-  if (packed_) {  // what the unpack hook gives (torch checks no version then either)
-    TensorRef unpacked = unpack_saved(*packed_);
-    if (!is_output_ || !grad_mode_enabled()) return unpacked;
-    TensorRef out = alias_of(unpacked);
-    AutogradMeta& m = ensure_meta(out.handle());
-    m.grad_fn = owner->shared_from_this();
-    m.output_nr = output_nr_;
-    return out;
+  // Through saved_tensors_hooks: what the unpack hook gives (torch checks no version then either).
+  const TensorRef data = packed_ ? unpack_saved(*packed_) : data_;
+  if (!packed_) {
+    uint64_t now = sdk::host().tensor_version(data_.handle());
+    if (now != version_)
+      throw sdk::Error(TS_ERROR, sdk::cat("one of the variables needed for gradient computation has been modified by "
+                                          "an inplace operation: '", what, "' (", describe(data_), ") of operator '",
+                                          owner->op_name(), "' (", owner->name(), ") is at version ", now,
+                                          "; expected version ", version_, " instead"));
   }
-  uint64_t now = sdk::host().tensor_version(data_.handle());
-  if (now != version_)
-    throw sdk::Error(TS_ERROR, sdk::cat("one of the variables needed for gradient computation has been modified by an "
-                                        "inplace operation: '", what, "' (", describe(data_), ") of operator '",
-                                        owner->op_name(), "' (", owner->name(), ") is at version ", now,
-                                        "; expected version ", version_, " instead"));
-  if (!is_output_ || !grad_mode_enabled()) return data_;
+  if (!is_output_ || !grad_mode_enabled()) return data;
   // create_graph: the saved output is differentiable again, through this very node.
-  TensorRef out = alias_of(data_);
-  if (TensorRef tangent = tangent_of(data_.handle()); tangent.defined()) set_tangent(out.handle(), tangent, "saved output");
+  TensorRef out = alias_of(data);
+  if (TensorRef tangent = tangent_of(data.handle()); tangent.defined()) set_tangent(out.handle(), tangent, "saved output");
   AutogradMeta& m = ensure_meta(out.handle());
   m.grad_fn = owner->shared_from_this();
   m.output_nr = output_nr_;

@@ -13,7 +13,6 @@ struct SavedHooks {
 namespace {
 
 thread_local std::vector<std::shared_ptr<SavedHooks>> active;
-thread_local std::string disabled_message;
 thread_local bool packing = false;
 
 enum Mode : int64_t { kPack = 0, kUnpack = 1, kRelease = 2 };
@@ -54,21 +53,11 @@ sdk::TensorRef unpack_saved(const PackedTensor& packed) {
   return sdk::TensorRef::adopt(values[0].u.tensor);
 }
 
-void push_saved_hooks(int64_t callback) {
-  auto hooks = std::make_shared<SavedHooks>(callback);  // released on every path out
-  if (!disabled_message.empty()) throw sdk::Error(TS_ERROR, disabled_message);
-  active.push_back(std::move(hooks));
-}
+void push_saved_hooks(int64_t callback) { active.push_back(std::make_shared<SavedHooks>(callback)); }
 
 void pop_saved_hooks() {
   if (active.empty()) throw sdk::Error(TS_ERROR, "saved_tensors_hooks: no hook pair is active on this thread");
   active.pop_back();
-}
-
-std::string set_saved_hooks_disabled(std::string message) {
-  std::string previous = std::move(disabled_message);
-  disabled_message = std::move(message);
-  return previous;
 }
 
 }  // namespace tessera::autograd

@@ -8,7 +8,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <string>
 
 namespace tessera::autograd {
 
@@ -25,11 +24,9 @@ struct PackedTensor {
 std::shared_ptr<PackedTensor> pack_saved(const sdk::TensorRef& t);
 sdk::TensorRef unpack_saved(const PackedTensor& packed);
 
-// The control operators' side. push takes over the callback id's hold; it raises the message
-// set by disable_saved_tensors_hooks when that is on.
+// The control operators' side; push takes over the callback id's hold. (disable_saved_tensors_hooks
+// is the frontend's own check: only a frontend pushes pairs.)
 void push_saved_hooks(int64_t callback);
 void pop_saved_hooks();
-// Sets the message entering a pair raises ("" allows them again); returns the previous one.
-std::string set_saved_hooks_disabled(std::string message);
 
 }  // namespace tessera::autograd

@@ -51,6 +51,14 @@ def finish_world(procs, timeout=120):
     return results
 
 
+def run_world_to_ok(tmp_path, world_size, body, timeout=120, extra_env=None):
+    """run_world, and every rank's last line of output must be "ok" (the body got to its end)."""
+    results = run_world(tmp_path, world_size, body, timeout, extra_env)
+    for rank, (_, out, err) in enumerate(results):
+        assert out.strip().endswith("ok"), f"rank {rank} did not finish:\n{out}\n{err}"
+    return results
+
+
 def run_world(tmp_path, world_size, body, timeout=120, extra_env=None):
     """Runs the ranks to the end and fails the test with every rank's output when one failed."""
     results = finish_world(start_world(tmp_path, world_size, body, extra_env), timeout)

@@ -7,7 +7,7 @@ import time
 import pytest
 
 import tessera.distributed as dist
-from dist_harness import finish_world, run_world, start_world
+from dist_harness import finish_world, run_world, run_world_to_ok, start_world
 
 pytestmark = pytest.mark.skipif(not dist.is_gloo_available(), reason="the gloo backend plugin is not built")
 
@@ -323,7 +323,7 @@ def test_async_collectives_overlap_yet_stay_ordered_where_they_must(tmp_path):
     # Gloo runs two collectives at once (one bucket's all-reduce beside the next, as torch's
     # ProcessGroupGloo): collectives on distinct tensors overlap, those on the same tensor run in
     # the order they were started, and a barrier waits for everything started before it.
-    results = run_world(tmp_path, 2, """
+    run_world_to_ok(tmp_path, 2, """
         dist.init_process_group("gloo")
         n = 1 << 20
         for trial in range(5):
@@ -341,13 +341,12 @@ def test_async_collectives_overlap_yet_stay_ordered_where_they_must(tmp_path):
         dist.destroy_process_group()
         print("ok")
     """)
-    assert all("ok" in out for _, out, _ in results)
 
 
 def test_recv_from_any_rank_names_the_sender(tmp_path):
     # recv(src=None) takes the first message from any rank and returns the sender's global rank;
     # in a subgroup, the group rank the backend reports becomes the sender's global rank.
-    results = run_world(tmp_path, 3, """
+    run_world_to_ok(tmp_path, 3, """
         dist.init_process_group("gloo")
         got = ts.zeros(2)
         if RANK == 0:
@@ -372,7 +371,6 @@ def test_recv_from_any_rank_names_the_sender(tmp_path):
         dist.destroy_process_group()
         print("ok")
     """)
-    assert all("ok" in out for _, out, _ in results)
 
 
 def test_collectives_are_operators_that_autograd_passes_and_export_refuses():
@@ -419,7 +417,7 @@ def test_profiler_sees_collectives():
 def test_compiled_graphs_hold_the_collectives(tmp_path):
     # The synchronous tensor collectives are operators (c10d::all_reduce_, ...): ts.compile keeps
     # them in its graph, and every replay communicates again; async ones still break the graph.
-    results = run_world(tmp_path, 2, """
+    run_world_to_ok(tmp_path, 2, """
         dist.init_process_group("gloo")
 
         def step(x, w):
@@ -448,12 +446,12 @@ def test_compiled_graphs_hold_the_collectives(tmp_path):
         def async_step(x):
             dist.all_reduce(x, async_op=True).wait()
             return x + 1
-        with __import__("pytest").raises(Exception, match="c10d::all_reduce"):
+        import pytest
+        with pytest.raises(Exception, match="c10d::all_reduce"):
             ts.compile(async_step, fullgraph=True)(ts.ones(3))
         dist.destroy_process_group()
         print("ok")
     """)
-    assert all("ok" in out for _, out, _ in results)
 
 
 def test_work_future_carries_the_tensors():

@@ -6,7 +6,7 @@ import pytest
 import tessera as ts
 import tessera.distributed as dist
 from tessera.distributed.fsdp import FSDPModule, fully_shard
-from dist_harness import run_world
+from dist_harness import run_world_to_ok
 
 needs_gloo = pytest.mark.skipif(not dist.is_gloo_available(), reason="the gloo backend plugin is not built")
 
@@ -60,9 +60,7 @@ dist.init_process_group("gloo")
 
 
 def run_ranks(tmp_path, body, timeout=120):
-    results = run_world(tmp_path, 2, COMMON + body, timeout=timeout)
-    for rank, (_, out, err) in enumerate(results):
-        assert out.strip().endswith("ok"), f"rank {rank} did not finish:\n{out}\n{err}"
+    run_world_to_ok(tmp_path, 2, COMMON + body, timeout=timeout)
 
 
 @needs_gloo

@@ -11,6 +11,7 @@ import time
 import pytest
 
 import tessera
+from dist_harness import free_port
 
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(tessera.__file__)))
 TIMEOUT = 30
@@ -453,7 +454,6 @@ dist.destroy_process_group()
 
 
 def _two_nodes(tmp_path, *extra):
-    from dist_harness import free_port
     worker = _script(tmp_path, "two_node_worker.py", TWO_NODE_WORKER)
     out = tmp_path / "out"
     out.mkdir(exist_ok=True)
@@ -496,7 +496,6 @@ def test_a_failure_on_one_node_stops_every_node(tmp_path):
 
 
 def test_a_node_that_never_comes_is_an_error_naming_the_store(tmp_path):
-    from dist_harness import free_port
     worker = _script(tmp_path, "noop.py", "print('never runs')\n")
     port = free_port()
     start = time.monotonic()

@@ -87,10 +87,8 @@ class disable_saved_tensors_hooks:
     def __enter__(self):
         self._previous = getattr(_disabled, "message", None)
         _disabled.message = self.error_message
-        _plugin.call("disable_saved_tensors_hooks", (self.error_message,))
         return self
 
     def __exit__(self, *exc):
         _disabled.message = self._previous
-        _plugin.call("disable_saved_tensors_hooks", (self._previous or "",))
         return False

@@ -92,9 +92,7 @@ def _run_operator(pg, kind, inputs, name, args, finish):
     sequence = pg._next_sequence(kind, inputs)
     try:
         _C.call_op(name, args, {})
-    except ValueError:
-        raise
-    except RuntimeError as e:
+    except RuntimeError as e:  # a ValueError (bad arguments) is no RuntimeError and passes as it is
         raise DistBackendError(pg._diagnose(sequence, _KIND_NAMES[kind], e)) from None
     if finish is not None:
         finish()
