@@ -37,22 +37,20 @@ TensorRef prepared(ts_call call, const TensorRef& t, const char* op) {
   return dense(call, to_dtype(call, t, compute_dtype(t.dtype()), op));
 }
 
-TensorRef zeros(ts_call call, std::span<const int64_t> shape, int32_t dtype) {
-  TensorRef t = sdk::empty(call, shape, dtype, kCpuDevice);
+void fill_zeros(TensorRef& t) {
   std::fill_n(t.data<char>(), t.numel() * t.itemsize(), char(0));  // all-zero bits are 0.0
-  return t;
 }
 
 // ---- the generic path
 
-// cols[(c, i, j), (oh, ow)] = x[c, oh * sh - ph + i * dh, ow * sw - pw + j * dw] (0 in the padding).
+// cols[(c, i, j), (oh, ow)] = x[c, oh * sh - ph + i * dh, ow * sw - pw + j * dw] (0 in the padding);
+// cols' rows are `ld` apart (the output plane's size when they are packed).
 template <class T>
-void im2col(const ConvGeometry& g, const T* x, T* cols) {
-  const int64_t P = g.out_plane();
+void im2col(const ConvGeometry& g, const T* x, T* cols, int64_t ld) {
   for (int64_t c = 0; c < g.cg_in(); ++c)
     for (int64_t i = 0; i < g.kh; ++i)
       for (int64_t j = 0; j < g.kw; ++j) {
-        T* row = cols + ((c * g.kh + i) * g.kw + j) * P;
+        T* row = cols + ((c * g.kh + i) * g.kw + j) * ld;
         for (int64_t oh = 0; oh < g.oh; ++oh) {
           T* r = row + oh * g.ow;
           const int64_t ih = oh * g.sh - g.ph + i * g.dh;
@@ -68,6 +66,12 @@ void im2col(const ConvGeometry& g, const T* x, T* cols) {
         }
       }
 }
+
+}  // namespace
+
+void im2col_float(const ConvGeometry& g, const float* x, float* cols, int64_t ld) { im2col(g, x, cols, ld); }
+
+namespace {
 
 // The adjoint of im2col: x += fold(cols).
 template <class T>
@@ -141,7 +145,7 @@ void forward_generic(const ConvGeometry& g, const T* x, const T* w, const T* bia
       const int64_t n = t / g.groups, gi = t % g.groups;
       T* yg = y + (n * g.c_out + gi * cgo) * P;
       for (int64_t oc = 0; oc < cgo; ++oc) std::fill_n(yg + oc * P, P, bias ? bias[gi * cgo + oc] : T(0));
-      im2col(g, x + (n * g.groups + gi) * plane_in, cols.data());
+      im2col(g, x + (n * g.groups + gi) * plane_in, cols.data(), P);
       gemm_acc(cgo, P, K, w + gi * cgo * K, K, 1, cols.data(), yg);
     }
   });
@@ -164,7 +168,7 @@ void backward_generic(const ConvGeometry& g, const T* gy, const T* x, const T* w
         for (int64_t gi = 0; gi < g.groups; ++gi) {
           const T* gyg = gy + (n * g.c_out + gi * cgo) * P;
           const T* wg = w + gi * cgo * K;
-          im2col(g, x + (n * g.groups + gi) * plane_in, cols.data());
+          im2col(g, x + (n * g.groups + gi) * plane_in, cols.data(), P);
           gemm_nt_acc(cgo, K, P, gyg, cols.data(), acc.data() + gi * cgo * K);
           std::fill(gcols.begin(), gcols.end(), T(0));
           gemm_acc(K, P, cgo, wg, 1, K, gyg, gcols.data());  // W_g^T @ gy_g
@@ -264,11 +268,14 @@ void convolution_backward_kernel(Args& a) {
   const int32_t dtype = input.dtype(), cdt = compute_dtype(dtype);
   TensorRef gy = prepared(a.call(), grad_out, op), x = prepared(a.call(), input, op),
             w = prepared(a.call(), weight, op);
-  TensorRef gx = zeros(a.call(), input.sizes(), cdt), gw = zeros(a.call(), weight.sizes(), cdt);
+  // oneDNN writes every element; the generic path accumulates into zeros.
+  TensorRef gx = sdk::empty(a.call(), input.sizes(), cdt, kCpuDevice),
+            gw = sdk::empty(a.call(), weight.sizes(), cdt, kCpuDevice);
   const int64_t bias_shape[1] = {g.c_out};
-  TensorRef gb = zeros(a.call(), bias_shape, cdt);
+  TensorRef gb = sdk::empty(a.call(), bias_shape, cdt, kCpuDevice);
   if (!use_onednn(g, cdt) || !onednn_conv_backward(op, g, gy.data<float>(), x.data<float>(), w.data<float>(),
                                                      gx.data<float>(), gw.data<float>(), gb.data<float>())) {
+    for (TensorRef* t : {&gx, &gw, &gb}) fill_zeros(*t);
     with_compute_type(cdt, [&](auto zero) {
       using T = decltype(zero);
       backward_generic<T>(g, gy.data<T>(), x.data<T>(), w.data<T>(), gx.data<T>(), gw.data<T>(), gb.data<T>());
@@ -301,13 +308,17 @@ void convolution_backward_input_kernel(Args& a) {
          str(input_size), " input), got ", str(grad_out.sizes()));
   const int32_t dtype = grad_out.dtype(), cdt = compute_dtype(dtype);
   TensorRef gy = prepared(a.call(), grad_out, op), w = prepared(a.call(), weight, op);
-  TensorRef gx = zeros(a.call(), input_size, cdt);
-  if (gx.numel() > 0 && gy.numel() > 0 &&
-      (!use_onednn(g, cdt) || !onednn_conv_backward_data(op, g, gy.data<float>(), w.data<float>(), gx.data<float>()))) {
-    with_compute_type(cdt, [&](auto zero) {
-      using T = decltype(zero);
-      backward_data_generic<T>(g, gy.data<T>(), w.data<T>(), gx.data<T>());
-    });
+  TensorRef gx = sdk::empty(a.call(), input_size, cdt, kCpuDevice);
+  const bool empty = gx.numel() == 0 || gy.numel() == 0;
+  const bool by_onednn = !empty && use_onednn(g, cdt) &&
+                         onednn_conv_backward_data(op, g, gy.data<float>(), w.data<float>(), gx.data<float>());
+  if (!by_onednn) {
+    fill_zeros(gx);  // the generic path accumulates; an empty grad_output leaves zeros
+    if (!empty)
+      with_compute_type(cdt, [&](auto zero) {
+        using T = decltype(zero);
+        backward_data_generic<T>(g, gy.data<T>(), w.data<T>(), gx.data<T>());
+      });
   }
   a.return_tensor(to_dtype(a.call(), gx, dtype, op));
 }

@@ -22,4 +22,8 @@ bool onednn_conv_backward(const char* op, const ConvGeometry& g, const float* gr
 bool onednn_conv_backward_data(const char* op, const ConvGeometry& g, const float* grad_y, const float* w,
                                float* grad_x);
 
+// Unfolds one sample and group of x [C/g, H, W] into cols [C/g * kh * kw, oh * ow], its rows `ld`
+// floats apart (nn_conv.cpp's im2col, for the oneDNN path's batched weight gradient).
+void im2col_float(const ConvGeometry& g, const float* x, float* cols, int64_t ld);
+
 }  // namespace tessera::cpu
