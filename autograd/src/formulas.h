@@ -140,4 +140,14 @@ std::vector<TensorRef> rnn_layer_jvp(const TensorRef& input, const TensorRef& we
                                      int64_t mode, bool reverse);
 TensorRef cholesky_jvp(const TensorRef& A_t, const TensorRef& L, bool upper);
 
+// scaled_dot_product_attention's fused float32 kernel (attention_formulas.cpp): its backward is the
+// fused backward kernel, or with create_graph the same gradients from operators (matmul, softmax),
+// so they are differentiable again; its jvp from operators.
+std::tuple<TensorRef, TensorRef, TensorRef> flash_attention_backward(
+    const TensorRef& grad, const TensorRef& query, const TensorRef& key, const TensorRef& value, const TensorRef& out,
+    const TensorRef& logsumexp, double dropout_p, bool is_causal, const std::optional<double>& scale);
+TensorRef flash_attention_jvp(const TensorRef& query_t, const TensorRef& key_t, const TensorRef& value_t,
+                              const TensorRef& query, const TensorRef& key, const TensorRef& value, bool is_causal,
+                              const std::optional<double>& scale);
+
 }  // namespace tessera::autograd::formulas

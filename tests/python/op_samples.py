@@ -860,6 +860,27 @@ def _check_dropout(args, result):
     np.testing.assert_allclose(np.asarray(out.to(F64).tolist()), expected, rtol=1e-6, atol=1e-6)
 
 
+@samples("_scaled_dot_product_flash_attention_for_cpu", tol=NORM_TOL)
+def _flash_attention():
+    q, k, v = t(2, 3, 5, 4, low=-1, high=1), t(2, 3, 7, 4, seed=1, low=-1, high=1), t(2, 3, 7, 6, seed=2, low=-1, high=1)
+    return [Sample(q, k, v), Sample(q, k, v, 0.0, True, scale=0.5),
+            Sample(transposed(2, 3, 4, 5), t(2, 3, 5, 5, seed=1), t(2, 3, 5, 5, seed=2), 0.0, True),
+            Sample(q, k, v, 0.1).raises(ValueError), Sample(q, k, t(2, 3, 6, 6)).raises(ValueError),
+            Sample(t(3, 5, 4), t(3, 7, 4), t(3, 7, 4)).raises(ValueError),
+            Sample(q.to(F64), k.to(F64), v.to(F64)).raises(TypeError)]
+
+
+@samples("_scaled_dot_product_flash_attention_for_cpu_backward", tol=NORM_TOL)
+def _flash_attention_backward():
+    out = []
+    for causal in (False, True):
+        q, k, v = t(2, 3, 5, 4, low=-1, high=1), t(2, 3, 7, 4, seed=1, low=-1, high=1), t(2, 3, 7, 6, seed=2, low=-1, high=1)
+        o, lse = aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal)
+        out.append(Sample(t(2, 3, 5, 6, seed=3), q, k, v, o, lse, 0.0, causal))
+    out.append(Sample(t(2, 3, 4, 6), q, k, v, o, lse, 0.0, True).raises(ValueError))  # grad_out of another shape
+    return out
+
+
 @samples("native_dropout", check=_check_dropout)
 def _dropout():
     return [Sample(t(1000), 0.5, True), Sample(t(3, 4), 0.2, None), Sample(t(3, 4), 0.5, False),

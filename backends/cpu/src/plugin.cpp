@@ -47,6 +47,7 @@ void register_cpu(sdk::Registrar& reg) {
   register_optim_kernels(reg, key);
   register_normalization_kernels(reg, key);
   register_activation_loss_kernels(reg, key);
+  register_attention_kernels(reg, key);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@ _Tensor = _C.Tensor
 _DT = _C.dtypes
 _BOOL = _DT["bool"]
 _INT64 = _DT["int64"]
+_FLOAT32 = _DT["float32"]
 
 _REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
 
@@ -1386,6 +1387,17 @@ def _causal_mask(L, S, device):
     return _op("ge", rows, cols)  # (L, S), True where attending is allowed
 
 
+def _flash_attention_applies(query, key, value):
+    """Whether the CPU's fused float32 kernel computes this attention (its derivatives are in
+    autograd; vmap has no rule for it, so batched tensors take the operators below)."""
+    tensors = (query, key, value)
+    if any(t.ndim != 4 or t.dtype != _FLOAT32 or not t.is_cpu or t._is_batched for t in tensors):
+        return False
+    if query.shape[:2] != key.shape[:2] or key.shape[:2] != value.shape[:2]:  # broadcast or grouped heads
+        return False
+    return query.shape[2] > 0 and key.shape[2] > 0 and query.shape[3] > 0
+
+
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                                  enable_gqa=False):
     """softmax(query @ key^T * scale + mask) @ value over (..., L, E) queries, (..., S, E) keys and
@@ -1403,6 +1415,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                          f"{value.shape[-2]}")
     if is_causal and attn_mask is not None:
         raise ValueError("scaled_dot_product_attention: pass either attn_mask or is_causal=True, not both")
+    if attn_mask is None and dropout_p == 0.0 and _flash_attention_applies(query, key, value):
+        return _op("_scaled_dot_product_flash_attention_for_cpu", query, key, value, 0.0, is_causal,
+                   scale=None if scale is None else builtins.float(scale))[0]
     L, S = query.shape[-2], key.shape[-2]
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1]) if query.shape[-1] else 1.0

@@ -366,6 +366,27 @@ def _addmm(n):
     return ctx.op("Add", [c, y])
 
 
+@register("_scaled_dot_product_flash_attention_for_cpu")
+def _flash_attention(n):
+    """The fused attention kernel as ONNX 17 spells attention: softmax(q k^T * scale) v, a causal
+    mask from Trilu. Its logsumexp output is not translated (only its backward reads it)."""
+    if n.used(1):
+        raise n.unsupported("the logsumexp output is read (only the kernel's backward needs it)")
+    ctx, dt = n.ctx, n.out_dtype()
+    q, k, v = (_input_as_output(n, i) for i in range(3))
+    embed = n.shape(0)[-1]
+    scale = 1.0 / math.sqrt(embed) if n.is_none(6) and isinstance(embed, int) and embed else None
+    if not n.is_none(6):
+        scale = float(n.number(6))
+    if scale is None:
+        raise n.unsupported("the default scale needs a static embedding size")
+    scores = ctx.op("Mul", [ctx.op("MatMul", [q, ctx.op("Transpose", [k], perm=[0, 1, 3, 2])]), ctx.const(scale, dt)])
+    if n.flag(4):  # top-left aligned: query row i sees keys 0..i
+        ones = ctx.op("ConstantOfShape", [ctx.op("Shape", [scores])], value=_value_tensor(True, BOOL))
+        scores = ctx.op("Where", [ctx.op("Trilu", [ones], upper=0), scores, ctx.const(-math.inf, dt)])
+    return [ctx.op("MatMul", [ctx.op("Softmax", [scores], axis=-1), v]), None]
+
+
 # --- softmax and reductions ----------------------------------------------------------------------
 def _softmax(onnx_op):
     def translate(n):
