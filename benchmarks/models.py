@@ -6,10 +6,15 @@ profiler), so the next slow operator is visible.
 
     PYTHONPATH=build/release/python python3 benchmarks/models.py [--quick] [--reps N] [--plot PATH]
 
+    PYTHONPATH=build/release/python python3 benchmarks/models.py --only resnet-50
+
 Rows: the nanoGPT-shaped GPT of benchmarks/gpt_model.py (6 layers, 384 wide, block 256, batch 8),
-AdamW training step; the ResNet-18-shaped CNN of benchmarks/resnet_model.py on CIFAR-sized
-inputs (32x32, batch 32), SGD training step and inference. Not yet here (issue 22): generation
-tokens/s, ResNet-50, ViT-S/16, a BERT-base encoder, the LSTM language model, the digits CNN.
+AdamW training step and greedy generation; ResNet-18 on CIFAR-sized inputs (32x32, batch 32) and
+ResNet-50 (224x224, batch 8) of benchmarks/resnet_model.py, SGD training step and inference; from
+benchmarks/zoo_models.py a ViT-S/16 (batch 8, AdamW train and inference), a BERT-base-shaped
+encoder (seq 128, batch 8, inference), pytorch/examples' LSTM word language model (training step)
+and the digits CNN of examples/train_digits.py (Adam training step). --quick leaves out the
+ResNet-50, ViT and BERT rows.
 """
 import argparse
 import os
@@ -19,6 +24,7 @@ import numpy as np
 
 import gpt_model  # benchmarks/ is the script's folder, so it is on sys.path
 import resnet_model
+import zoo_models
 import tessera as ts
 from compile import median_time  # benchmarks/compile.py
 
@@ -57,7 +63,7 @@ def row(name, steps, reps):
     theirs = median_ms(steps["torch"], reps) if "torch" in steps else None
     ratio = f"{theirs / ours:5.2f}x" if theirs is not None else "   -  "
     torch_text = f"{theirs:10.1f} ms" if theirs is not None else "         -   "
-    print(f"{name:<44}{ours:10.1f} ms{torch_text}   {ratio}")
+    print(f"{name:<52}{ours:10.1f} ms{torch_text}   {ratio}")
     print(f"    top 5 (Tessera, self time of one step): {top_ops(steps['tessera'])}")
     return name, ours, theirs
 
@@ -86,65 +92,160 @@ def plot(rows, path):
     print(f"plot: {path}")
 
 
-def gpt_steps(args):
-    layers = 2 if args.quick else 6
-    steps = {}
-    rng = np.random.default_rng(0)
-    idx = rng.integers(0, 65, (8, 256))
-    frameworks = [("tessera", ts)] + ([("torch", torch)] if torch is not None else [])
-    models = {}
-    for name, lib in frameworks:
-        lib.manual_seed(0)
-        models[name] = gpt_model.build(lib, n_layer=layers)
-    if torch is not None:
-        copy_weights(models["tessera"], models["torch"])
-    for name, lib in frameworks:
-        model = models[name]
-        opt = lib.optim.AdamW(model.parameters(), lr=1e-4)
-        x, y = lib.tensor(idx[:, :-1].copy()), lib.tensor(idx[:, 1:].copy())
+def frameworks():
+    return [("tessera", ts)] + ([("torch", torch)] if torch is not None else [])
 
-        def step(model=model, opt=opt, x=x, y=y):
+
+def paired_models(build, seed=0):
+    """{framework: (lib, model)}, each built by build(lib) after the same seed; torch's model then
+    gets Tessera's weights, so both run the same numbers."""
+    models = {}
+    for name, lib in frameworks():
+        lib.manual_seed(seed)
+        models[name] = (lib, build(lib))
+    if torch is not None:
+        copy_weights(models["tessera"][1], models["torch"][1])
+    return models
+
+
+def train_steps(build, inputs, loss, optimizer, seed=0):
+    """One training step per framework: zero_grad, loss(lib, model, *inputs).backward(), step.
+    inputs: NumPy arrays, made tensors of each framework."""
+    steps = {}
+    for name, (lib, model) in paired_models(build, seed).items():
+        model.train()
+        opt = optimizer(lib, model)
+        tensors = [lib.tensor(a) for a in inputs]
+
+        def step(lib=lib, model=model, opt=opt, tensors=tensors):
             opt.zero_grad()
-            model(x, y).backward()
+            loss(lib, model, *tensors).backward()
             opt.step()
         steps[name] = step
-    return f"GPT {layers}x384, block 255, batch 8, AdamW train", steps
+    return steps
 
 
-def resnet_steps(args, train):
-    frameworks = [("tessera", ts)] + ([("torch", torch)] if torch is not None else [])
-    rng = np.random.default_rng(1)
-    images = rng.standard_normal((32, 3, 32, 32)).astype(np.float32)
-    labels = rng.integers(0, 10, 32)
-    models = {}
-    for name, lib in frameworks:
-        lib.manual_seed(0)
-        models[name] = resnet_model.build(lib, classes=10)
-    if torch is not None:
-        copy_weights(models["tessera"], models["torch"])
+def inference_steps(build, inputs, seed=0):
+    """One forward pass per framework, in eval mode under no_grad."""
     steps = {}
-    for name, lib in frameworks:
-        model = models[name].train(train)
-        x, y = lib.tensor(images), lib.tensor(labels)
-        if train:
-            opt = lib.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    for name, (lib, model) in paired_models(build, seed).items():
+        model.eval()
+        tensors = [lib.tensor(a) for a in inputs]
 
-            def step(model=model, opt=opt, x=x, y=y, lib=lib):
-                opt.zero_grad()
-                lib.nn.functional.cross_entropy(model(x), y).backward()
-                opt.step()
-        else:
-            def step(model=model, x=x, lib=lib):
-                with lib.no_grad():
-                    model(x)
+        def step(lib=lib, model=model, tensors=tensors):
+            with lib.no_grad():
+                model(*tensors)
         steps[name] = step
-    return f"ResNet-18 (32x32, batch 32), {'SGD train' if train else 'inference'}", steps
+    return steps
+
+
+def cross_entropy(lib, model, x, y):
+    return lib.nn.functional.cross_entropy(model(x), y)
+
+
+def sgd(lib, model):
+    return lib.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+
+def adamw(lib, model):
+    return lib.optim.AdamW(model.parameters(), lr=1e-4)
+
+
+def images(batch, size, channels=3, classes=10, seed=1):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((batch, channels, size, size)).astype(np.float32),
+            rng.integers(0, classes, batch))
+
+
+def gpt_rows(args):
+    layers = 2 if args.quick else 6
+    idx = np.random.default_rng(0).integers(0, 65, (8, 256))
+    build = lambda lib: gpt_model.build(lib, n_layer=layers)  # noqa: E731
+    yield (f"GPT {layers}x384, block 255, batch 8, AdamW train",
+           lambda: train_steps(build, [idx[:, :-1].copy(), idx[:, 1:].copy()],
+                               lambda lib, model, x, y: model(x, y), adamw))
+
+    def generation():
+        """nanoGPT's generate, greedy (argmax, so both pick the same tokens): 32 new tokens after a
+        prompt of 8, the whole context through the model for each (nanoGPT keeps no KV cache)."""
+        steps = {}
+        prompt = idx[:1, :8].copy()
+        for name, (lib, model) in paired_models(build).items():
+            model.eval()
+            start = lib.tensor(prompt)
+
+            def step(lib=lib, model=model, start=start):
+                tokens = start
+                with lib.no_grad():
+                    for _ in range(32):
+                        logits = model(tokens[:, -256:])[:, -1, :]
+                        tokens = lib.cat([tokens, lib.softmax(logits, dim=-1).argmax(-1, keepdim=True)], dim=1)
+            steps[name] = step
+        return steps
+    yield f"GPT {layers}x384 generate 32 tokens, batch 1", generation
+
+
+def resnet_rows(args):
+    x18, y18 = images(32, 32)
+    yield "ResNet-18 (32x32, batch 32), SGD train", lambda: train_steps(
+        lambda lib: resnet_model.build(lib, classes=10), [x18, y18], cross_entropy, sgd)
+    yield "ResNet-18 (32x32, batch 32), inference", lambda: inference_steps(
+        lambda lib: resnet_model.build(lib, classes=10), [x18])
+    if args.quick:
+        return
+    x50, y50 = images(8, 224, classes=1000)
+    yield "ResNet-50 (224x224, batch 8), SGD train", lambda: train_steps(resnet_model.build50, [x50, y50],
+                                                                          cross_entropy, sgd)
+    yield "ResNet-50 (224x224, batch 8), inference", lambda: inference_steps(resnet_model.build50, [x50])
+
+
+def transformer_rows(args):
+    if args.quick:
+        return
+    xv, yv = images(8, 224, classes=1000)
+    yield "ViT-S/16 (224x224, batch 8), AdamW train", lambda: train_steps(zoo_models.vit_s16, [xv, yv],
+                                                                           cross_entropy, adamw)
+    yield "ViT-S/16 (224x224, batch 8), inference", lambda: inference_steps(zoo_models.vit_s16, [xv])
+    ids = np.random.default_rng(2).integers(0, 30522, (8, 128))
+    yield "BERT-base encoder (seq 128, batch 8), inference", lambda: inference_steps(zoo_models.bert_encoder,
+                                                                                     [ids])
+
+
+def small_rows(args):
+    rng = np.random.default_rng(3)
+    words = rng.integers(0, 33278, (36, 20))
+
+    def lstm():
+        """word_language_model's training step: bptt 35, batch 20, hidden state carried (detached),
+        gradients clipped to 0.25."""
+        steps = {}
+        for name, (lib, model) in paired_models(zoo_models.lstm_lm).items():
+            model.train()
+            opt = lib.optim.SGD(model.parameters(), lr=20)
+            data, targets = lib.tensor(words[:-1].copy()), lib.tensor(words[1:].copy().reshape(-1))
+            hidden = [model.init_hidden(20)]
+
+            def step(lib=lib, model=model, opt=opt, data=data, targets=targets, hidden=hidden):
+                model.zero_grad()
+                output, state = model(data, tuple(h.detach() for h in hidden[0]))
+                hidden[0] = state
+                lib.nn.functional.nll_loss(output, targets).backward()
+                lib.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
+                opt.step()
+            steps[name] = step
+        return steps
+    yield "LSTM word LM (2x200, bptt 35, batch 20), train", lstm
+    xd, yd = images(32, 8, channels=1)
+    yield "digits CNN (8x8, batch 32), Adam train", lambda: train_steps(
+        zoo_models.digits_cnn, [xd, yd], cross_entropy, lambda lib, model: lib.optim.Adam(model.parameters(), lr=1e-2))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="a 2-layer GPT and fewer repetitions")
+    ap.add_argument("--quick", action="store_true",
+                    help="a 2-layer GPT, no ResNet-50/ViT/BERT rows, fewer repetitions")
     ap.add_argument("--reps", type=int, default=None, help="timed repetitions per row (default 10, quick 3)")
+    ap.add_argument("--only", default=None, help="run only the rows whose name contains this text")
     ap.add_argument("--plot", default=os.path.join(tempfile.gettempdir(), "tessera_models.png"),
                     help="PNG of the ratios (default: tessera_models.png in the temp folder; needs matplotlib)")
     args = ap.parse_args()
@@ -154,11 +255,12 @@ def main():
         torch.set_num_threads(threads)
     print(f"{threads} threads; medians of {reps} steps after 1 warm-up step; ratio = torch / Tessera"
           + ("" if torch is not None else " (torch not installed: Tessera only)"))
-    print(f"{'':<44}{'Tessera':>13}{'PyTorch':>13}   ratio")
+    print(f"{'':<52}{'Tessera':>13}{'PyTorch':>13}   ratio")
     rows = []
-    for make in (lambda: gpt_steps(args), lambda: resnet_steps(args, True), lambda: resnet_steps(args, False)):
-        name, steps = make()
-        rows.append(row(name, steps, reps))
+    for group in (gpt_rows, resnet_rows, transformer_rows, small_rows):
+        for name, make_steps in group(args):
+            if args.only is None or args.only.lower() in name.lower():
+                rows.append(row(name, make_steps(), reps))
     plot(rows, args.plot)
 
 
