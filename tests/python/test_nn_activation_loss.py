@@ -126,6 +126,33 @@ def test_gelu_silu_backward_match_numeric_derivatives(dtype, shape):
     assert_close(ts.silu_backward(g, x), gv * derivative(lambda u: u * sigmoid_ref(u), a), dtype, **tol)
 
 
+def test_vector_kernels_on_strided_and_broadcast_operands():
+    """float32 operands that are not contiguous (a transposed input, the stride-0 gradient that
+    sum().backward() hands down, a strided output) run the vector kernels a chunk at a time; rows
+    longer than a chunk and not a multiple of it."""
+    a = np.random.default_rng(3).uniform(-4, 4, (37, 700)).astype(np.float32)
+    x = ts.tensor(a.T.copy()).mT  # [37, 700] read with strides (1, 37)
+    ones = ts.ones(()).expand(37, 700)
+    g = np.random.default_rng(4).uniform(-2, 2, (700,)).astype(np.float32)
+    for ap in ("none", "tanh"):
+        np.testing.assert_allclose(to_np(ts.gelu(x, approximate=ap)), gelu_ref(a.astype(np.float64), ap), rtol=1e-5,
+                                   atol=1e-6)
+        want = derivative(lambda u: gelu_ref(u, ap), a.astype(np.float64))
+        np.testing.assert_allclose(to_np(ts.gelu_backward(ones, x, approximate=ap)), want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(to_np(ts.gelu_backward(ts.tensor(g).expand(37, 700), x, approximate=ap)),
+                                   g * want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(to_np(ts.silu_backward(ones, x)),
+                               derivative(lambda u: u * sigmoid_ref(u), a.astype(np.float64)), rtol=1e-5, atol=1e-6)
+    # a transposed grad beside a contiguous input: the operands disagree on which dim is inner
+    gt = np.random.default_rng(5).uniform(-2, 2, (37, 700)).astype(np.float32)
+    np.testing.assert_allclose(to_np(ts.gelu_backward(ts.tensor(gt.T.copy()).mT, ts.tensor(a))),
+                               gt * derivative(lambda u: gelu_ref(u, "none"), a.astype(np.float64)), rtol=1e-5,
+                               atol=1e-6)
+    inplace = ts.tensor(a.T.copy()).mT
+    ts.nn.functional.silu(inplace, inplace=True)  # written through its strides
+    np.testing.assert_allclose(to_np(inplace), a / (1 + np.exp(-a.astype(np.float64))), rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_sigmoid_tanh_backward(dtype):
     y, yv = rand((4, 5), dtype, 9, -1, 1)

@@ -71,6 +71,32 @@ void require_floating(const std::string& name, const char* what, int32_t dtype) 
 
 constexpr int64_t kF32 = sizeof(float);
 
+// A vector kernel over a float32 row whose operands are not all contiguous (a broadcast
+// gradient: sum().backward() hands the activation's backward a stride-0 grad): a chunk at a time,
+// strided operands gathered into (and the output scattered from) buffers on the stack. Far faster
+// than the scalar formulas, whose erf/exp are not vectorised.
+constexpr int64_t kChunk = 256;
+
+const float* gathered(const char* base, int64_t stride, int64_t n, float* buffer) {
+  if (stride == kF32) return reinterpret_cast<const float*>(base);
+  for (int64_t i = 0; i < n; ++i) buffer[i] = *reinterpret_cast<const float*>(base + i * stride);
+  return buffer;
+}
+
+template <class Kernel>  // kernel(out, inputs...) on n contiguous floats
+void vec_in_chunks(char** d, const int64_t* s, int64_t n, int inputs, Kernel kernel) {
+  alignas(64) float buffers[3][kChunk];
+  for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
+    const int64_t m = std::min(kChunk, n - i0);
+    const float* in[2] = {nullptr, nullptr};
+    for (int k = 0; k < inputs; ++k) in[k] = gathered(d[k + 1] + i0 * s[k + 1], s[k + 1], m, buffers[k + 1]);
+    float* out = s[0] == kF32 ? reinterpret_cast<float*>(d[0] + i0 * kF32) : buffers[0];
+    kernel(out, in[0], in[1], m);
+    if (out == buffers[0])
+      for (int64_t i = 0; i < m; ++i) *reinterpret_cast<float*>(d[0] + (i0 + i) * s[0]) = out[i];
+  }
+}
+
 // y = f(x) for a floating `self`, functional or in-place; f maps the opmath type to itself.
 // float32 rows that are contiguous run `vec` from the vector table when it has one.
 template <class F>
@@ -81,8 +107,11 @@ void float_unary(sdk::Args& a, const std::string& name, Variant v, F f, simd::Un
   TS_DISPATCH_FLOAT(it.common_dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"), {
     using M = opmath_t<scalar_t>;
     it.run([&f, vec](char** d, const int64_t* s, int64_t n) {
-      if (std::is_same_v<scalar_t, float> && vec && s[0] == kF32 && s[1] == kF32)
-        return vec(reinterpret_cast<float*>(d[0]), reinterpret_cast<const float*>(d[1]), n);
+      if (std::is_same_v<scalar_t, float> && vec) {
+        if (s[0] == kF32 && s[1] == kF32)
+          return vec(reinterpret_cast<float*>(d[0]), reinterpret_cast<const float*>(d[1]), n);
+        return vec_in_chunks(d, s, n, 1, [vec](float* o, const float* x, const float*, int64_t m) { vec(o, x, m); });
+      }
       map_row<scalar_t, scalar_t>(d, s, n, [&f](scalar_t x) { return scalar_t(f(M(x))); });
     });
   });
@@ -100,9 +129,12 @@ void float_backward(sdk::Args& a, const char* name, const char* second, F f, sim
   TS_DISPATCH_FLOAT(it.common_dtype(), fail(TS_ERROR_TYPE, name, ": unsupported dtype"), {
     using M = opmath_t<scalar_t>;
     it.run([&f, vec](char** d, const int64_t* s, int64_t n) {
-      if (std::is_same_v<scalar_t, float> && vec && s[0] == kF32 && s[1] == kF32 && s[2] == kF32)
-        return vec(reinterpret_cast<float*>(d[0]), reinterpret_cast<const float*>(d[1]),
-                   reinterpret_cast<const float*>(d[2]), n);
+      if (std::is_same_v<scalar_t, float> && vec) {
+        if (s[0] == kF32 && s[1] == kF32 && s[2] == kF32)
+          return vec(reinterpret_cast<float*>(d[0]), reinterpret_cast<const float*>(d[1]),
+                     reinterpret_cast<const float*>(d[2]), n);
+        return vec_in_chunks(d, s, n, 2, vec);
+      }
       binary_row<scalar_t, scalar_t, scalar_t>(d, s, n,
                                                [&f](scalar_t g, scalar_t x) { return scalar_t(f(M(g), M(x))); });
     });
