@@ -1,5 +1,5 @@
 // Tests of the CPU plugin's vectorised float32 kernels (backends/cpu/src/vec_*.cpp): unary math,
-// activations (gelu, silu) and their derivatives, layer norm rows, add/sub/mul/div (contiguous and against a broadcast scalar), sum, softmax and log_softmax.
+// activations (gelu, silu) and their derivatives, layer norm rows, add/sub/mul/div (contiguous and against a broadcast scalar), sum, softmax and log_softmax, the fused attention's online softmax.
 // Lengths around every vector width (tails), unaligned starts, NaN / inf / -0 / denormals, and
 // sizes that split across threads; each result is checked against a reference loop here
 // (double precision for the math functions, float arithmetic bit for bit for + - * /).
@@ -329,6 +329,43 @@ TEST(SimdKernels, SoftmaxRowsMatchReference) {
   const std::vector<float> sm = read(softmax(reshape(make(v), {2, 21}), 1));
   for (int i = 0; i < 21; ++i) EXPECT_TRUE(std::isnan(sm[size_t(i)])) << i;
   for (int i = 21; i < 42; ++i) EXPECT_FALSE(std::isnan(sm[size_t(i)])) << i;
+}
+
+// The fused attention kernel's online softmax (the tables' row_max and exp_sum), through the
+// operator: 37 queries against 150 keys crosses its 128-key block, so a row's max and sum are
+// corrected between blocks; causal and not, against a double reference.
+TEST(SimdKernels, FusedAttentionMatchesReference) {
+  const int64_t H = 2, L = 37, S = 150, E = 5, Ev = 3;
+  const std::vector<float> q = values(H * L * E, -3, 3, 1, false), k = values(H * S * E, -3, 3, 2, false),
+                           v = values(H * S * Ev, -1, 1, 3, false);
+  const Tensor tq = reshape(make(q), {1, H, L, E}), tk = reshape(make(k), {1, H, S, E}),
+               tv = reshape(make(v), {1, H, S, Ev});
+  for (bool causal : {false, true}) {
+    auto [out, lse] = _scaled_dot_product_flash_attention_for_cpu(tq, tk, tv, 0.0, causal);
+    const std::vector<float> got = read(out), got_lse = read(lse);
+    const double scale = 1.0 / std::sqrt(double(E));
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < L; ++i) {
+        const int64_t keys = causal ? i + 1 : S;
+        std::vector<double> p(static_cast<size_t>(keys));
+        double mx = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < keys; ++j) {
+          double d = 0;
+          for (int64_t e = 0; e < E; ++e) d += double(q[size_t((h * L + i) * E + e)]) * k[size_t((h * S + j) * E + e)];
+          p[size_t(j)] = d * scale;
+          mx = std::max(mx, p[size_t(j)]);
+        }
+        for (double& x : p) sum += x = std::exp(x - mx);
+        const std::string what = std::string(causal ? "causal" : "full") + " h=" + std::to_string(h) +
+                                 " i=" + std::to_string(i);
+        EXPECT_NEAR(double(got_lse[size_t(h * L + i)]), mx + std::log(sum), 1e-5) << what;
+        for (int64_t c = 0; c < Ev; ++c) {
+          double o = 0;
+          for (int64_t j = 0; j < keys; ++j) o += p[size_t(j)] / sum * v[size_t((h * S + j) * Ev + c)];
+          EXPECT_NEAR(double(got[size_t((h * L + i) * Ev + c)]), o, 1e-5) << what << " c=" << c;
+        }
+      }
+  }
 }
 
 // Layer norm rows, forward and backward (grad_input, grad_weight, grad_bias), against double

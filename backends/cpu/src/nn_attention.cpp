@@ -131,16 +131,13 @@ void forward_block(const char* op, const Problem& p, const Operand& q, const Ope
     if (p.causal && k0 + cols > q0 + 1) mask_causal(scores.data(), kKeyBlock, q0, rows, k0, cols);
     for (int64_t r = 0; r < rows; ++r) {
       float* s = scores.data() + r * kKeyBlock;
-      float m = row_max[r];
-      for (int64_t c = 0; c < cols; ++c) m = s[c] > m ? s[c] : m;
+      const float m = std::max(row_max[r], vec.row_max(s, cols));
       if (m == kNegInf) {  // nothing visible yet in this row
         std::fill_n(s, cols, 0.0f);
         continue;
       }
       const float correction = std::exp(row_max[r] - m);  // 0 on the first block (exp(-inf))
-      vec.binary_vs[int(simd::Binary::Sub)](s, s, m, cols);
-      vec.unary[int(simd::Unary::Exp)](s, s, cols);
-      row_sum[r] = row_sum[r] * correction + float(vec.sum(s, cols));
+      row_sum[r] = row_sum[r] * correction + vec.exp_sum(s, s, m, cols);
       row_max[r] = m;
       if (correction != 1.0f) vec.binary_vs[int(simd::Binary::Mul)](acc.data() + r * p.Ev, acc.data() + r * p.Ev,
                                                                       correction, p.Ev);
@@ -208,8 +205,7 @@ void backward_head(const char* op, const Problem& p, const Operand& q, const Ope
           std::fill_n(s, cols, 0.0f);
           continue;
         }
-        vec.binary_vs[int(simd::Binary::Sub)](s, s, lse[q0 + r], cols);
-        vec.unary[int(simd::Unary::Exp)](s, s, cols);
+        vec.exp_sum(s, s, lse[q0 + r], cols);  // P = exp(S - lse); the sum is not needed
       }
       // dv[k block] += P^T dO
       sgemm(op, 'T', 'N', cols, p.Ev, rows, 1.0f, probs.data(), kKeyBlock, grad_out.row(b, h, q0), grad_out.sr,

@@ -391,6 +391,8 @@ struct Kernels {
     t.sum = &sum;
     t.softmax = &softmax;
     t.log_softmax = &log_softmax;
+    t.row_max = &row_max;
+    t.exp_sum = &exp_sum;
     return t;
   }
 };

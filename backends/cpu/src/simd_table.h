@@ -45,6 +45,10 @@ struct Table {
   // One row of softmax / log_softmax: max subtracted first, float arithmetic.
   void (*softmax)(float* out, const float* in, int64_t n);
   void (*log_softmax)(float* out, const float* in, int64_t n);
+  // The max of a row (-inf when empty), and the sum of exp(x - shift), each exp also stored into
+  // `e` when it is not null (e may be x): the fused attention's online softmax.
+  float (*row_max)(const float* x, int64_t n);
+  float (*exp_sum)(float* e, const float* x, float shift, int64_t n);
 };
 
 // Per-ISA tables; avx2/avx512 return nullptr when compiled out (non-x86 builds).

@@ -65,6 +65,15 @@ float row_max(const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
   return mx;
 }
+float exp_sum(float* e, const float* x, float shift, int64_t n) {
+  float s = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = std::exp(x[i] - shift);
+    if (e) e[i] = v;
+    s += v;
+  }
+  return s;
+}
 void softmax(float* y, const float* x, int64_t n) {
   const float mx = row_max(x, n);
   float s = 0;
@@ -111,6 +120,8 @@ Table make() {
   t.sum = &sum;
   t.softmax = &softmax;
   t.log_softmax = &log_softmax;
+  t.row_max = &row_max;
+  t.exp_sum = &exp_sum;
   return t;
 }
 
