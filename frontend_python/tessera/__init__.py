@@ -30,6 +30,8 @@ from tessera import _generated_ops  # noqa: E402
 globals().update({_n: getattr(_generated_ops, _n) for _n in _generated_ops.FUNCTIONS})
 
 from tessera import _tensor  # noqa: E402,F401  (adds the methods and operators to Tensor)
+from tessera._memory_format import (  # noqa: E402,F401
+    channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format)
 from tessera._factories import (  # noqa: E402
     arange, as_tensor, empty, empty_like, eye, from_dlpack, from_numpy, full, full_like, linspace, ones,
     ones_like, rand, rand_like, randint, randn, randn_like, tensor, zeros, zeros_like,

@@ -3,7 +3,7 @@ floating results, `*_like` variants, and `tensor()` from Python data, NumPy arra
 import builtins
 import functools
 
-from tessera import _C
+from tessera import _C, _memory_format
 from tessera._generator import using
 
 _call = _C.call_op
@@ -50,8 +50,9 @@ def _kw(dtype, device):
     return kw
 
 
-def empty(*args, size=None, dtype=None, device=None, requires_grad=False):
-    return _call("empty", (_size("empty", args, size),), _kw(_float_dtype(dtype), device))
+def empty(*args, size=None, dtype=None, device=None, requires_grad=False, memory_format=None):
+    t = _call("empty", (_size("empty", args, size),), _kw(_float_dtype(dtype), device))
+    return t if memory_format is None else _memory_format.to_format(t, memory_format, "empty")
 
 
 def zeros(*args, size=None, dtype=None, device=None, requires_grad=False):
@@ -120,13 +121,25 @@ def randint(*args, size=None, dtype=None, device=None, requires_grad=False, gene
     raise TypeError(f"randint() expected (high, size) or (low, high, size), got {len(args)} positional arguments")
 
 
-# ---- *_like: the input's shape, dtype and device unless given
+# ---- *_like: the input's shape, dtype and device unless given, and its layout (memory_format=
+# preserve_format keeps a channels-last one, as PyTorch)
+def _laid_out_like(factory):
+    @functools.wraps(factory)
+    def make(input, *args, memory_format=_memory_format.preserve_format, requires_grad=False, **kwargs):
+        t = factory(input, *args, **kwargs)  # requires_grad: _with_requires_grad below
+        if not isinstance(input, _Tensor) or input._is_batched:
+            return t
+        return _memory_format.like(t, input, memory_format, factory.__name__)
+    return make
+
+
 def _like(fname, input, dtype, device):
     if not isinstance(input, _Tensor):
         raise TypeError(f"{fname}(): argument 'input' must be Tensor, not {type(input).__name__}")
     return input.shape, (input.dtype if dtype is None else dtype), (input.device if device is None else device)
 
 
+@_laid_out_like
 def empty_like(input, *, dtype=None, device=None, requires_grad=False):
     shape, dtype, device = _like("empty_like", input, dtype, device)
     if input._is_batched:  # inside vmap: like its batch, not like one sample (full_like has a batching rule)
@@ -134,6 +147,7 @@ def empty_like(input, *, dtype=None, device=None, requires_grad=False):
     return _call("empty", (shape,), {"dtype": dtype, "device": device})
 
 
+@_laid_out_like
 def zeros_like(input, *, dtype=None, device=None, requires_grad=False):
     shape, dtype, device = _like("zeros_like", input, dtype, device)
     if input._is_batched:  # inside vmap: like its batch, not like one sample (full_like has a batching rule)
@@ -141,6 +155,7 @@ def zeros_like(input, *, dtype=None, device=None, requires_grad=False):
     return _call("zeros", (shape,), {"dtype": dtype, "device": device})
 
 
+@_laid_out_like
 def ones_like(input, *, dtype=None, device=None, requires_grad=False):
     shape, dtype, device = _like("ones_like", input, dtype, device)
     if input._is_batched:  # inside vmap: like its batch, not like one sample (full_like has a batching rule)
@@ -148,6 +163,7 @@ def ones_like(input, *, dtype=None, device=None, requires_grad=False):
     return _call("ones", (shape,), {"dtype": dtype, "device": device})
 
 
+@_laid_out_like
 def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False):
     shape, dtype, device = _like("full_like", input, dtype, device)
     if input._is_batched:  # inside vmap: like its batch, not like one sample (full_like has a batching rule)
@@ -155,11 +171,13 @@ def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False
     return _call("full", (shape, fill_value), {"dtype": dtype, "device": device})
 
 
+@_laid_out_like
 def rand_like(input, *, dtype=None, device=None, requires_grad=False):
     shape, dtype, device = _like("rand_like", input, dtype, device)
     return _call("rand", (shape,), {"dtype": dtype, "device": device})
 
 
+@_laid_out_like
 def randn_like(input, *, dtype=None, device=None, requires_grad=False):
     shape, dtype, device = _like("randn_like", input, dtype, device)
     return _call("randn", (shape,), {"dtype": dtype, "device": device})

@@ -8,7 +8,7 @@ the dtype PyTorch would compute in.
 """
 import builtins
 
-from tessera import _C, _functions, _generated_ops, _indexing, _printing
+from tessera import _C, _functions, _generated_ops, _indexing, _memory_format, _printing
 
 _call = _C.call_op
 _E = {}
@@ -395,7 +395,7 @@ def to(self, *args, **kwargs):
     device = kwargs.pop("device", None)
     copy = kwargs.pop("copy", False)
     non_blocking = kwargs.pop("non_blocking", False)
-    kwargs.pop("memory_format", None)
+    memory_format = kwargs.pop("memory_format", _memory_format.preserve_format)
     if kwargs:
         raise TypeError(f"to() got an unexpected keyword argument '{next(iter(kwargs))}'")
     flags = []
@@ -415,6 +415,10 @@ def to(self, *args, **kwargs):
         non_blocking = flags[0]
     if len(flags) > 1:
         copy = flags[1]
+    if memory_format is not _memory_format.preserve_format:
+        converted = _memory_format.to_format(self, memory_format, "to")
+        if converted is not self:
+            self, copy = converted, False  # already a new tensor
     result = self
     if device is not None:
         if not isinstance(device, _C.device):
@@ -422,19 +426,20 @@ def to(self, *args, **kwargs):
         if not _same_device(device, self.device):
             return _to_device(self, device, self.dtype if dtype is None else dtype, non_blocking)
     if dtype is not None and dtype != result.dtype:
-        return _call("to", (result, dtype), _E)
+        return _memory_format.like(_call("to", (result, dtype), _E), result, _memory_format.preserve_format, "to")
     if copy:
-        return _call("clone", (result,), _E)
+        return _memory_format.clone(result)
     return result
 
 
 def _to_dtype(name):
     dt = _DT[name]
 
-    def convert(self, memory_format=None):
+    def convert(self, memory_format=_memory_format.preserve_format):
         if self.dtype == dt:
-            return self
-        return _call("to", (self, dt), _E)
+            return self if memory_format is _memory_format.preserve_format else \
+                _memory_format.to_format(self, memory_format, name)
+        return _memory_format.like(_call("to", (self, dt), _E), self, memory_format, name)
 
     convert.__name__ = name
     return convert
@@ -623,6 +628,8 @@ def _install():
     for f in (view, reshape, permute, expand, view_as, reshape_as, expand_as, flatten, ravel, squeeze, detach,
               detach_, to, type_as, cpu, cuda, new_empty, new_zeros, new_ones, new_full, new_tensor, zero_,
               record_stream, pin_memory, is_pinned):
+        put(f.__name__, f)
+    for f in (_memory_format.is_contiguous, _memory_format.contiguous, _memory_format.clone):
         put(f.__name__, f)
     for f in (is_floating_point, is_signed, is_complex, nelement, ndimension):  # C++ versions win
         put(f.__name__, f, override=False)

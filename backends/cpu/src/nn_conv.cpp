@@ -41,6 +41,70 @@ void fill_zeros(TensorRef& t) {
   std::fill_n(t.data<char>(), t.numel() * t.itemsize(), char(0));  // all-zero bits are 0.0
 }
 
+// ---- channels-last (NHWC) activations
+
+// The dense NHWC strides of a 4-D shape.
+std::vector<int64_t> nhwc_strides(std::span<const int64_t> s) {
+  return {s[1] * s[2] * s[3], 1, s[3] * s[1], s[1]};
+}
+
+// Whether a 4-D tensor is laid out channels-last and not also row-major (dims of size 1 may have
+// any stride), PyTorch's suggest_memory_format.
+bool is_channels_last(const TensorRef& t) {
+  if (t.dim() != 4 || t.is_contiguous()) return false;
+  const std::vector<int64_t> want = nhwc_strides(t.sizes());
+  for (int64_t d = 0; d < 4; ++d)
+    if (t.size(d) != 1 && t.stride(d) != want[size_t(d)]) return false;
+  return true;
+}
+
+// As PyTorch: a 2-D convolution whose input or weight is channels-last works and answers in NHWC.
+ActivationLayout layout_of(const TensorRef& input, const TensorRef& weight) {
+  return is_channels_last(input) || is_channels_last(weight) ? ActivationLayout::Nhwc : ActivationLayout::Nchw;
+}
+
+// An empty activation tensor of `shape` in `layout`.
+TensorRef empty_activation(ts_call call, std::span<const int64_t> shape, int32_t dtype, ActivationLayout layout) {
+  if (layout == ActivationLayout::Nchw || shape.size() != 4) return sdk::empty(call, shape, dtype, kCpuDevice);
+  return sdk::empty(call, shape, dtype, kCpuDevice, nhwc_strides(shape));
+}
+
+// t in the compute dtype, dense in `layout` (a copy unless it already is).
+TensorRef prepared_as(ts_call call, const TensorRef& t, ActivationLayout layout, const char* op) {
+  if (layout == ActivationLayout::Nchw) return prepared(call, t, op);
+  TensorRef c = to_dtype(call, t, compute_dtype(t.dtype()), op);
+  const std::vector<int64_t> want = nhwc_strides(c.sizes());
+  bool dense = true;
+  for (int64_t d = 0; d < 4; ++d) dense = dense && (c.size(d) == 1 || c.stride(d) == want[size_t(d)]);
+  if (dense && c.numel() > 0) {
+    // size-1 dims may hold any stride; oneDNN reads the buffer as NHWC, which such dims do not change
+    return c;
+  }
+  TensorRef out = empty_activation(call, c.sizes(), c.dtype(), layout);
+  copy_into(call, out, c, op);
+  return out;
+}
+
+// The layout of an NHWC convolution: OHWI weights when the weight is channels-last too (read and
+// its gradient written in place; oneDNN has no grouped OHWI), else dense OIHW ones.
+ConvLayout nhwc_layout(const ConvGeometry& g, const TensorRef& weight) {
+  const bool ohwi = g.groups == 1 && is_channels_last(weight);
+  return {ActivationLayout::Nhwc, ohwi ? WeightLayout::Ohwi : WeightLayout::Oihw};
+}
+
+TensorRef prepared_weight(ts_call call, const TensorRef& weight, ConvLayout layout, const char* op) {
+  return layout.weights == WeightLayout::Ohwi ? prepared_as(call, weight, ActivationLayout::Nhwc, op)
+                                              : prepared(call, weight, op);
+}
+
+// `result` (NCHW, from the generic path) laid out in `layout`.
+TensorRef in_layout(ts_call call, const TensorRef& result, ActivationLayout layout, const char* op) {
+  if (layout == ActivationLayout::Nchw || result.dim() != 4) return result;
+  TensorRef out = empty_activation(call, result.sizes(), result.dtype(), layout);
+  copy_into(call, out, result, op);
+  return out;
+}
+
 // ---- the generic path
 
 // cols[(c, i, j), (oh, ow)] = x[c, oh * sh - ph + i * dh, ow * sw - pw + j * dw] (0 in the padding);
@@ -234,20 +298,29 @@ void convolution_kernel(Args& a) {
            str(bias->sizes()));
   }
   const int32_t dtype = input.dtype(), cdt = compute_dtype(dtype);
-  TensorRef x = prepared(a.call(), input, op), w = prepared(a.call(), weight, op);
+  const ActivationLayout layout = layout_of(input, weight);
   TensorRef b = bias ? prepared(a.call(), *bias, op) : TensorRef();
+  if (layout == ActivationLayout::Nhwc && use_onednn(g, cdt) && g.out_plane() > 0) {
+    const ConvLayout cl = nhwc_layout(g, weight);
+    TensorRef x = prepared_as(a.call(), input, layout, op), w = prepared_weight(a.call(), weight, cl, op);
+    TensorRef y = empty_activation(a.call(), g.out_shape, cdt, layout);
+    if (onednn_conv_forward(op, g, cl, x.data<float>(), w.data<float>(), b.defined() ? b.data<float>() : nullptr,
+                            y.data<float>()))
+      return a.return_tensor(to_dtype(a.call(), y, dtype, op));
+  }
+  TensorRef x = prepared(a.call(), input, op), w = prepared(a.call(), weight, op);
   TensorRef y = sdk::empty(a.call(), g.out_shape, cdt, kCpuDevice);
   if (y.numel() > 0) {
     if (!use_onednn(g, cdt) ||
-        !onednn_conv_forward(op, g, x.data<float>(), w.data<float>(), b.defined() ? b.data<float>() : nullptr,
-                             y.data<float>())) {
+        !onednn_conv_forward(op, g, ConvLayout{}, x.data<float>(), w.data<float>(),
+                             b.defined() ? b.data<float>() : nullptr, y.data<float>())) {
       with_compute_type(cdt, [&](auto zero) {
         using T = decltype(zero);
         forward_generic<T>(g, x.data<T>(), w.data<T>(), b.defined() ? b.data<T>() : nullptr, y.data<T>());
       });
     }
   }
-  a.return_tensor(to_dtype(a.call(), y, dtype, op));
+  a.return_tensor(to_dtype(a.call(), in_layout(a.call(), y, layout, op), dtype, op));
 }
 
 // convolution_backward(Tensor grad_output, Tensor input, Tensor weight, int[] stride, int[] padding,
@@ -266,6 +339,23 @@ void convolution_backward_kernel(Args& a) {
     fail(TS_ERROR_VALUE, op, ": expected grad_output of shape ", str(g.out_shape),
          " (the convolution's output), got ", str(grad_out.sizes()));
   const int32_t dtype = input.dtype(), cdt = compute_dtype(dtype);
+  const ActivationLayout layout = layout_of(input, weight);
+  if (layout == ActivationLayout::Nhwc && use_onednn(g, cdt) && g.out_plane() > 0) {
+    const ConvLayout cl = nhwc_layout(g, weight);
+    TensorRef gy = prepared_as(a.call(), grad_out, layout, op), x = prepared_as(a.call(), input, layout, op);
+    TensorRef w = prepared_weight(a.call(), weight, cl, op);
+    TensorRef gx = empty_activation(a.call(), input.sizes(), cdt, layout);
+    // the weight's gradient in the weight's layout, as PyTorch's
+    TensorRef gw = empty_activation(a.call(), weight.sizes(), cdt,
+                                    cl.weights == WeightLayout::Ohwi ? ActivationLayout::Nhwc : ActivationLayout::Nchw);
+    const int64_t bias_shape[1] = {g.c_out};
+    TensorRef gb = sdk::empty(a.call(), bias_shape, cdt, kCpuDevice);
+    if (onednn_conv_backward(op, g, cl, gy.data<float>(), x.data<float>(), w.data<float>(), gx.data<float>(),
+                             gw.data<float>(), gb.data<float>()))
+      return a.returns({Args::tensor_value(to_dtype(a.call(), gx, dtype, op)),
+                        Args::tensor_value(to_dtype(a.call(), gw, dtype, op)),
+                        Args::tensor_value(to_dtype(a.call(), gb, dtype, op))});
+  }
   TensorRef gy = prepared(a.call(), grad_out, op), x = prepared(a.call(), input, op),
             w = prepared(a.call(), weight, op);
   // oneDNN writes every element; the generic path accumulates into zeros.
@@ -273,15 +363,16 @@ void convolution_backward_kernel(Args& a) {
             gw = sdk::empty(a.call(), weight.sizes(), cdt, kCpuDevice);
   const int64_t bias_shape[1] = {g.c_out};
   TensorRef gb = sdk::empty(a.call(), bias_shape, cdt, kCpuDevice);
-  if (!use_onednn(g, cdt) || !onednn_conv_backward(op, g, gy.data<float>(), x.data<float>(), w.data<float>(),
-                                                     gx.data<float>(), gw.data<float>(), gb.data<float>())) {
+  if (!use_onednn(g, cdt) || !onednn_conv_backward(op, g, ConvLayout{}, gy.data<float>(), x.data<float>(),
+                                                     w.data<float>(), gx.data<float>(), gw.data<float>(),
+                                                     gb.data<float>())) {
     for (TensorRef* t : {&gx, &gw, &gb}) fill_zeros(*t);
     with_compute_type(cdt, [&](auto zero) {
       using T = decltype(zero);
       backward_generic<T>(g, gy.data<T>(), x.data<T>(), w.data<T>(), gx.data<T>(), gw.data<T>(), gb.data<T>());
     });
   }
-  a.returns({Args::tensor_value(to_dtype(a.call(), gx, dtype, op)),
+  a.returns({Args::tensor_value(to_dtype(a.call(), in_layout(a.call(), gx, layout, op), dtype, op)),
              Args::tensor_value(to_dtype(a.call(), gw, dtype, op)),
              Args::tensor_value(to_dtype(a.call(), gb, dtype, op))});
 }

@@ -11,13 +11,23 @@ namespace tessera::cpu {
 
 using ConvGeometry = sdk::ConvGeometry;  // the shape rules every device shares
 
-// float32 through oneDNN primitives (cached by geometry). Every pointer is a dense NCHW /
-// OIHW buffer; every dim of `g` is non-zero; only the forward's `bias` may be null. They
+// How a convolution's tensors lie in memory: activations (x, y and their gradients) NCHW, or NHWC
+// for channels-last tensors (torch.channels_last); weights (and their gradient) OIHW, or OHWI for
+// channels-last weights (without groups).
+enum class ActivationLayout { Nchw, Nhwc };
+enum class WeightLayout { Oihw, Ohwi };
+struct ConvLayout {
+  ActivationLayout activations = ActivationLayout::Nchw;
+  WeightLayout weights = WeightLayout::Oihw;
+};
+
+// float32 through oneDNN primitives (cached by geometry and layout). Every pointer is a dense
+// buffer in `layout`; every dim of `g` is non-zero; only the forward's `bias` may be null. They
 // return false, having written nothing, when oneDNN has no implementation for the geometry.
-bool onednn_conv_forward(const char* op, const ConvGeometry& g, const float* x, const float* w, const float* bias,
-                         float* y);
-bool onednn_conv_backward(const char* op, const ConvGeometry& g, const float* grad_y, const float* x, const float* w,
-                          float* grad_x, float* grad_w, float* grad_bias);
+bool onednn_conv_forward(const char* op, const ConvGeometry& g, ConvLayout layout, const float* x, const float* w,
+                         const float* bias, float* y);
+bool onednn_conv_backward(const char* op, const ConvGeometry& g, ConvLayout layout, const float* grad_y,
+                          const float* x, const float* w, float* grad_x, float* grad_w, float* grad_bias);
 // grad_x only (a transposed convolution's forward): zero on entry.
 bool onednn_conv_backward_data(const char* op, const ConvGeometry& g, const float* grad_y, const float* w,
                                float* grad_x);

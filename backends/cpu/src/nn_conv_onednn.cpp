@@ -41,11 +41,13 @@ struct Descs {
   memory::dims strides, dilates, pad_l, pad_r;
 };
 
-Descs descs(const ConvGeometry& g) {
+Descs descs(const ConvGeometry& g, ConvLayout layout = {}) {
   Descs d;
-  d.src = memory::desc({g.n, g.c_in, g.h, g.w}, dt::f32, tag::nchw);
-  d.dst = memory::desc({g.n, g.c_out, g.oh, g.ow}, dt::f32, tag::nchw);
-  d.weights = g.groups == 1 ? memory::desc({g.c_out, g.c_in, g.kh, g.kw}, dt::f32, tag::oihw)
+  const tag activations = layout.activations == ActivationLayout::Nhwc ? tag::nhwc : tag::nchw;
+  d.src = memory::desc({g.n, g.c_in, g.h, g.w}, dt::f32, activations);
+  d.dst = memory::desc({g.n, g.c_out, g.oh, g.ow}, dt::f32, activations);
+  const tag weights = layout.weights == WeightLayout::Ohwi ? tag::ohwi : tag::oihw;  // Ohwi: groups == 1
+  d.weights = g.groups == 1 ? memory::desc({g.c_out, g.c_in, g.kh, g.kw}, dt::f32, weights)
                             : memory::desc({g.groups, g.cg_out(), g.cg_in(), g.kh, g.kw}, dt::f32, tag::goihw);
   d.bias = memory::desc({g.c_out}, dt::f32, tag::x);
   d.strides = {g.sh, g.sw};
@@ -118,6 +120,11 @@ Key key_of(const ConvGeometry& g, int64_t kind) {
   return {kind, g.n, g.c_in, g.h, g.w, g.c_out, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.groups, g.oh, g.ow};
 }
 
+// Keeps the entries of each layout apart in the caches' kind slot.
+int64_t layout_key(ConvLayout layout) {
+  return (layout.activations == ActivationLayout::Nhwc ? 10 : 0) + (layout.weights == WeightLayout::Ohwi ? 20 : 0);
+}
+
 // A bounded cache: cleared when full (shapes of one model are few; a shape sweep must not grow
 // it without bound).
 template <class Entry>
@@ -145,8 +152,8 @@ memory wrap(const memory::desc& d, const float* p) { return memory(d, engine(), 
 
 memory::desc any_layout(const memory::desc& m) { return memory::desc(m.dims(), dt::f32, tag::any); }
 
-DataPass make_data_pass(const ConvGeometry& g) {
-  const Descs d = descs(g);
+DataPass make_data_pass(const ConvGeometry& g, ConvLayout layout = {}) {
+  const Descs d = descs(g, layout);
   auto hint = forward_pd(g, false, dnnl::prop_kind::forward_training, /*any_layout=*/true);
   dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, any_layout(d.src),
                                              any_layout(d.weights), any_layout(d.dst), d.strides, d.dilates,
@@ -165,10 +172,33 @@ DataPass make_data_pass(const ConvGeometry& g) {
 constexpr int64_t kMaxOneGemmCols = int64_t(1) << 24;  // 64 MB of unfolded input
 int64_t one_gemm_cols(const ConvGeometry& g) { return g.groups * g.patch() * g.n * g.out_plane(); }
 
-void weight_grad_one_gemm(const char* op, const ConvGeometry& g, const float* grad_y, const float* x, float* grad_w,
-                          float* grad_bias) {
+// [n][rows][cols] -> [n][cols][rows]: NHWC activations to NCHW (rows = H*W, cols = C), or OHWI
+// weights from OIHW (n = O, rows = I, cols = kh*kw).
+std::vector<float> transposed(const float* from, int64_t n, int64_t rows, int64_t cols) {
+  std::vector<float> to(size_t(n * rows * cols));
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) to[size_t((b * cols + c) * rows + r)] = from[(b * rows + r) * cols + c];
+  return to;
+}
+
+void weight_grad_one_gemm(const char* op, const ConvGeometry& g, ConvLayout layout, const float* grad_y,
+                          const float* x, float* grad_w, float* grad_bias) {
   const int64_t P = g.out_plane(), NP = g.n * P, K = g.patch(), cgo = g.cg_out();
   const int64_t plane_in = g.cg_in() * g.h * g.w;
+  // Used where the planes are small, so bringing NHWC operands to NCHW costs little.
+  std::vector<float> grad_y_nchw, x_nchw, grad_w_oihw;
+  if (layout.activations == ActivationLayout::Nhwc) {
+    grad_y_nchw = transposed(grad_y, g.n, P, g.c_out);
+    x_nchw = transposed(x, g.n, g.h * g.w, g.c_in);
+    grad_y = grad_y_nchw.data();
+    x = x_nchw.data();
+  }
+  float* const grad_w_out = grad_w;
+  if (layout.weights == WeightLayout::Ohwi) {
+    grad_w_oihw.resize(size_t(g.c_out * K));
+    grad_w = grad_w_oihw.data();
+  }
   std::vector<float> cols(size_t(g.groups * K * NP)), gy_rows(size_t(g.c_out * NP));
   // cols[gi][k][n * P + p]: every sample's unfolded input, side by side
   parallel_for(g.n * g.groups, 1, [&](int64_t tb, int64_t te) {
@@ -193,10 +223,14 @@ void weight_grad_one_gemm(const char* op, const ConvGeometry& g, const float* gr
     if (status != dnnl_success)
       sdk::fail(TS_ERROR, op, ": oneDNN sgemm failed with status ", int(status), " (convolution weight gradient)");
   }
+  if (layout.weights == WeightLayout::Ohwi) {
+    const std::vector<float> ohwi = transposed(grad_w, g.c_out, g.c_in, g.kh * g.kw);
+    std::copy(ohwi.begin(), ohwi.end(), grad_w_out);
+  }
 }
 
-WeightsPass make_weights_pass(const ConvGeometry& g) {
-  const Descs d = descs(g);
+WeightsPass make_weights_pass(const ConvGeometry& g, ConvLayout layout) {
+  const Descs d = descs(g, layout);
   auto hint = forward_pd(g, true, dnnl::prop_kind::forward_training, /*any_layout=*/true);
   dnnl::convolution_backward_weights::desc desc(dnnl::algorithm::convolution_direct, any_layout(d.src),
                                                 any_layout(d.weights), d.bias, any_layout(d.dst), d.strides,
@@ -255,17 +289,17 @@ bool guarded(const char* op, F&& f) {
 
 }  // namespace
 
-bool onednn_conv_forward(const char* op, const ConvGeometry& g, const float* x, const float* w, const float* bias,
-                         float* y) {
+bool onednn_conv_forward(const char* op, const ConvGeometry& g, ConvLayout layout, const float* x, const float* w,
+                         const float* bias, float* y) {
   static Cache<Forward> cache;
   return guarded(op, [&] {
-    auto f = cache.get(key_of(g, bias ? 1 : 0), [&] {
-      const Descs d = descs(g);
+    auto f = cache.get(key_of(g, (bias ? 1 : 0) + layout_key(layout)), [&] {
+      const Descs d = descs(g, layout);
       auto pd = forward_pd(g, bias != nullptr, dnnl::prop_kind::forward_training, /*any_layout=*/true);
       return Forward{pd, dnnl::convolution_forward(pd), Reorder::between(d.src, pd.src_desc()),
                      Reorder::between(d.weights, pd.weights_desc()), Reorder::between(pd.dst_desc(), d.dst)};
     });
-    const Descs d = descs(g);
+    const Descs d = descs(g, layout);
     dnnl::stream s(engine());
     memory src = wrap(d.src, x), weights = wrap(d.weights, w), dst = wrap(d.dst, y);
     // Our buffers in the primitive's layouts where it chose others.
@@ -286,17 +320,17 @@ bool onednn_conv_forward(const char* op, const ConvGeometry& g, const float* x, 
   });
 }
 
-bool onednn_conv_backward(const char* op, const ConvGeometry& g, const float* grad_y, const float* x, const float* w,
-                          float* grad_x, float* grad_w, float* grad_bias) {
+bool onednn_conv_backward(const char* op, const ConvGeometry& g, ConvLayout layout, const float* grad_y,
+                          const float* x, const float* w, float* grad_x, float* grad_w, float* grad_bias) {
   static Cache<Backward> cache;
   return guarded(op, [&] {
-    auto b = cache.get(key_of(g, 2), [&] {
-      DataPass data = make_data_pass(g);
-      WeightsPass weights = make_weights_pass(g);
+    auto b = cache.get(key_of(g, 2 + layout_key(layout)), [&] {
+      DataPass data = make_data_pass(g, layout);
+      WeightsPass weights = make_weights_pass(g, layout);
       const bool shared = data.pd.diff_dst_desc() == weights.pd.diff_dst_desc();
       return Backward{std::move(data), std::move(weights), shared};
     });
-    const Descs d = descs(g);
+    const Descs d = descs(g, layout);
     dnnl::stream s(engine());
     memory grad_y_plain = wrap(d.dst, grad_y);
     memory grad_y_data = reordered_in(s, b->data.to_grad_y, b->data.pd.diff_dst_desc(), grad_y_plain);
@@ -304,7 +338,7 @@ bool onednn_conv_backward(const char* op, const ConvGeometry& g, const float* gr
 
     const WeightsPass& p = b->weights;
     if (p.one_gemm) {
-      weight_grad_one_gemm(op, g, grad_y, x, grad_w, grad_bias);
+      weight_grad_one_gemm(op, g, layout, grad_y, x, grad_w, grad_bias);
       s.wait();
       return;
     }

@@ -1,5 +1,7 @@
 // native_batch_norm and its backward. Input (N, C, *) is made contiguous and seen as N x C rows
-// of HW elements; channel statistics are two-pass in double, one channel per task. Training mode
+// of HW elements; channel statistics are two-pass in double, one channel per task. A
+// channels-last 4-D input (torch.channels_last) is kept so: seen as N*H*W rows of C channels, its
+// statistics summed per channel over fixed chunks of rows, and the results laid out NHWC too. Training mode
 // updates running_mean / running_var in place (the unbiased variance for the running estimate,
 // as PyTorch) and bumps their versions; evaluation mode normalises with the running statistics
 // and returns save_mean / save_invstd as empty [0] tensors (as PyTorch's CPU kernel).
@@ -33,6 +35,59 @@ void affine_rows(const T* x, T* y, const Layout& l, const std::vector<double>& s
   });
 }
 
+// ---- channels-last (NHWC) inputs: R = N*H*W rows of C channels
+
+// Whether t is a 4-D tensor laid out channels-last and not also row-major (size-1 dims may hold
+// any stride).
+bool is_channels_last(const TensorRef& t) {
+  if (t.dim() != 4 || t.is_contiguous()) return false;
+  const int64_t want[4] = {t.size(1) * t.size(2) * t.size(3), 1, t.size(3) * t.size(1), t.size(1)};
+  for (int64_t d = 0; d < 4; ++d)
+    if (t.size(d) != 1 && t.stride(d) != want[d]) return false;
+  return true;
+}
+
+TensorRef empty_channels_last(ts_call call, const TensorRef& like, int32_t dtype) {
+  const int64_t c = like.size(1), h = like.size(2), w = like.size(3);
+  const int64_t strides[4] = {h * w * c, 1, w * c, c};
+  return sdk::empty(call, like.sizes(), dtype, kCpuDevice, strides);
+}
+
+// t (dtype `dtype`) dense channels-last: itself, or a copy.
+TensorRef channels_last_copy(ts_call call, const TensorRef& t, int32_t dtype, const char* op) {
+  if (t.dtype() == dtype && is_channels_last(t)) return t;
+  TensorRef out = empty_channels_last(call, t, dtype);
+  copy_into(call, out, t, op);
+  return out;
+}
+
+// Per-channel sums over rows, in fixed chunks of rows (one per thread; summed in chunk order, so a
+// thread count gives one result): f(row pointer, partial sums of C doubles) per row.
+template <class Row>
+std::vector<double> channel_sums(int64_t rows, int64_t c, Row f) {
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(max_threads(), rows));
+  std::vector<double> partial(size_t(chunks * c), 0.0);
+  parallel_for(chunks, 1, [&](int64_t b, int64_t e) {
+    for (int64_t k = b; k < e; ++k)
+      for (int64_t r = rows * k / chunks; r < rows * (k + 1) / chunks; ++r) f(r, partial.data() + k * c);
+  });
+  std::vector<double> total(size_t(c), 0.0);
+  for (int64_t k = 0; k < chunks; ++k)
+    for (int64_t i = 0; i < c; ++i) total[size_t(i)] += partial[size_t(k * c + i)];
+  return total;
+}
+
+// y[r, c] = x[r, c] * scale[c] + shift[c].
+template <class T>
+void affine_channels_last(const T* x, T* y, int64_t rows, int64_t c, const std::vector<double>& scale,
+                          const std::vector<double>& shift) {
+  parallel_for(rows, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, c)), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r)
+      for (int64_t i = 0; i < c; ++i)
+        y[r * c + i] = store<T>(load(x[r * c + i]) * scale[size_t(i)] + shift[size_t(i)]);
+  });
+}
+
 // native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean,
 //                   Tensor? running_var, bool training, float momentum, float eps)
 void batch_norm_kernel(Args& a) {
@@ -53,8 +108,11 @@ void batch_norm_kernel(Args& a) {
   std::vector<double> rv = optional_values(op, running_var, channels, "running_var");
   sdk::check_batch_norm_mode(op, training, running_mean && running_var, l, input);
 
-  const TensorRef x = contiguous(a.call(), input);
-  TensorRef out = sdk::empty(a.call(), input.sizes(), input.dtype(), kCpuDevice);
+  const bool nhwc = is_channels_last(input);
+  const TensorRef x = nhwc ? input : contiguous(a.call(), input);
+  TensorRef out = nhwc ? empty_channels_last(a.call(), input, input.dtype())
+                       : sdk::empty(a.call(), input.sizes(), input.dtype(), kCpuDevice);
+  const int64_t rows = l.n * l.hw;  // channels-last rows
   std::vector<double> mean(size_t(l.c), 0.0), invstd(size_t(l.c), 0.0);
   if (training) {
     std::vector<double> var(size_t(l.c), 0.0);
@@ -62,10 +120,24 @@ void batch_norm_kernel(Args& a) {
       const int64_t grain = std::max<int64_t>(1, kGrainSize / l.count());
       TS_DISPATCH_FLOAT(input.dtype(), break, {
         const scalar_t* p = x.data<scalar_t>();
-        parallel_for(l.c, grain, [&](int64_t cb, int64_t ce) {
-          for (int64_t c = cb; c < ce; ++c)
-            moments(p + c * l.hw, l.n, l.c * l.hw, l.hw, mean[size_t(c)], var[size_t(c)]);
-        });
+        if (nhwc) {  // two passes: the mean, then the squared deviations from it
+          mean = channel_sums(rows, l.c, [&](int64_t r, double* acc) {
+            for (int64_t i = 0; i < l.c; ++i) acc[i] += load(p[r * l.c + i]);
+          });
+          for (double& m : mean) m /= double(rows);
+          var = channel_sums(rows, l.c, [&](int64_t r, double* acc) {
+            for (int64_t i = 0; i < l.c; ++i) {
+              const double d = load(p[r * l.c + i]) - mean[size_t(i)];
+              acc[i] += d * d;
+            }
+          });
+          for (double& v : var) v /= double(rows);
+        } else {
+          parallel_for(l.c, grain, [&](int64_t cb, int64_t ce) {
+            for (int64_t c = cb; c < ce; ++c)
+              moments(p + c * l.hw, l.n, l.c * l.hw, l.hw, mean[size_t(c)], var[size_t(c)]);
+          });
+        }
       });
       for (int64_t c = 0; c < l.c; ++c) invstd[size_t(c)] = 1.0 / std::sqrt(var[size_t(c)] + eps);
       // Running estimates: an empty batch leaves them as they were.
@@ -92,8 +164,10 @@ void batch_norm_kernel(Args& a) {
     scale[c] = invstd[c] * (w.empty() ? 1.0 : w[c]);
     shift[c] = (b.empty() ? 0.0 : b[c]) - mean[c] * scale[c];
   }
-  TS_DISPATCH_FLOAT(input.dtype(), break,
-                    affine_rows(x.data<scalar_t>(), out.data<scalar_t>(), l, scale, shift));
+  TS_DISPATCH_FLOAT(input.dtype(), break, {
+    if (nhwc) affine_channels_last(x.data<scalar_t>(), out.data<scalar_t>(), rows, l.c, scale, shift);
+    else affine_rows(x.data<scalar_t>(), out.data<scalar_t>(), l, scale, shift);
+  });
   const int32_t sd = stat_dtype(input.dtype());
   const int64_t none[] = {0};
   TensorRef save_mean = training ? tensor_of(a.call(), channels, sd, mean) : zeros(a.call(), none, sd);
@@ -133,16 +207,27 @@ void batch_norm_backward_kernel(Args& a) {
     for (double& v : invstd) v = 1.0 / std::sqrt(v + eps);
   }
 
-  const TensorRef x = contiguous(a.call(), input);
-  const TensorRef dy = contiguous(a.call(), to_dtype(a.call(), grad_out, input.dtype(), op));
-  TensorRef grad_input = sdk::empty(a.call(), input.sizes(), input.dtype(), kCpuDevice);
+  const bool nhwc = is_channels_last(input);
+  const TensorRef x = nhwc ? input : contiguous(a.call(), input);
+  const TensorRef dy = nhwc ? channels_last_copy(a.call(), grad_out, input.dtype(), op)
+                            : contiguous(a.call(), to_dtype(a.call(), grad_out, input.dtype(), op));
+  TensorRef grad_input = nhwc ? empty_channels_last(a.call(), input, input.dtype())
+                              : sdk::empty(a.call(), input.sizes(), input.dtype(), kCpuDevice);
+  const int64_t rows = l.n * l.hw;  // channels-last rows
   // Per channel: sum(dy) and sum(dy * (x - mean)).
   std::vector<double> sum_dy(size_t(l.c), 0.0), dot(size_t(l.c), 0.0);
   const int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, l.count()));
   TS_DISPATCH_FLOAT(input.dtype(), break, {
     const scalar_t* xp = x.data<scalar_t>();
     const scalar_t* gp = dy.data<scalar_t>();
-    parallel_for(l.c, grain, [&](int64_t cb, int64_t ce) {
+    if (nhwc) {
+      sum_dy = channel_sums(rows, l.c, [&](int64_t r, double* acc) {
+        for (int64_t i = 0; i < l.c; ++i) acc[i] += load(gp[r * l.c + i]);
+      });
+      dot = channel_sums(rows, l.c, [&](int64_t r, double* acc) {
+        for (int64_t i = 0; i < l.c; ++i) acc[i] += load(gp[r * l.c + i]) * (load(xp[r * l.c + i]) - mean[size_t(i)]);
+      });
+    } else parallel_for(l.c, grain, [&](int64_t cb, int64_t ce) {
       for (int64_t c = cb; c < ce; ++c) {
         double s = 0, d = 0;
         const double m = mean[size_t(c)];
@@ -170,15 +255,25 @@ void batch_norm_backward_kernel(Args& a) {
       }
     }
     scalar_t* gi = grad_input.data<scalar_t>();
-    const int64_t row_grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, l.hw));
-    parallel_for(l.n * l.c, row_grain, [&](int64_t rb, int64_t re) {
+    if (nhwc) {
+      parallel_for(rows, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, l.c)), [&](int64_t rb, int64_t re) {
+        for (int64_t r = rb; r < re; ++r)
+          for (size_t c = 0; c < size_t(l.c); ++c) {
+            const int64_t i = r * l.c + int64_t(c);
+            gi[i] = store<scalar_t>(k[c] * load(gp[i]) + k2[c] * (load(xp[i]) - mean[c]) + k3[c]);
+          }
+      });
+    } else {
+      const int64_t row_grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, l.hw));
+      parallel_for(l.n * l.c, row_grain, [&](int64_t rb, int64_t re) {
       for (int64_t r = rb; r < re; ++r) {
         const size_t c = size_t(r % l.c);
         const int64_t off = r * l.hw;
         for (int64_t i = 0; i < l.hw; ++i)
           gi[off + i] = store<scalar_t>(k[c] * load(gp[off + i]) + k2[c] * (load(xp[off + i]) - mean[c]) + k3[c]);
       }
-    });
+      });
+    }
   });
   const int64_t none[] = {0};
   const int32_t param_dtype = weight ? weight->dtype() : input.dtype();

@@ -478,6 +478,38 @@ void prepare_out(ts_call call, const char* op, TensorRef& out, std::span<const i
 }
 
 // ---------------------------------------------------------------------------- TensorIterator
+namespace {
+
+// The strides a new output takes, as PyTorch's element-wise results keep their inputs' layout: the
+// first input of the output's shape (not broadcast) decides; when it is dense but not row-major (a
+// channels-last or transposed tensor) the output gets its dims' memory order; empty (row-major)
+// when it is row-major, when none is dense, and when every input is broadcast.
+std::vector<int64_t> strides_like_inputs(const std::vector<TensorRef>& ops, const std::vector<int64_t>& shape) {
+  const int64_t rank = int64_t(shape.size());
+  for (size_t k = 1; k < ops.size(); ++k) {
+    const TensorRef& t = ops[k];
+    if (t.dim() != rank || t.shape_vector() != shape) continue;
+    if (t.is_contiguous()) return {};
+    // dims from the outermost in memory to the innermost (ties keep their order)
+    std::vector<int64_t> order(static_cast<size_t>(rank));
+    for (int64_t d = 0; d < rank; ++d) order[size_t(d)] = d;
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return t.stride(a) > t.stride(b); });
+    std::vector<int64_t> strides(static_cast<size_t>(rank));
+    int64_t step = 1;
+    bool dense = true;
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      const int64_t d = *it;
+      if (t.size(d) != 1 && t.stride(d) != step) dense = false;
+      strides[size_t(d)] = step;
+      step *= std::max<int64_t>(t.size(d), 1);
+    }
+    if (dense) return strides;
+  }
+  return {};
+}
+
+}  // namespace
+
 IterConfig& IterConfig::output(const TensorRef& out, bool resizable) {
   out_ = out;
   out_given_ = out.defined();
@@ -595,7 +627,7 @@ TensorIterator IterConfig::build() const {
     }
   }
   if (!it.ops_[0].defined()) {
-    it.ops_[0] = sdk::empty(call_, it.shape_, it.out_dtype_, kCpuDevice);
+    it.ops_[0] = sdk::empty(call_, it.shape_, it.out_dtype_, kCpuDevice, strides_like_inputs(it.ops_, it.shape_));
     it.geom_.set_operand(0, it.ops_[0].sizes(), it.ops_[0].strides(), it.ops_[0].itemsize());
     if (!target.defined()) it.result_ = it.ops_[0];
   }

@@ -649,10 +649,12 @@ class Module:
         return self
 
     def to(self, *args, **kwargs):
-        """to(device), to(dtype), to(device, dtype), to(tensor): moves/casts parameters and buffers
-        (a dtype applies only to floating-point tensors). Parameters are replaced by new Parameter
+        """to(device), to(dtype), to(device, dtype), to(tensor), to(memory_format=...): moves/casts
+        parameters and buffers (a dtype applies only to floating-point tensors, a memory format to
+        the 4-D and 5-D ones). Parameters are replaced by new Parameter
         objects when they change, so build optimizers after moving a model."""
         device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
+        memory_format = kwargs.pop("memory_format", None)
         kwargs.pop("non_blocking", None)
         if kwargs:
             raise TypeError(f"to() got an unexpected keyword argument '{next(iter(kwargs))}'")
@@ -672,6 +674,8 @@ class Module:
 
         def convert(t):
             d = dtype if (dtype is not None and t.dtype.is_floating_point) else None
+            if memory_format is not None and t.ndim in (4, 5):  # as torch: the 4-D and 5-D ones only
+                t = t.to(memory_format=memory_format)
             if device is None:
                 return t.to(d) if d is not None else t
             return t.to(device, d) if d is not None else t.to(device)
