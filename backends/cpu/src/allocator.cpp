@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <list>
 #include <map>
 #include <mutex>
 
@@ -16,10 +17,46 @@ constexpr size_t kCacheMinBytes = size_t(1) << 20;
 constexpr size_t kCacheMaxBytes = size_t(1) << 30;
 constexpr size_t kAlignment = 64;
 
+// Cached blocks by size, and in the order they were cached: when a new block would pass the cap,
+// the oldest go back to the system first, so the blocks of the work running now stay cached (after
+// a large model, a smaller one's blocks would otherwise find the cache full of sizes it never asks
+// for, and pay fresh page faults on every step).
 struct BlockCache {
+  struct Block {
+    size_t size;
+    void* ptr;
+  };
+  using Order = std::list<Block>;
   std::mutex mutex;
-  std::multimap<size_t, void*> free_blocks;  // rounded size -> block
+  Order oldest_first;
+  std::multimap<size_t, Order::iterator> free_blocks;  // rounded size -> its entry in oldest_first
   size_t cached_bytes = 0;
+
+  void* take(size_t size) {
+    auto it = free_blocks.find(size);
+    if (it == free_blocks.end()) return nullptr;
+    void* p = it->second->ptr;
+    oldest_first.erase(it->second);
+    free_blocks.erase(it);
+    cached_bytes -= size;
+    return p;
+  }
+  void put(size_t size, void* ptr) {
+    while (!oldest_first.empty() && cached_bytes + size > kCacheMaxBytes) {
+      const Block old = oldest_first.front();
+      auto range = free_blocks.equal_range(old.size);
+      for (auto it = range.first; it != range.second; ++it)
+        if (it->second == oldest_first.begin()) {
+          free_blocks.erase(it);
+          break;
+        }
+      oldest_first.pop_front();
+      cached_bytes -= old.size;
+      std::free(old.ptr);
+    }
+    free_blocks.emplace(size, oldest_first.insert(oldest_first.end(), Block{size, ptr}));
+    cached_bytes += size;
+  }
 };
 BlockCache& cache() {
   static BlockCache* c = new BlockCache;  // never destroyed: tensors may die after static teardown
@@ -40,12 +77,7 @@ void* allocate_block(size_t nbytes) {
   if (size >= kCacheMinBytes) {
     auto& c = cache();
     std::lock_guard lock(c.mutex);
-    if (auto it = c.free_blocks.find(size); it != c.free_blocks.end()) {
-      void* p = it->second;
-      c.free_blocks.erase(it);
-      c.cached_bytes -= size;
-      return p;
-    }
+    if (void* p = c.take(size)) return p;
   }
   return std::aligned_alloc(kAlignment, size);
 }
@@ -53,11 +85,10 @@ void* allocate_block(size_t nbytes) {
 void release_block(void* ptr, size_t nbytes) {
   size_t size = round_up(nbytes == 0 ? 1 : nbytes);
   if (size >= kCacheMinBytes) {
-    auto& c = cache();
-    std::lock_guard lock(c.mutex);
-    if (c.cached_bytes + size <= kCacheMaxBytes) {
-      c.free_blocks.emplace(size, ptr);
-      c.cached_bytes += size;
+    if (size <= kCacheMaxBytes) {
+      auto& c = cache();
+      std::lock_guard lock(c.mutex);
+      c.put(size, ptr);
       return;
     }
   }
@@ -80,7 +111,8 @@ void deallocate(void* ptr, size_t nbytes) {
 void empty_cache() {
   auto& c = cache();
   std::lock_guard lock(c.mutex);
-  for (auto& [size, p] : c.free_blocks) std::free(p);
+  for (const auto& block : c.oldest_first) std::free(block.ptr);
+  c.oldest_first.clear();
   c.free_blocks.clear();
   c.cached_bytes = 0;
 }
