@@ -1,5 +1,5 @@
 """Layouts the fast paths depend on: a transposed copy (tiled) gives the same values as NumPy in
-every element size and batch layout, and a weight used transposed (Linear) gets a contiguous
+every element size and batch layout, a broadcast value copies as a fill, and a weight used transposed (Linear) gets a contiguous
 gradient, so accumulating it is a plain copy."""
 import numpy as np
 import pytest
@@ -20,6 +20,19 @@ def test_transposed_copy_matches_numpy(dtype, shape, perm):
     dst = ts.zeros(*t.shape, dtype=t.dtype)
     dst.copy_(t)
     np.testing.assert_array_equal(dst.numpy(), a.transpose(perm))
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int16", "float32", "float64", "complex64"])
+def test_broadcast_copy_fills(dtype):
+    """An expanded scalar (sum().backward()'s gradient) or row, made contiguous or copied in."""
+    a = np.array(3, dtype=dtype) if dtype != "complex64" else np.array(3 - 2j, dtype=dtype)
+    t = ts.from_numpy(a).expand(5, 7, 300)
+    np.testing.assert_array_equal(t.contiguous().numpy(), np.broadcast_to(a, (5, 7, 300)))
+    dst = ts.zeros(5, 7, 300, dtype=t.dtype).permute(2, 0, 1)  # a strided destination takes the plain loop
+    dst.copy_(ts.from_numpy(a).expand(300, 5, 7))
+    np.testing.assert_array_equal(dst.numpy(), np.broadcast_to(a, (300, 5, 7)))
+    row = np.arange(300).astype(dtype)
+    np.testing.assert_array_equal(ts.from_numpy(row).expand(4, 300).contiguous().numpy(), np.broadcast_to(row, (4, 300)))
 
 
 def test_linear_weight_gradient_is_contiguous_and_right():

@@ -343,6 +343,10 @@ template <class W>
 void move_row(char** data, const int64_t* s, int64_t n) {
   if (s[0] == sizeof(W) && s[1] == sizeof(W)) {
     std::memcpy(data[0], data[1], size_t(n) * sizeof(W));
+  } else if (s[0] == sizeof(W) && s[1] == 0) {  // a broadcast value (an expanded scalar's gradient)
+    W value;
+    std::memcpy(&value, data[1], sizeof(W));
+    std::fill_n(reinterpret_cast<W*>(data[0]), n, value);
   } else {
     for (int64_t i = 0; i < n; ++i)
       std::memcpy(data[0] + i * s[0], data[1] + i * s[1], sizeof(W));
