@@ -42,6 +42,7 @@ if BUILD_PYTHON and BUILD_PYTHON not in sys.path:
 import numpy as np  # noqa: E402
 
 import tessera as ts  # noqa: E402
+import zoo_models  # noqa: E402  (benchmarks/, the script's folder, is on sys.path)
 
 try:
     import torch  # noqa: E402
@@ -344,13 +345,6 @@ def digits_cnn_case(peak, batch=32):
     x_np = rng.standard_normal((batch, 1, 8, 8), dtype=np.float32)
     y_np = rng.integers(0, 10, batch)
 
-    def build(lib):
-        nn = lib.nn
-        return nn.Sequential(
-            nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Flatten(), nn.Linear(128, 10))
-
     def stepper(lib, model, x, y):
         opt = lib.optim.Adam(model.parameters(), lr=1e-3)
         loss_fn = lib.nn.functional.cross_entropy
@@ -361,11 +355,11 @@ def digits_cnn_case(peak, batch=32):
             opt.step()
         return step
 
-    model = build(ts)
+    model = zoo_models.digits_cnn(ts)
     ts_step = stepper(ts, model, ts.from_numpy(x_np.copy()), ts.tensor(y_np, dtype=ts.int64))
     th_step = None
     if torch:
-        tmodel = build(torch)
+        tmodel = zoo_models.digits_cnn(torch)
         with torch.no_grad():  # the same initial weights
             for p, q in zip(tmodel.parameters(), model.parameters()):
                 p.copy_(torch.from_numpy(q.detach().numpy().copy()))

@@ -7,6 +7,7 @@ from tessera import _C
 
 _call = _C.call_op
 _E = {}
+_native_is_contiguous = _C.Tensor.is_contiguous  # row-major; Tensor.is_contiguous becomes is_contiguous below
 
 
 class memory_format:
@@ -97,8 +98,6 @@ def like(result, input, fmt, where):
         fmt = suggest(input)
     return result if fmt is contiguous_format else to_format(result, fmt, where)
 
-
-_native_is_contiguous = _C.Tensor.is_contiguous
 
 
 def is_contiguous(self, memory_format=contiguous_format):

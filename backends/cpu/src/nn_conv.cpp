@@ -6,6 +6,7 @@
 // blocked GEMM multiplies the weights by it. float16 / bfloat16 compute in float32.
 #include "nn_conv.h"
 
+#include "channels_last.h"
 #include "strided.h"
 #include "tensor_iterator.h"
 
@@ -41,22 +42,7 @@ void fill_zeros(TensorRef& t) {
   std::fill_n(t.data<char>(), t.numel() * t.itemsize(), char(0));  // all-zero bits are 0.0
 }
 
-// ---- channels-last (NHWC) activations
-
-// The dense NHWC strides of a 4-D shape.
-std::vector<int64_t> nhwc_strides(std::span<const int64_t> s) {
-  return {s[1] * s[2] * s[3], 1, s[3] * s[1], s[1]};
-}
-
-// Whether a 4-D tensor is laid out channels-last and not also row-major (dims of size 1 may have
-// any stride), PyTorch's suggest_memory_format.
-bool is_channels_last(const TensorRef& t) {
-  if (t.dim() != 4 || t.is_contiguous()) return false;
-  const std::vector<int64_t> want = nhwc_strides(t.sizes());
-  for (int64_t d = 0; d < 4; ++d)
-    if (t.size(d) != 1 && t.stride(d) != want[size_t(d)]) return false;
-  return true;
-}
+// ---- channels-last (NHWC) activations (channels_last.h)
 
 // As PyTorch: a 2-D convolution whose input or weight is channels-last works and answers in NHWC.
 ActivationLayout layout_of(const TensorRef& input, const TensorRef& weight) {
@@ -66,23 +52,13 @@ ActivationLayout layout_of(const TensorRef& input, const TensorRef& weight) {
 // An empty activation tensor of `shape` in `layout`.
 TensorRef empty_activation(ts_call call, std::span<const int64_t> shape, int32_t dtype, ActivationLayout layout) {
   if (layout == ActivationLayout::Nchw || shape.size() != 4) return sdk::empty(call, shape, dtype, kCpuDevice);
-  return sdk::empty(call, shape, dtype, kCpuDevice, nhwc_strides(shape));
+  return empty_channels_last(call, shape, dtype);
 }
 
 // t in the compute dtype, dense in `layout` (a copy unless it already is).
 TensorRef prepared_as(ts_call call, const TensorRef& t, ActivationLayout layout, const char* op) {
   if (layout == ActivationLayout::Nchw) return prepared(call, t, op);
-  TensorRef c = to_dtype(call, t, compute_dtype(t.dtype()), op);
-  const std::vector<int64_t> want = nhwc_strides(c.sizes());
-  bool dense = true;
-  for (int64_t d = 0; d < 4; ++d) dense = dense && (c.size(d) == 1 || c.stride(d) == want[size_t(d)]);
-  if (dense && c.numel() > 0) {
-    // size-1 dims may hold any stride; oneDNN reads the buffer as NHWC, which such dims do not change
-    return c;
-  }
-  TensorRef out = empty_activation(call, c.sizes(), c.dtype(), layout);
-  copy_into(call, out, c, op);
-  return out;
+  return channels_last_copy(call, t, compute_dtype(t.dtype()), op);
 }
 
 // The layout of an NHWC convolution: OHWI weights when the weight is channels-last too (read and
@@ -100,9 +76,7 @@ TensorRef prepared_weight(ts_call call, const TensorRef& weight, ConvLayout layo
 // `result` (NCHW, from the generic path) laid out in `layout`.
 TensorRef in_layout(ts_call call, const TensorRef& result, ActivationLayout layout, const char* op) {
   if (layout == ActivationLayout::Nchw || result.dim() != 4) return result;
-  TensorRef out = empty_activation(call, result.sizes(), result.dtype(), layout);
-  copy_into(call, out, result, op);
-  return out;
+  return channels_last_copy(call, result, result.dtype(), op);
 }
 
 // ---- the generic path

@@ -301,13 +301,10 @@ bool onednn_conv_forward(const char* op, const ConvGeometry& g, ConvLayout layou
     });
     const Descs d = descs(g, layout);
     dnnl::stream s(engine());
-    memory src = wrap(d.src, x), weights = wrap(d.weights, w), dst = wrap(d.dst, y);
-    // Our buffers in the primitive's layouts where it chose others.
-    memory src_in = f->to_src ? memory(f->pd.src_desc(), engine()) : src;
-    memory weights_in = f->to_weights ? memory(f->pd.weights_desc(), engine()) : weights;
-    memory dst_out = f->from_dst ? memory(f->pd.dst_desc(), engine()) : dst;
-    if (f->to_src) f->to_src->run(s, src, src_in);
-    if (f->to_weights) f->to_weights->run(s, weights, weights_in);
+    memory src_in = reordered_in(s, f->to_src, f->pd.src_desc(), wrap(d.src, x));
+    memory weights_in = reordered_in(s, f->to_weights, f->pd.weights_desc(), wrap(d.weights, w));
+    memory dst = wrap(d.dst, y);
+    memory dst_out = output_buffer(f->from_dst, f->pd.dst_desc(), dst);
     memory scratch(f->pd.scratchpad_desc(), engine());
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src_in},
                                          {DNNL_ARG_WEIGHTS, weights_in},

@@ -7,6 +7,8 @@
 // and returns save_mean / save_invstd as empty [0] tensors (as PyTorch's CPU kernel).
 #include "nn_norm.h"
 
+#include "channels_last.h"
+
 #include "strided.h"
 #include "tensor_iterator.h"
 
@@ -37,32 +39,8 @@ void affine_rows(const T* x, T* y, const Layout& l, const std::vector<double>& s
 
 // ---- channels-last (NHWC) inputs: R = N*H*W rows of C channels
 
-// Whether t is a 4-D tensor laid out channels-last and not also row-major (size-1 dims may hold
-// any stride).
-bool is_channels_last(const TensorRef& t) {
-  if (t.dim() != 4 || t.is_contiguous()) return false;
-  const int64_t want[4] = {t.size(1) * t.size(2) * t.size(3), 1, t.size(3) * t.size(1), t.size(1)};
-  for (int64_t d = 0; d < 4; ++d)
-    if (t.size(d) != 1 && t.stride(d) != want[d]) return false;
-  return true;
-}
-
-TensorRef empty_channels_last(ts_call call, const TensorRef& like, int32_t dtype) {
-  const int64_t c = like.size(1), h = like.size(2), w = like.size(3);
-  const int64_t strides[4] = {h * w * c, 1, w * c, c};
-  return sdk::empty(call, like.sizes(), dtype, kCpuDevice, strides);
-}
-
-// t (dtype `dtype`) dense channels-last: itself, or a copy.
-TensorRef channels_last_copy(ts_call call, const TensorRef& t, int32_t dtype, const char* op) {
-  if (t.dtype() == dtype && is_channels_last(t)) return t;
-  TensorRef out = empty_channels_last(call, t, dtype);
-  copy_into(call, out, t, op);
-  return out;
-}
-
 // Per-channel sums over rows, in fixed chunks of rows (one per thread; summed in chunk order, so a
-// thread count gives one result): f(row pointer, partial sums of C doubles) per row.
+// thread count gives one result): f(row index, that chunk's C partial sums) per row.
 template <class Row>
 std::vector<double> channel_sums(int64_t rows, int64_t c, Row f) {
   const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(max_threads(), rows));
@@ -110,7 +88,7 @@ void batch_norm_kernel(Args& a) {
 
   const bool nhwc = is_channels_last(input);
   const TensorRef x = nhwc ? input : contiguous(a.call(), input);
-  TensorRef out = nhwc ? empty_channels_last(a.call(), input, input.dtype())
+  TensorRef out = nhwc ? empty_channels_last(a.call(), input.sizes(), input.dtype())
                        : sdk::empty(a.call(), input.sizes(), input.dtype(), kCpuDevice);
   const int64_t rows = l.n * l.hw;  // channels-last rows
   std::vector<double> mean(size_t(l.c), 0.0), invstd(size_t(l.c), 0.0);
@@ -211,7 +189,7 @@ void batch_norm_backward_kernel(Args& a) {
   const TensorRef x = nhwc ? input : contiguous(a.call(), input);
   const TensorRef dy = nhwc ? channels_last_copy(a.call(), grad_out, input.dtype(), op)
                             : contiguous(a.call(), to_dtype(a.call(), grad_out, input.dtype(), op));
-  TensorRef grad_input = nhwc ? empty_channels_last(a.call(), input, input.dtype())
+  TensorRef grad_input = nhwc ? empty_channels_last(a.call(), input.sizes(), input.dtype())
                               : sdk::empty(a.call(), input.sizes(), input.dtype(), kCpuDevice);
   const int64_t rows = l.n * l.hw;  // channels-last rows
   // Per channel: sum(dy) and sum(dy * (x - mean)).

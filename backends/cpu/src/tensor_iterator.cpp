@@ -492,7 +492,8 @@ std::vector<int64_t> strides_like_inputs(const std::vector<TensorRef>& ops, cons
   const int64_t rank = int64_t(shape.size());
   for (size_t k = 1; k < ops.size(); ++k) {
     const TensorRef& t = ops[k];
-    if (t.dim() != rank || t.shape_vector() != shape) continue;
+    const std::span<const int64_t> sizes = t.sizes();
+    if (t.dim() != rank || !std::equal(sizes.begin(), sizes.end(), shape.begin())) continue;
     if (t.is_contiguous()) return {};
     // dims from the outermost in memory to the innermost (ties keep their order)
     std::vector<int64_t> order(static_cast<size_t>(rank));
