@@ -209,6 +209,41 @@ def test_layer_norm_backward(shape, k):
     assert_close(gi, numeric_grad(lambda v: f(v, k, None, None, 1e-5), x, g), ts.float64, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("shape,k", [((5, 37), 1), ((3, 4, 24), 2), ((64, 384), 1)], ids=str)
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize("grad", ["dense", "repeated_row", "expanded_scalar"])
+def test_layer_norm_backward_float32_vector_kernels(shape, k, affine, grad):
+    """float32 rows go through the vector kernels (the weight / bias gradients in the same pass,
+    row tails shorter than a vector); a grad_out repeated over the rows (one row expanded, or the
+    expanded scalar sum().backward() hands down) is read in place, not copied: all against the
+    float64 kernel, which the test above checks against finite differences."""
+    x = values(shape, 1)
+    normalized = list(shape[len(shape) - k:])
+    if grad == "dense":
+        g = values(shape, 2)
+        g32 = from_np(g, ts.float32)
+    elif grad == "repeated_row":
+        row = values(normalized, 2)
+        g = np.broadcast_to(row, shape)
+        g32 = from_np(row, ts.float32).expand(*shape)
+    else:
+        g = np.full(shape, 0.7)
+        g32 = ts.tensor(0.7, dtype=ts.float32).expand(*shape)
+    w, b = (values(normalized, 3), values(normalized, 4)) if affine else (None, None)
+
+    def run(dtype, grad_out):
+        opt = (lambda v: None if v is None else from_np(v, dtype))
+        tx = from_np(x.astype(np.float32).astype(np.float64), dtype)
+        _, mean, rstd = aten.native_layer_norm(tx, normalized, opt(w), opt(b), 1e-5)
+        return aten.native_layer_norm_backward(grad_out, tx, normalized, mean, rstd, opt(w), opt(b))
+
+    got = run(ts.float32, g32)
+    want = run(ts.float64, from_np(np.ascontiguousarray(g).astype(np.float32).astype(np.float64), ts.float64))
+    for ours, ref in zip(got, want):
+        assert ours.dtype == ts.float32
+        np.testing.assert_allclose(to_np(ours), to_np(ref), rtol=2e-4, atol=2e-4)
+
+
 def test_layer_norm_errors():
     with pytest.raises(ValueError, match=r"native_layer_norm.*\[2, 3\]"):
         aten.native_layer_norm(ts.zeros(2, 3), [4], None, None, 1e-5)

@@ -78,6 +78,26 @@ void layer_norm_kernel(Args& a) {
   return3(a, std::move(out), tensor_of(a.call(), r.stat_shape, sd, mean), tensor_of(a.call(), r.stat_shape, sd, rstd));
 }
 
+// When grad_out repeats one float32 row over all the rows (its leading dims have stride 0:
+// sum().backward() hands down an expanded scalar), that row gathered, so the kernel reads it with
+// row stride 0 instead of copying grad_out out to the input's size; empty otherwise.
+std::vector<float> repeated_row(const TensorRef& g, int64_t normalized_dims, const Rows& r) {
+  const int64_t lead = g.dim() - normalized_dims;
+  if (g.dtype() != TS_FLOAT32 || r.m < 2) return {};
+  for (int64_t d = 0; d < lead; ++d)
+    if (g.size(d) != 1 && g.stride(d) != 0) return {};
+  std::vector<float> row(size_t(r.n));
+  std::vector<int64_t> index(size_t(normalized_dims), 0);
+  const float* base = g.data<float>();
+  for (int64_t j = 0; j < r.n; ++j) {
+    int64_t offset = 0;
+    for (int64_t d = 0; d < normalized_dims; ++d) offset += index[size_t(d)] * g.stride(lead + d);
+    row[size_t(j)] = base[offset];
+    for (int64_t d = normalized_dims - 1; d >= 0 && ++index[size_t(d)] == g.size(lead + d); --d) index[size_t(d)] = 0;
+  }
+  return row;
+}
+
 // native_layer_norm_backward(Tensor grad_out, Tensor input, int[] normalized_shape, Tensor mean,
 //   Tensor rstd, Tensor? weight, Tensor? bias) -> (grad_input, grad_weight, grad_bias)
 // grad_weight / grad_bias are empty [0] tensors when weight / bias is None.
@@ -103,7 +123,10 @@ void layer_norm_backward_kernel(Args& a) {
          "), got shapes ", strided::str(mean_t.sizes()), " and ", strided::str(rstd_t.sizes()));
 
   const TensorRef x = contiguous(a.call(), input);
-  const TensorRef dy = contiguous(a.call(), to_dtype(a.call(), grad_out, input.dtype(), op));
+  const simd::Table& vec = simd::vec();
+  const std::vector<float> dy_row =  // (only the vector kernels below read a repeated row)
+      input.dtype() == TS_FLOAT32 && vec.layer_norm_backward_row ? repeated_row(grad_out, int64_t(normalized.size()), r) : std::vector<float>{};
+  const TensorRef dy = dy_row.empty() ? contiguous(a.call(), to_dtype(a.call(), grad_out, input.dtype(), op)) : grad_out;
   TensorRef grad_input = sdk::empty(a.call(), input.sizes(), input.dtype(), kCpuDevice);
   // grad_weight / grad_bias sum over rows: a fixed number of row blocks (independent of the
   // thread count, so results are reproducible) each sum into their own buffer.
@@ -111,7 +134,6 @@ void layer_norm_backward_kernel(Args& a) {
   const int64_t blocks = (want_w || want_b) ? std::min<int64_t>(std::max<int64_t>(r.m, 1), 16) : 0;
   std::vector<double> part_w(want_w ? size_t(blocks * r.n) : 0, 0.0), part_b(want_b ? size_t(blocks * r.n) : 0, 0.0);
   const int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, r.n));
-  const simd::Table& vec = simd::vec();
   TS_DISPATCH_FLOAT(input.dtype(), break, {
     const scalar_t* xp = x.data<scalar_t>();
     const scalar_t* gp = dy.data<scalar_t>();
@@ -119,29 +141,27 @@ void layer_norm_backward_kernel(Args& a) {
     if (std::is_same_v<scalar_t, float> && vec.layer_norm_backward_row) {  // float32 through the vector kernels
       const std::vector<float> wf(w.begin(), w.end());
       const float* xf = reinterpret_cast<const float*>(xp);
-      const float* gf = reinterpret_cast<const float*>(gp);
+      const float* gf = dy_row.empty() ? reinterpret_cast<const float*>(gp) : dy_row.data();
+      const int64_t g_row_stride = dy_row.empty() ? r.n : 0;
       float* gif = reinterpret_cast<float*>(gi);
-      auto grad_input_row = [&](int64_t i) {
-        vec.layer_norm_backward_row(gif + i * r.n, gf + i * r.n, xf + i * r.n, r.n, float(mean[size_t(i)]),
-                                    float(rstd[size_t(i)]), wf.empty() ? nullptr : wf.data());
+      auto grad_input_row = [&](int64_t i, float* gw, float* gb) {
+        vec.layer_norm_backward_row(gif + i * r.n, gf + i * g_row_stride, xf + i * r.n, r.n, float(mean[size_t(i)]),
+                                    float(rstd[size_t(i)]), wf.empty() ? nullptr : wf.data(), gw, gb);
       };
       if (blocks == 0) {
         parallel_for(r.m, grain, [&](int64_t rb, int64_t re) {
-          for (int64_t i = rb; i < re; ++i) grad_input_row(i);
+          for (int64_t i = rb; i < re; ++i) grad_input_row(i, nullptr, nullptr);
         });
         break;
       }
-      // One pass: each row block computes its rows' grad_input and, while the row is in cache,
-      // adds it to the block's parameter gradients (float within a block, the blocks in double).
+      // One pass: each row block computes its rows' grad_input and, while the row is in
+      // registers, adds it to the block's parameter gradients (float within a block, the
+      // blocks in double).
       std::vector<float> fw(part_w.size(), 0.0f), fb(part_b.size(), 0.0f);
       parallel_for(blocks, 1, [&](int64_t bb, int64_t be) {
         for (int64_t blk = bb; blk < be; ++blk)
-          for (int64_t i = r.m * blk / blocks; i < r.m * (blk + 1) / blocks; ++i) {
-            grad_input_row(i);
-            vec.layer_norm_param_grads_row(want_w ? fw.data() + blk * r.n : nullptr,
-                                           want_b ? fb.data() + blk * r.n : nullptr, gf + i * r.n, xf + i * r.n, r.n,
-                                           float(mean[size_t(i)]), float(rstd[size_t(i)]));
-          }
+          for (int64_t i = r.m * blk / blocks; i < r.m * (blk + 1) / blocks; ++i)
+            grad_input_row(i, want_w ? fw.data() + blk * r.n : nullptr, want_b ? fb.data() + blk * r.n : nullptr);
       });
       std::copy(fw.begin(), fw.end(), part_w.begin());
       std::copy(fb.begin(), fb.end(), part_b.begin());

@@ -204,41 +204,25 @@ struct Kernels {
   }
 
   // ---- layer norm rows
-  // Sum of (x - mu)^2 with float lanes widened into double every vector (the centered values are
-  // small, the sum is long).
+  // Row sums in float lanes over two vectors at a time, each pair then widened into double (as
+  // sum() does over four): the float error stays that of a two-term sum per lane, with half the
+  // conversions of widening every vector, which kept these rows behind PyTorch's.
+  // Sum of (x - mu)^2.
   static double centered_squares(const float* x, float mu, int64_t n) {
-    typename V::D lo = V::dzero(), hi = V::dzero();
+    typename V::D a0 = V::dzero(), a1 = V::dzero();
     const R m = V::set1(mu);
     int64_t i = 0;
+    for (; i + 2 * W <= n; i += 2 * W) {
+      const R d0 = V::sub(V::load(x + i), m), d1 = V::sub(V::load(x + i + W), m);
+      V::widen_add(a0, a1, V::fmadd(d0, d0, V::mul(d1, d1)));
+    }
     for (; i + W <= n; i += W) {
       const R d = V::sub(V::load(x + i), m);
-      V::widen_add(lo, hi, V::mul(d, d));
+      V::widen_add(a0, a1, V::mul(d, d));
     }
     double tail = 0;
     for (; i < n; ++i) tail += double(x[i] - mu) * double(x[i] - mu);
-    return V::dhsum(V::dadd(lo, hi)) + tail;
-  }
-  // Two double sums of a row, sum(a) and sum(a * b), a and b given per vector by `ab(i)`.
-  template <class F>
-  static void two_sums(int64_t n, F ab, double& s1, double& s2) {
-    typename V::D a0 = V::dzero(), a1 = V::dzero(), b0 = V::dzero(), b1 = V::dzero();
-    int64_t i = 0;
-    for (; i + W <= n; i += W) {
-      R a, b;
-      ab(i, a, b);
-      V::widen_add(a0, a1, a);
-      V::widen_add(b0, b1, V::mul(a, b));
-    }
-    s1 = V::dhsum(V::dadd(a0, a1));
-    s2 = V::dhsum(V::dadd(b0, b1));
-    if (i < n) {  // the tail through a zero-padded vector (a = 0 there adds nothing)
-      R a, b;
-      ab(i, a, b);
-      alignas(64) float ta[W], tb[W];
-      V::store(ta, a);
-      V::store(tb, V::mul(a, b));
-      for (int64_t j = 0; j < n - i; ++j) s1 += double(ta[j]), s2 += double(tb[j]);
-    }
+    return V::dhsum(V::dadd(a0, a1)) + tail;
   }
   // A W-float load that reads only the first `valid` floats (zeros after): the rows' tails.
   static R load_part(const float* p, int64_t valid) {
@@ -254,6 +238,22 @@ struct Kernels {
     __builtin_memcpy(p, t, size_t(valid) * sizeof(float));
   }
 
+  // y = (x - mean) rstd [* w] [+ b]; the presence of w and b is a template argument so the loop
+  // carries no branch.
+  template <bool HasW, bool HasB>
+  static void normalize_row(float* y, const float* x, int64_t n, R m, R r, const float* w, const float* b) {
+    auto at = [&](R xv, int64_t i, int64_t k) {
+      R v = V::mul(V::sub(xv, m), r);
+      if constexpr (HasW && HasB) return V::fmadd(v, load_part(w + i, k), load_part(b + i, k));
+      if constexpr (HasW && !HasB) return V::mul(v, load_part(w + i, k));
+      if constexpr (!HasW && HasB) return V::add(v, load_part(b + i, k));
+      return v;
+    };
+    int64_t i = 0;
+    for (; i + W <= n; i += W) V::store(y + i, at(V::load(x + i), i, W));
+    if (i < n) store_part(y + i, at(load_part(x + i, n - i), i, n - i), n - i);
+  }
+
   static void layer_norm_row(float* y, const float* x, int64_t n, double eps, const float* w, const float* b,
                              double* mean, double* rstd) {
     const double mu = n ? sum(x, n) / double(n) : 0.0;
@@ -262,37 +262,57 @@ struct Kernels {
     *mean = mu;
     *rstd = rs;
     const R m = V::set1(float(mu)), r = V::set1(float(rs));
-    for (int64_t i = 0; i < n; i += W) {
-      const int64_t k = n - i;
-      R v = V::mul(V::sub(load_part(x + i, k), m), r);
-      if (w) v = V::mul(v, load_part(w + i, k));
-      if (b) v = V::add(v, load_part(b + i, k));
-      store_part(y + i, v, k);
-    }
+    if (w && b) normalize_row<true, true>(y, x, n, m, r, w, b);
+    else if (w) normalize_row<true, false>(y, x, n, m, r, w, b);
+    else if (b) normalize_row<false, true>(y, x, n, m, r, w, b);
+    else normalize_row<false, false>(y, x, n, m, r, w, b);
   }
 
-  static void layer_norm_backward_row(float* gi, const float* dy, const float* x, int64_t n, float mean, float rstd,
-                                      const float* w) {
+  // gi = rstd (g - mean(g) - xhat mean(g xhat)) with g = dy [* w]; the same pass adds dy xhat
+  // and dy into the weight / bias gradient accumulators when they are given (Acc).
+  template <bool HasW, bool Acc>
+  static void layer_norm_backward_row_impl(float* gi, const float* dy, const float* x, int64_t n, float mean,
+                                           float rstd, const float* w, float* gw, float* gb) {
     const R m = V::set1(mean), r = V::set1(rstd);
-    auto g_at = [&](int64_t i) { return w ? V::mul(load_part(dy + i, n - i), load_part(w + i, n - i)) : load_part(dy + i, n - i); };
-    auto xhat_at = [&](int64_t i) { return V::mul(V::sub(load_part(x + i, n - i), m), r); };
-    double sg = 0, sgx = 0;
-    two_sums(n, [&](int64_t i, R& a, R& b) { a = g_at(i), b = xhat_at(i); }, sg, sgx);
+    auto g_at = [&](int64_t i, int64_t k) {
+      if constexpr (HasW) return V::mul(load_part(dy + i, k), load_part(w + i, k));
+      return load_part(dy + i, k);
+    };
+    auto xhat_at = [&](int64_t i, int64_t k) { return V::mul(V::sub(load_part(x + i, k), m), r); };
+    typename V::D s0 = V::dzero(), s1 = V::dzero(), t0 = V::dzero(), t1 = V::dzero();
+    int64_t i = 0;
+    for (; i + 2 * W <= n; i += 2 * W) {
+      const R g0 = g_at(i, W), g1 = g_at(i + W, W);
+      V::widen_add(s0, s1, V::add(g0, g1));
+      V::widen_add(t0, t1, V::fmadd(g0, xhat_at(i, W), V::mul(g1, xhat_at(i + W, W))));
+    }
+    for (; i < n; i += W) {  // a tail's padding has g = 0, so it adds nothing to either sum
+      const R g = g_at(i, n - i);
+      V::widen_add(s0, s1, g);
+      V::widen_add(t0, t1, V::mul(g, xhat_at(i, n - i)));
+    }
+    const double sg = V::dhsum(V::dadd(s0, s1)), sgx = V::dhsum(V::dadd(t0, t1));
     const R c1 = V::set1(float(sg / double(n))), c2 = V::set1(float(sgx / double(n)));
-    for (int64_t i = 0; i < n; i += W) {  // rstd (g - c1 - xhat c2)
-      const R v = V::mul(r, V::sub(V::sub(g_at(i), c1), V::mul(xhat_at(i), c2)));
-      store_part(gi + i, v, n - i);
+    for (i = 0; i < n; i += W) {
+      const int64_t k = n - i;
+      const R xh = xhat_at(i, k);
+      store_part(gi + i, V::mul(r, V::sub(V::sub(g_at(i, k), c1), V::mul(xh, c2))), k);
+      if constexpr (Acc) {
+        const R d = load_part(dy + i, k);
+        if (gw) store_part(gw + i, V::fmadd(d, xh, load_part(gw + i, k)), k);
+        if (gb) store_part(gb + i, V::add(d, load_part(gb + i, k)), k);
+      }
     }
   }
-
-  static void layer_norm_param_grads_row(float* gw, float* gb, const float* dy, const float* x, int64_t n, float mean,
-                                         float rstd) {
-    const R m = V::set1(mean), r = V::set1(rstd);
-    for (int64_t i = 0; i < n; i += W) {
-      const int64_t k = n - i;
-      const R g = load_part(dy + i, k);
-      if (gw) store_part(gw + i, V::fmadd(g, V::mul(V::sub(load_part(x + i, k), m), r), load_part(gw + i, k)), k);
-      if (gb) store_part(gb + i, V::add(g, load_part(gb + i, k)), k);
+  static void layer_norm_backward_row(float* gi, const float* dy, const float* x, int64_t n, float mean, float rstd,
+                                      const float* w, float* gw, float* gb) {
+    const bool acc = gw || gb;
+    if (w) {
+      if (acc) layer_norm_backward_row_impl<true, true>(gi, dy, x, n, mean, rstd, w, gw, gb);
+      else layer_norm_backward_row_impl<true, false>(gi, dy, x, n, mean, rstd, w, gw, gb);
+    } else {
+      if (acc) layer_norm_backward_row_impl<false, true>(gi, dy, x, n, mean, rstd, w, gw, gb);
+      else layer_norm_backward_row_impl<false, false>(gi, dy, x, n, mean, rstd, w, gw, gb);
     }
   }
 
@@ -387,7 +407,6 @@ struct Kernels {
     t.activation_backward[int(Activation::Silu)] = &activation_backward<Activation::Silu>;
     t.layer_norm_row = &layer_norm_row;
     t.layer_norm_backward_row = &layer_norm_backward_row;
-    t.layer_norm_param_grads_row = &layer_norm_param_grads_row;
     t.sum = &sum;
     t.softmax = &softmax;
     t.log_softmax = &log_softmax;

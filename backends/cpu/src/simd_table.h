@@ -33,13 +33,11 @@ struct Table {
   // then y = (x - mean) * rstd * w + b (w and b may be null). Null in the scalar table.
   void (*layer_norm_row)(float* y, const float* x, int64_t n, double eps, const float* w, const float* b,
                          double* mean, double* rstd);
-  // Its backward for grad_input: g = dy * w (w may be null), gi = rstd (g - mean(g) - xhat mean(g xhat)).
+  // Its backward for grad_input: g = dy * w (w may be null), gi = rstd (g - mean(g) - xhat mean(g xhat));
+  // the same pass adds the row's weight and bias gradients, dy * xhat and dy, into the float
+  // accumulators gw and gb when they are not null.
   void (*layer_norm_backward_row)(float* gi, const float* dy, const float* x, int64_t n, float mean, float rstd,
-                                  const float* w);
-  // Adds the row's weight and bias gradients, dy * xhat and dy, into float accumulators (either
-  // may be null).
-  void (*layer_norm_param_grads_row)(float* gw, float* gb, const float* dy, const float* x, int64_t n, float mean,
-                                     float rstd);
+                                  const float* w, float* gw, float* gb);
   // The sum of n floats, accumulated in double.
   double (*sum)(const float* x, int64_t n);
   // One row of softmax / log_softmax: max subtracted first, float arithmetic.
