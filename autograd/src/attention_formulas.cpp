@@ -1,5 +1,6 @@
 // Derivatives of _scaled_dot_product_flash_attention_for_cpu (see formulas.h). With
-// P = softmax(S), S = q k^T * scale (-inf where causal attention hides a key) and out = P v:
+// P = softmax(S), S = q k^T * scale + attn_mask (-inf where causal attention hides a key; a row
+// that sees no key has P = 0) and out = P v:
 // dv = P^T dout, dP = dout v^T, dS = P * (dP - rowsum(dP * P)), dq = dS k * scale, dk = dS^T q * scale.
 #include "formulas.h"
 #include "meta.h"
@@ -17,9 +18,19 @@ double scale_of(const TensorRef& query, const std::optional<double>& scale) {
 
 TensorRef key_transposed(const TensorRef& t) { return ops::transpose(t, -2, -1); }
 
-// The probabilities P, from operators.
-TensorRef attention_probs(const TensorRef& query, const TensorRef& key, bool is_causal, double scale) {
+// The probabilities P, from operators; a row that sees no key (all -inf) gets zeros, as the
+// kernel's (and PyTorch's) rows do.
+TensorRef attention_probs(const TensorRef& query, const TensorRef& key, const TensorRef& attn_mask, bool is_causal,
+                          double scale) {
   TensorRef scores = ops::mul(ops::matmul(query, key_transposed(key)), Scalar(scale));
+  if (attn_mask.defined()) {
+    scores = ops::add(scores, attn_mask);
+    const TensorRef visible = ops::ne(scores, Scalar(-std::numeric_limits<double>::infinity()));
+    const TensorRef row_hidden = ops::logical_not(ops::any(visible, int64_t(-1), true));
+    // (the hidden rows' scores zeroed first, so their softmax and its gradients stay finite)
+    return ops::masked_fill(ops::softmax(ops::masked_fill(scores, row_hidden, Scalar(0.0)), -1), row_hidden,
+                            Scalar(0.0));
+  }
   if (is_causal) {  // top-left aligned: query row i sees keys 0..i
     const int64_t L = query.size(query.dim() - 2), S = key.size(key.dim() - 2);
     TensorRef rows = ops::unsqueeze(ops::arange(Scalar(L), TS_INT64, query.device()), 1);
@@ -39,12 +50,13 @@ TensorRef softmax_grad(const TensorRef& probs, const TensorRef& grad_probs) {
 
 std::tuple<TensorRef, TensorRef, TensorRef> flash_attention_backward(
     const TensorRef& grad, const TensorRef& query, const TensorRef& key, const TensorRef& value, const TensorRef& out,
-    const TensorRef& logsumexp, double dropout_p, bool is_causal, const std::optional<double>& scale) {
+    const TensorRef& logsumexp, double dropout_p, bool is_causal, const TensorRef& attn_mask,
+    const std::optional<double>& scale) {
   if (!grad_mode_enabled())
     return ops::_scaled_dot_product_flash_attention_for_cpu_backward(grad, query, key, value, out, logsumexp,
-                                                                     dropout_p, is_causal, TensorRef(), scale);
+                                                                     dropout_p, is_causal, attn_mask, scale);
   const double s = scale_of(query, scale);
-  TensorRef probs = attention_probs(query, key, is_causal, s);
+  TensorRef probs = attention_probs(query, key, attn_mask, is_causal, s);
   TensorRef grad_value = ops::matmul(key_transposed(probs), grad);
   TensorRef grad_scores = softmax_grad(probs, ops::matmul(grad, key_transposed(value)));
   TensorRef grad_query = ops::mul(ops::matmul(grad_scores, key), Scalar(s));
@@ -53,10 +65,10 @@ std::tuple<TensorRef, TensorRef, TensorRef> flash_attention_backward(
 }
 
 TensorRef flash_attention_jvp(const TensorRef& query_t, const TensorRef& key_t, const TensorRef& value_t,
-                              const TensorRef& query, const TensorRef& key, const TensorRef& value, bool is_causal,
-                              const std::optional<double>& scale) {
+                              const TensorRef& query, const TensorRef& key, const TensorRef& value,
+                              const TensorRef& attn_mask, bool is_causal, const std::optional<double>& scale) {
   const double s = scale_of(query, scale);
-  TensorRef probs = attention_probs(query, key, is_causal, s);
+  TensorRef probs = attention_probs(query, key, attn_mask, is_causal, s);
   // dS = (dq k^T + q dk^T) * scale; masked entries have P = 0, so softmax_grad zeroes them.
   TensorRef scores_t;
   if (query_t.defined()) scores_t = ops::matmul(query_t, key_transposed(key));

@@ -481,4 +481,27 @@ TensorRef scatter_src_backward(const TensorRef& grad, int64_t dim, const TensorR
   return ops::constant_pad_nd(picked, pad);
 }
 
+// Double backward of softmax: gi = y (go - sum(go y)) with y the softmax output. For the
+// incoming gradient G: d/dgo = y (G - sum(G y)) (the same backward again), d/dy = G (go -
+// sum(go y)) - go sum(G y).
+std::tuple<TensorRef, TensorRef> softmax_backward_data_backward(const TensorRef& grad, const TensorRef& grad_output,
+                                                                const TensorRef& output, int64_t dim,
+                                                                int32_t input_dtype) {
+  TensorRef grad_grad_output = ops::_softmax_backward_data(grad, output, dim, input_dtype);
+  TensorRef mixed = ops::sum(ops::mul(grad_output, output), IntList{dim}, true);
+  TensorRef grad_mixed = ops::sum(ops::mul(grad, output), IntList{dim}, true);
+  TensorRef grad_out = ops::sub(ops::mul(grad, ops::sub(grad_output, mixed)), ops::mul(grad_output, grad_mixed));
+  return {grad_grad_output, grad_out};
+}
+
+// Double backward of log_softmax: gi = go - exp(y) sum(go) with y the log_softmax output. For G:
+// d/dgo = G - sum(G exp(y)), d/dy = -G exp(y) sum(go).
+std::tuple<TensorRef, TensorRef> log_softmax_backward_data_backward(const TensorRef& grad, const TensorRef& grad_output,
+                                                                    const TensorRef& output, int64_t dim) {
+  TensorRef probs = ops::exp(output);
+  TensorRef grad_grad_output = ops::sub(grad, ops::sum(ops::mul(grad, probs), IntList{dim}, true));
+  TensorRef grad_out = ops::neg(ops::mul(ops::mul(grad, probs), ops::sum(grad_output, IntList{dim}, true)));
+  return {grad_grad_output, grad_out};
+}
+
 }  // namespace tessera::autograd::formulas

@@ -57,6 +57,13 @@ TensorRef unsqueeze_to(const TensorRef& grad, const IntList& sizes);
 TensorRef slice_grad(const TensorRef& grad, const IntList& sizes, int64_t dim, std::optional<int64_t> start,
                      std::optional<int64_t> end, int64_t step);
 // linalg.solve (X = A^-1 B, or X A = B when !left): the gradients of A and B.
+// Second derivatives of softmax / log_softmax: the gradients of their backward operators with
+// respect to (grad_output, output).
+std::tuple<TensorRef, TensorRef> softmax_backward_data_backward(const TensorRef& grad, const TensorRef& grad_output,
+                                                                const TensorRef& output, int64_t dim,
+                                                                int32_t input_dtype);
+std::tuple<TensorRef, TensorRef> log_softmax_backward_data_backward(const TensorRef& grad, const TensorRef& grad_output,
+                                                                    const TensorRef& output, int64_t dim);
 std::tuple<TensorRef, TensorRef> linalg_solve_backward(const TensorRef& grad, const TensorRef& A, const TensorRef& X, bool left);
 // linalg.cholesky (real): gA = sym(L^-T Phi(L^T gL) L^-1), Phi taking the lower triangle with a halved diagonal.
 TensorRef cholesky_backward(const TensorRef& grad, const TensorRef& result, bool upper);
@@ -100,6 +107,10 @@ TensorRef minmax_jvp(const TensorRef& self_t, const TensorRef& other_t, const Te
                      bool is_max);
 TensorRef softmax_jvp(const TensorRef& self_t, const TensorRef& result, int64_t dim);
 TensorRef log_softmax_jvp(const TensorRef& self_t, const TensorRef& result, int64_t dim);
+TensorRef softmax_backward_data_jvp(const TensorRef& grad_output_t, const TensorRef& output_t,
+                                    const TensorRef& grad_output, const TensorRef& output, int64_t dim);
+TensorRef log_softmax_backward_data_jvp(const TensorRef& grad_output_t, const TensorRef& output_t,
+                                        const TensorRef& grad_output, const TensorRef& output, int64_t dim);
 TensorRef logsumexp_jvp(const TensorRef& self_t, const TensorRef& self, const IntList& dim, bool keepdim);
 TensorRef var_jvp(const TensorRef& self_t, const TensorRef& self, const std::optional<IntList>& dim,
                   const std::optional<Scalar>& correction, bool keepdim);
@@ -145,9 +156,10 @@ TensorRef cholesky_jvp(const TensorRef& A_t, const TensorRef& L, bool upper);
 // so they are differentiable again; its jvp from operators.
 std::tuple<TensorRef, TensorRef, TensorRef> flash_attention_backward(
     const TensorRef& grad, const TensorRef& query, const TensorRef& key, const TensorRef& value, const TensorRef& out,
-    const TensorRef& logsumexp, double dropout_p, bool is_causal, const std::optional<double>& scale);
+    const TensorRef& logsumexp, double dropout_p, bool is_causal, const TensorRef& attn_mask,
+    const std::optional<double>& scale);
 TensorRef flash_attention_jvp(const TensorRef& query_t, const TensorRef& key_t, const TensorRef& value_t,
-                              const TensorRef& query, const TensorRef& key, const TensorRef& value, bool is_causal,
-                              const std::optional<double>& scale);
+                              const TensorRef& query, const TensorRef& key, const TensorRef& value,
+                              const TensorRef& attn_mask, bool is_causal, const std::optional<double>& scale);
 
 }  // namespace tessera::autograd::formulas

@@ -33,6 +33,23 @@ TensorRef log_softmax_jvp(const TensorRef& self_t, const TensorRef& result, int6
   return ops::sub(self_t, ops::sum(ops::mul(ops::exp(result), self_t), IntList{dim}, true));
 }
 
+// gi = y (go - sum(go y)): gi_t = y_t (go - s) + y (go_t - s_t), s_t = sum(go_t y + go y_t).
+TensorRef softmax_backward_data_jvp(const TensorRef& grad_output_t, const TensorRef& output_t,
+                                    const TensorRef& grad_output, const TensorRef& output, int64_t dim) {
+  TensorRef mixed = ops::sum(ops::mul(grad_output, output), IntList{dim}, true);
+  TensorRef mixed_t =
+      ops::sum(ops::add(ops::mul(grad_output_t, output), ops::mul(grad_output, output_t)), IntList{dim}, true);
+  return ops::add(ops::mul(output_t, ops::sub(grad_output, mixed)), ops::mul(output, ops::sub(grad_output_t, mixed_t)));
+}
+
+// gi = go - exp(y) sum(go): gi_t = go_t - exp(y) (y_t sum(go) + sum(go_t)).
+TensorRef log_softmax_backward_data_jvp(const TensorRef& grad_output_t, const TensorRef& output_t,
+                                        const TensorRef& grad_output, const TensorRef& output, int64_t dim) {
+  TensorRef inner = ops::add(ops::mul(output_t, ops::sum(grad_output, IntList{dim}, true)),
+                             ops::sum(grad_output_t, IntList{dim}, true));
+  return ops::sub(grad_output_t, ops::mul(ops::exp(output), inner));
+}
+
 TensorRef logsumexp_jvp(const TensorRef& self_t, const TensorRef& self, const IntList& dim, bool keepdim) {
   TensorRef weights = ops::exp(ops::sub(self, ops::logsumexp(self, dim, true)));
   return ops::sum(ops::mul(weights, self_t), dim, keepdim);

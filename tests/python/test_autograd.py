@@ -145,6 +145,15 @@ def test_gradcheck_reductions(name, fn, make):
     assert gradcheck(fn, (make(),))
 
 
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_softmax_second_derivatives(name):
+    """Double backward through softmax / log_softmax (their backward operators have derivatives:
+    a gradient penalty through attention needs them), against finite differences."""
+    fn = {"softmax": lambda x: ts.softmax(x, -1), "log_softmax": lambda x: ts.log_softmax(x, 0)}[name]
+    weights = ts.arange(12, dtype=F64).reshape(3, 4)  # (a softmax row sums to 1: unweighted, its gradient is 0)
+    assert gradgradcheck(lambda x: fn(x) * weights, (rnd(3, 4),))
+
+
 @pytest.mark.parametrize("name,fn,make", VIEWS, ids=[v[0] for v in VIEWS])
 def test_gradcheck_views_and_indexing(name, fn, make):
     assert gradcheck(fn, (make(),))

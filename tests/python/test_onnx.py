@@ -151,6 +151,22 @@ def test_gpt_with_causal_attention(sdpa):
     assert "LayerNormalization" in ops and "Softmax" in ops and "Where" in ops
 
 
+class MaskedAttention(nn.Module):
+    """Attention under a key-padding mask given as an input (bool, True = attend)."""
+
+    def forward(self, q, k, v, keep):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None, None, :])
+
+
+def test_attention_with_a_mask_input():
+    """The fused kernel's mask: added to the scores; a query whose keys are all hidden (batch 1
+    here) gives zeros in onnxruntime as in eager, not NaN."""
+    q, k, v = ts.randn(2, 2, 5, 4), ts.randn(2, 2, 7, 4), ts.randn(2, 2, 7, 4)
+    keep = ts.tensor([[True] * 5 + [False] * 2, [False] * 7])
+    program = check_export(MaskedAttention(), (q, k, v, keep))
+    assert "Softmax" in op_types(program)
+
+
 def test_dynamic_batch_runs_at_other_sizes():
     cases = [(MLP(), (4, 8), "x"), (CNN(), (4, 3, 16, 16), "x"), (GPT(), None, "idx")]
     for model, shape, name in cases:

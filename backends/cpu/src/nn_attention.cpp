@@ -2,7 +2,7 @@
 // and its backward): softmax(q k^T * scale) v computed a block of queries at a time against a block
 // of keys at a time, with the softmax kept online (a running max and sum per row), so the L x S
 // score matrix never exists; under is_causal the key blocks past a query block's last row are
-// skipped. The block products are oneDNN sgemm calls reading q, k, v and grad_out in place
+// skipped; an additive float attn_mask (any broadcast) is added to each scores block. The block products are oneDNN sgemm calls reading q, k, v and grad_out in place
 // (any strides with a contiguous last dim); exp goes through the SIMD table.
 //
 // Shapes: query [B, H, L, E], key [B, H, S, E], value [B, H, S, Ev]. The output and the gradients
@@ -28,7 +28,9 @@ using sdk::Args;
 using sdk::fail;
 using sdk::TensorRef;
 
-constexpr int64_t kQueryBlock = 128, kKeyBlock = 128;  // the fastest pair of 32..256 on AVX2
+// Block sizes, the fastest of 32..512 on AVX2. The forward's key blocks are wider than the
+// backward's: half the online-softmax rescales, and its one scores block still fits in L2.
+constexpr int64_t kQueryBlock = 128, kKeyBlock = 128, kForwardKeyBlock = 256;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // One [B, H, rows, cols] float32 operand read in place: element (b, h, r, c) at
@@ -64,10 +66,33 @@ void sgemm(const char* op, char ta, char tb, int64_t m, int64_t n, int64_t k, fl
   if (status != dnnl_success) fail(TS_ERROR, op, ": oneDNN sgemm failed with status ", int(status));
 }
 
+// An additive float32 attn_mask broadcast to [B, H, L, S] (its missing and size-1 dims read with
+// stride 0): element (b, h, r, c) at data + b * sb + h * sh + r * sr + c * sc. Empty: no mask.
+struct Mask {
+  const float* data = nullptr;
+  int64_t sb = 0, sh = 0, sr = 0, sc = 0;
+
+  // Adds the mask's [rows, cols] block at (b, h, q0, k0) to the scores block (row stride ld).
+  void add_to(float* scores, int64_t ld, int64_t b, int64_t h, int64_t q0, int64_t rows, int64_t k0,
+              int64_t cols) const {
+    if (!data) return;
+    const simd::Table& vec = simd::vec();
+    for (int64_t r = 0; r < rows; ++r) {
+      float* s = scores + r * ld;
+      const float* m = data + b * sb + h * sh + (q0 + r) * sr + k0 * sc;
+      if (sc == 1) vec.binary_vv[int(simd::Binary::Add)](s, s, m, cols);
+      else if (sc == 0) vec.binary_vs[int(simd::Binary::Add)](s, s, *m, cols);
+      else
+        for (int64_t c = 0; c < cols; ++c) s[c] += m[c * sc];
+    }
+  }
+};
+
 struct Problem {
   int64_t B, H, L, S, E, Ev;
   float scale;
   bool causal;
+  Mask mask;
   // Keys a block of queries ending (exclusive) at row q_end may see: causal attention is
   // top-left aligned (row i sees keys 0..i), as PyTorch's is_causal.
   int64_t key_end(int64_t q_end) const { return causal ? std::min(S, q_end) : S; }
@@ -79,8 +104,7 @@ void mask_causal(float* scores, int64_t ld, int64_t q0, int64_t rows, int64_t k0
     for (int64_t c = std::max<int64_t>(0, q0 + r + 1 - k0); c < cols; ++c) scores[r * ld + c] = kNegInf;
 }
 
-void check_inputs(const char* op, const TensorRef& q, const TensorRef& k, const TensorRef& v, double dropout_p,
-                  const std::optional<TensorRef>& attn_mask) {
+void check_inputs(const char* op, const TensorRef& q, const TensorRef& k, const TensorRef& v, double dropout_p) {
   const TensorRef* ts[] = {&q, &k, &v};
   check_cpu(op, ts);
   const char* names[] = {"query", "key", "value"};
@@ -102,13 +126,34 @@ void check_inputs(const char* op, const TensorRef& q, const TensorRef& k, const 
   if (dropout_p != 0.0)
     fail(TS_ERROR_VALUE, op, ": expected dropout_p=0, got ", dropout_p,
          " (scaled_dot_product_attention computes dropout without this kernel)");
-  if (attn_mask)
-    fail(TS_ERROR_VALUE, op, ": expected no attn_mask (scaled_dot_product_attention computes masks without this kernel)");
 }
 
-Problem problem_of(const TensorRef& q, const TensorRef& k, const TensorRef& v, bool causal, std::optional<double> scale) {
-  Problem p{q.size(0), q.size(1), q.size(2), k.size(2), q.size(3), v.size(3), 0.0f, causal};
+// The attn_mask as a Mask over [B, H, L, S]: float32 (as PyTorch's kernel, which takes a bool mask
+// only converted, 0 where allowed and -inf elsewhere), at most 4-D, broadcastable to that shape.
+Mask mask_of(const char* op, const std::optional<TensorRef>& attn_mask, const int64_t (&shape)[4]) {
+  if (!attn_mask) return {};
+  const TensorRef& m = *attn_mask;
+  const TensorRef* on_cpu[] = {&m};
+  check_cpu(op, on_cpu);
+  if (m.dtype() != TS_FLOAT32)
+    fail(TS_ERROR_TYPE, op, ": expected a float32 attn_mask (the dtype of query; a bool mask goes in as 0 where "
+         "allowed and -inf elsewhere), got ", sdk::dtype_name(m.dtype()));
+  const int64_t lead = 4 - m.dim();
+  bool ok = lead >= 0;
+  for (int64_t d = 0; ok && d < m.dim(); ++d) ok = m.size(d) == 1 || m.size(d) == shape[lead + d];
+  if (!ok)
+    fail(TS_ERROR_VALUE, op, ": expected an attn_mask broadcastable to [", shape[0], ", ", shape[1], ", ", shape[2],
+         ", ", shape[3], "] (batch, heads, queries, keys), got shape ", strided::str(m.sizes()));
+  int64_t strides[4] = {0, 0, 0, 0};
+  for (int64_t d = 0; d < m.dim(); ++d) strides[lead + d] = m.size(d) == 1 ? 0 : m.stride(d);
+  return {m.data<float>(), strides[0], strides[1], strides[2], strides[3]};
+}
+
+Problem problem_of(const char* op, const TensorRef& q, const TensorRef& k, const TensorRef& v, bool causal,
+                   const std::optional<TensorRef>& attn_mask, std::optional<double> scale) {
+  Problem p{q.size(0), q.size(1), q.size(2), k.size(2), q.size(3), v.size(3), 0.0f, causal, {}};
   p.scale = float(scale ? *scale : (p.E > 0 ? 1.0 / std::sqrt(double(p.E)) : 1.0));
+  p.mask = mask_of(op, attn_mask, {p.B, p.H, p.L, p.S});
   return p;
 }
 
@@ -124,25 +169,26 @@ void forward_block(const char* op, const Problem& p, const Operand& q, const Ope
   std::fill_n(row_max, rows, kNegInf);
   std::fill_n(row_sum, rows, 0.0f);
   const int64_t keys = p.key_end(q0 + rows);
-  for (int64_t k0 = 0; k0 < keys; k0 += kKeyBlock) {
-    const int64_t cols = std::min(kKeyBlock, keys - k0);
+  for (int64_t k0 = 0; k0 < keys; k0 += kForwardKeyBlock) {
+    const int64_t cols = std::min(kForwardKeyBlock, keys - k0);
     sgemm(op, 'N', 'T', rows, cols, p.E, p.scale, q.row(b, h, q0), q.sr, k.row(b, h, k0), k.sr, 0.0f, scores.data(),
-          kKeyBlock);
-    if (p.causal && k0 + cols > q0 + 1) mask_causal(scores.data(), kKeyBlock, q0, rows, k0, cols);
+          kForwardKeyBlock);
+    if (p.causal && k0 + cols > q0 + 1) mask_causal(scores.data(), kForwardKeyBlock, q0, rows, k0, cols);
+    p.mask.add_to(scores.data(), kForwardKeyBlock, b, h, q0, rows, k0, cols);
     for (int64_t r = 0; r < rows; ++r) {
-      float* s = scores.data() + r * kKeyBlock;
+      float* s = scores.data() + r * kForwardKeyBlock;
       const float m = std::max(row_max[r], vec.row_max(s, cols));
       if (m == kNegInf) {  // nothing visible yet in this row
         std::fill_n(s, cols, 0.0f);
         continue;
       }
       const float correction = std::exp(row_max[r] - m);  // 0 on the first block (exp(-inf))
-      row_sum[r] = row_sum[r] * correction + vec.exp_sum(s, s, m, cols);
+      row_sum[r] = row_sum[r] * correction + vec.exp_sum_fast(s, s, m, cols);
       row_max[r] = m;
       if (correction != 1.0f) vec.binary_vs[int(simd::Binary::Mul)](acc.data() + r * p.Ev, acc.data() + r * p.Ev,
                                                                       correction, p.Ev);
     }
-    sgemm(op, 'N', 'N', rows, p.Ev, cols, 1.0f, scores.data(), kKeyBlock, v.row(b, h, k0), v.sr, 1.0f, acc.data(),
+    sgemm(op, 'N', 'N', rows, p.Ev, cols, 1.0f, scores.data(), kForwardKeyBlock, v.row(b, h, k0), v.sr, 1.0f, acc.data(),
           p.Ev);
   }
   for (int64_t r = 0; r < rows; ++r) {
@@ -158,8 +204,9 @@ void forward_block(const char* op, const Problem& p, const Operand& q, const Ope
 void flash_attention_kernel(Args& a) {
   const char* op = "_scaled_dot_product_flash_attention_for_cpu";
   const TensorRef query = a.tensor(0), key = a.tensor(1), value = a.tensor(2);
-  check_inputs(op, query, key, value, a.to_double(3), a.optional_tensor(5));
-  const Problem p = problem_of(query, key, value, a.to_bool(4), a.optional_double(6));
+  check_inputs(op, query, key, value, a.to_double(3));
+  const std::optional<TensorRef> attn_mask = a.optional_tensor(5);
+  const Problem p = problem_of(op, query, key, value, a.to_bool(4), attn_mask, a.optional_double(6));
   const TensorRef q = readable(a.call(), query), k = readable(a.call(), key), v = readable(a.call(), value);
   TensorRef out = empty_heads_inner(a.call(), p.B, p.H, p.L, p.Ev);
   const int64_t lse_shape[3] = {p.B, p.H, p.L};
@@ -169,7 +216,7 @@ void flash_attention_kernel(Args& a) {
   float* out_data = out.data<float>();
   float* lse_data = lse.data<float>();
   parallel_for(p.B * p.H * q_blocks, 1, [&](int64_t tb, int64_t te) {
-    std::vector<float> scores(size_t(kQueryBlock * kKeyBlock)), acc(size_t(kQueryBlock * p.Ev));
+    std::vector<float> scores(size_t(kQueryBlock * kForwardKeyBlock)), acc(size_t(kQueryBlock * p.Ev));
     for (int64_t t = tb; t < te; ++t) {
       const int64_t bh = t / q_blocks, b = bh / p.H, h = bh % p.H, q0 = t % q_blocks * kQueryBlock;
       const int64_t rows = std::min(kQueryBlock, p.L - q0);
@@ -199,13 +246,14 @@ void backward_head(const char* op, const Problem& p, const Operand& q, const Ope
       sgemm(op, 'N', 'T', rows, cols, p.E, p.scale, q.row(b, h, q0), q.sr, k.row(b, h, k0), k.sr, 0.0f, probs.data(),
             kKeyBlock);
       if (p.causal && k0 + cols > q0 + 1) mask_causal(probs.data(), kKeyBlock, q0, rows, k0, cols);
+      p.mask.add_to(probs.data(), kKeyBlock, b, h, q0, rows, k0, cols);
       for (int64_t r = 0; r < rows; ++r) {
         float* s = probs.data() + r * kKeyBlock;
         if (lse[q0 + r] == kNegInf) {
           std::fill_n(s, cols, 0.0f);
           continue;
         }
-        vec.exp_sum(s, s, lse[q0 + r], cols);  // P = exp(S - lse); the sum is not needed
+        vec.exp_sum_fast(s, s, lse[q0 + r], cols);  // P = exp(S - lse); the sum is not needed
       }
       // dv[k block] += P^T dO
       sgemm(op, 'T', 'N', cols, p.Ev, rows, 1.0f, probs.data(), kKeyBlock, grad_out.row(b, h, q0), grad_out.sr,
@@ -241,8 +289,9 @@ void flash_attention_backward_kernel(Args& a) {
   const char* op = "_scaled_dot_product_flash_attention_for_cpu_backward";
   const TensorRef grad_out = a.tensor(0), query = a.tensor(1), key = a.tensor(2), value = a.tensor(3);
   const TensorRef out = a.tensor(4), logsumexp = a.tensor(5);
-  check_inputs(op, query, key, value, a.to_double(6), a.optional_tensor(8));
-  const Problem p = problem_of(query, key, value, a.to_bool(7), a.optional_double(9));
+  check_inputs(op, query, key, value, a.to_double(6));
+  const std::optional<TensorRef> attn_mask = a.optional_tensor(8);
+  const Problem p = problem_of(op, query, key, value, a.to_bool(7), attn_mask, a.optional_double(9));
   const std::vector<int64_t> out_shape{p.B, p.H, p.L, p.Ev}, lse_shape{p.B, p.H, p.L};
   for (const auto& [name, t, shape] : {std::tuple{"grad_out", &grad_out, &out_shape}, std::tuple{"out", &out, &out_shape},
                                        std::tuple{"logsumexp", &logsumexp, &lse_shape}}) {

@@ -341,25 +341,41 @@ struct Kernels {
     return r;
   }
   // sum of exp(x - mx), also stored into `e` when it is not null.
-  static float exp_sum(float* e, const float* x, float mx, int64_t n) {
+  // exp through SLEEF (within 1 ulp) or, for Inline, through exp_inline (within 2 ulp, a
+  // fraction of the cost: the fused attention's probabilities, as PyTorch's flash kernel uses a
+  // faster exp than its softmax).
+  template <bool Inline>
+  static float exp_sum_impl(float* e, const float* x, float mx, int64_t n) {
     const R shift = V::set1(mx);
-    R s = V::set1(0.0f);
+    auto ex = [](R v) {
+      if constexpr (Inline) return exp_inline(v);
+      return V::exp(v);
+    };
+    R s0 = V::set1(0.0f), s1 = V::set1(0.0f);
     int64_t i = 0;
+    for (; i + 2 * W <= n; i += 2 * W) {
+      const R v0 = ex(V::sub(V::load(x + i), shift)), v1 = ex(V::sub(V::load(x + i + W), shift));
+      if (e) V::store(e + i, v0), V::store(e + i + W, v1);
+      s0 = V::add(s0, v0);
+      s1 = V::add(s1, v1);
+    }
     for (; i + W <= n; i += W) {
-      const R v = V::exp(V::sub(V::load(x + i), shift));
+      const R v = ex(V::sub(V::load(x + i), shift));
       if (e) V::store(e + i, v);
-      s = V::add(s, v);
+      s0 = V::add(s0, v);
     }
     if (i < n) {  // pad with -inf: exp(-inf - mx) adds 0
       alignas(64) float t[W];
       for (int j = 0; j < W; ++j) t[j] = i + j < n ? x[i + j] : -__builtin_inff();
-      const R v = V::exp(V::sub(V::load(t), shift));
+      const R v = ex(V::sub(V::load(t), shift));
       V::store(t, v);
       if (e) __builtin_memcpy(e + i, t, size_t(n - i) * sizeof(float));
-      s = V::add(s, V::load(t));
+      s1 = V::add(s1, V::load(t));
     }
-    return hsum(s);
+    return hsum(V::add(s0, s1));
   }
+  static float exp_sum(float* e, const float* x, float mx, int64_t n) { return exp_sum_impl<false>(e, x, mx, n); }
+  static float exp_sum_fast(float* e, const float* x, float mx, int64_t n) { return exp_sum_impl<true>(e, x, mx, n); }
   static void softmax(float* y, const float* x, int64_t n) {
     const float mx = row_max(x, n);
     const float inv = 1.0f / exp_sum(y, x, mx, n);
@@ -412,6 +428,7 @@ struct Kernels {
     t.log_softmax = &log_softmax;
     t.row_max = &row_max;
     t.exp_sum = &exp_sum;
+    t.exp_sum_fast = &exp_sum_fast;
     return t;
   }
 };

@@ -122,6 +122,7 @@ Table make() {
   t.log_softmax = &log_softmax;
   t.row_max = &row_max;
   t.exp_sum = &exp_sum;
+  t.exp_sum_fast = &exp_sum;
   return t;
 }
 

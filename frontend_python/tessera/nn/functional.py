@@ -19,6 +19,7 @@ _DT = _C.dtypes
 _BOOL = _DT["bool"]
 _INT64 = _DT["int64"]
 _FLOAT32 = _DT["float32"]
+_FLASH_DTYPES = (_FLOAT32, _DT["bfloat16"], _DT["float16"])  # the fused CPU attention's (the latter two in float32)
 
 _REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
 
@@ -1387,22 +1388,68 @@ def _causal_mask(L, S, device):
     return _op("ge", rows, cols)  # (L, S), True where attending is allowed
 
 
-def _flash_attention_applies(query, key, value):
-    """Whether the CPU's fused float32 kernel computes this attention (its derivatives are in
-    autograd; vmap has no rule for it, so batched tensors take the operators below)."""
-    tensors = (query, key, value)
-    if any(t.ndim != 4 or t.dtype != _FLOAT32 or not t.is_cpu or t._is_batched for t in tensors):
+def _flash_attention_applies(query, key, value, attn_mask):
+    """Whether the CPU's fused kernel computes this attention: 4-D float32 (bfloat16 and float16
+    computed in float32) on the CPU, the same batch and heads in query, key and value, and an
+    attn_mask that is bool or of query's dtype, needs no gradient and broadcasts to [B, H, L, S].
+    Its derivatives are in autograd; vmap has no rule for it, so batched tensors take the
+    operators below."""
+    dtype = query.dtype
+    if dtype not in _FLASH_DTYPES:
         return False
-    if query.shape[:2] != key.shape[:2] or key.shape[:2] != value.shape[:2]:  # broadcast or grouped heads
+    if any(t.ndim != 4 or t.dtype != dtype or not t.is_cpu or t._is_batched for t in (query, key, value)):
         return False
-    return query.shape[2] > 0 and key.shape[2] > 0 and query.shape[3] > 0
+    if query.shape[:2] != key.shape[:2] or key.shape[:2] != value.shape[:2]:  # broadcast heads
+        return False
+    B, H, L, E = query.shape
+    S = key.shape[2]
+    if attn_mask is not None:
+        if (attn_mask.dtype not in (dtype, _BOOL) or not attn_mask.is_cpu or attn_mask._is_batched
+                or attn_mask.requires_grad or attn_mask.ndim > 4):
+            return False
+        target = (B, H, L, S)[4 - attn_mask.ndim:]
+        if any(n != 1 and n != t for n, t in zip(attn_mask.shape, target)):
+            return False
+    return L > 0 and S > 0 and E > 0
+
+
+def _flash_attention(query, key, value, attn_mask, is_causal, scale):
+    """The fused kernel's output: a bool mask goes in as 0 where allowed and -inf elsewhere (the
+    kernel adds a float mask, as PyTorch's), bfloat16 / float16 in float32 and back."""
+    dtype = query.dtype
+    if attn_mask is not None and attn_mask.dtype == _BOOL:
+        attn_mask = _op("masked_fill", _op("full_like", attn_mask, 0.0, dtype=_FLOAT32), _op("logical_not", attn_mask),
+                        -math.inf)
+    if dtype != _FLOAT32:
+        query, key, value = (t.to(_FLOAT32) for t in (query, key, value))
+        if attn_mask is not None:
+            attn_mask = attn_mask.to(_FLOAT32)
+    out = _op("_scaled_dot_product_flash_attention_for_cpu", query, key, value, 0.0, is_causal, attn_mask=attn_mask,
+              scale=None if scale is None else builtins.float(scale))[0]
+    return out if dtype == _FLOAT32 else out.to(dtype)
+
+
+def _repeat_kv_heads(query, key, value):
+    """enable_gqa: key and value heads repeated to query's number (each serving a group of
+    query heads in turn, as PyTorch's grouped-query attention)."""
+    hq, hk, hv = query.shape[-3], key.shape[-3], value.shape[-3]
+    if hk == 0 or hv == 0 or hq % hk or hq % hv:
+        raise RuntimeError(f"scaled_dot_product_attention: Number of heads in key and value must divide the number "
+                           f"of heads in query (query has {hq}, key {hk}, value {hv})")
+    if hk != hq:
+        key = _op("repeat_interleave", key, hq // hk, dim=-3)
+    if hv != hq:
+        value = _op("repeat_interleave", value, hq // hv, dim=-3)
+    return key, value
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                                  enable_gqa=False):
     """softmax(query @ key^T * scale + mask) @ value over (..., L, E) queries, (..., S, E) keys and
     (..., S, Ev) values. A bool attn_mask marks the allowed positions (True = attend); a float mask
-    is added to the scores. is_causal masks out the upper triangle (no attn_mask then)."""
+    is added to the scores; a query that may attend to no key gets zeros. is_causal masks out the
+    upper triangle (no attn_mask then). enable_gqa lets key and value have fewer heads (dim -3)
+    than query, each shared by a group of query heads."""
     for name, t in (("query", query), ("key", key), ("value", value)):
         _check_tensor(t, name, "scaled_dot_product_attention")
         if t.ndim < 2:
@@ -1415,13 +1462,15 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                          f"{value.shape[-2]}")
     if is_causal and attn_mask is not None:
         raise ValueError("scaled_dot_product_attention: pass either attn_mask or is_causal=True, not both")
-    if attn_mask is None and dropout_p == 0.0 and _flash_attention_applies(query, key, value):
-        return _op("_scaled_dot_product_flash_attention_for_cpu", query, key, value, 0.0, is_causal,
-                   scale=None if scale is None else builtins.float(scale))[0]
+    if enable_gqa and query.ndim >= 3 and key.ndim >= 3 and value.ndim >= 3:
+        key, value = _repeat_kv_heads(query, key, value)
+    if dropout_p == 0.0 and _flash_attention_applies(query, key, value, attn_mask):
+        return _flash_attention(query, key, value, attn_mask, is_causal, scale)
     L, S = query.shape[-2], key.shape[-2]
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1]) if query.shape[-1] else 1.0
     scores = _op("mul", _op("matmul", query, _op("transpose", key, -2, -1)), builtins.float(scale))
+    masked = attn_mask is not None
     if is_causal:
         attn_mask = _causal_mask(L, S, query.device)
     if attn_mask is not None:
@@ -1429,7 +1478,12 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
             scores = _op("masked_fill", scores, _op("logical_not", attn_mask), -math.inf)
         else:
             scores = _op("add", scores, attn_mask)
-    attn = _op("softmax", scores, -1, None)
+    if masked:  # a row that sees no key: zeros (PyTorch's safe softmax), not 0/0, nor NaN gradients
+        hidden_rows = _op("logical_not", _op("any", _op("ne", scores, -math.inf), -1, True))
+        attn = _op("masked_fill", _op("softmax", _op("masked_fill", scores, hidden_rows, 0.0), -1, None),
+                   hidden_rows, 0.0)
+    else:
+        attn = _op("softmax", scores, -1, None)
     if dropout_p > 0.0:
         attn = dropout(attn, dropout_p, True)
     return _op("matmul", attn, value)

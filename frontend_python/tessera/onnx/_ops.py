@@ -368,8 +368,8 @@ def _addmm(n):
 
 @register("_scaled_dot_product_flash_attention_for_cpu")
 def _flash_attention(n):
-    """The fused attention kernel as ONNX 17 spells attention: softmax(q k^T * scale) v, a causal
-    mask from Trilu. Its logsumexp output is not translated (only its backward reads it)."""
+    """The fused attention kernel as ONNX 17 spells attention: softmax(q k^T * scale + mask) v, a
+    causal mask from Trilu. Its logsumexp output is not translated (only its backward reads it)."""
     if n.used(1):
         raise n.unsupported("the logsumexp output is read (only the kernel's backward needs it)")
     ctx, dt = n.ctx, n.out_dtype()
@@ -384,7 +384,14 @@ def _flash_attention(n):
     if n.flag(4):  # top-left aligned: query row i sees keys 0..i
         ones = ctx.op("ConstantOfShape", [ctx.op("Shape", [scores])], value=_value_tensor(True, BOOL))
         scores = ctx.op("Where", [ctx.op("Trilu", [ones], upper=0), scores, ctx.const(-math.inf, dt)])
-    return [ctx.op("MatMul", [ctx.op("Softmax", [scores], axis=-1), v]), None]
+    if n.is_none(5):
+        return [ctx.op("MatMul", [ctx.op("Softmax", [scores], axis=-1), v]), None]
+    # An additive mask (broadcast by Add); a row it hides entirely gets zeros, as the kernel's.
+    scores = ctx.op("Add", [scores, _input_as_output(n, 5)])
+    hidden = ctx.op("Equal", [_reduce(ctx, "ReduceMax", scores, [-1], True), ctx.const(-math.inf, dt)])
+    zero = ctx.const(0.0, dt)
+    probs = ctx.op("Softmax", [ctx.op("Where", [hidden, zero, scores])], axis=-1)
+    return [ctx.op("MatMul", [ctx.op("Where", [hidden, zero, probs]), v]), None]
 
 
 # --- softmax and reductions ----------------------------------------------------------------------
