@@ -15,9 +15,16 @@ benchmarks/zoo_models.py a ViT-S/16 (batch 8, AdamW train and inference), a BERT
 encoder (seq 128, batch 8, inference), pytorch/examples' LSTM word language model (training step)
 and the digits CNN of examples/train_digits.py (Adam training step). --quick leaves out the
 ResNet-50, ViT and BERT rows.
+
+--nanogpt PATH adds a row for nanoGPT's own model.py (github.com/karpathy/nanoGPT, not shipped
+here), unchanged, under the same shape and AdamW step as its train.py: each framework in a process
+of its own (benchmarks/nanogpt_step.py), since `import torch` there must be answered by tessera.
 """
 import argparse
+import json
 import os
+import subprocess
+import sys
 import tempfile
 
 import numpy as np
@@ -240,12 +247,40 @@ def small_rows(args):
         zoo_models.digits_cnn, [xd, yd], cross_entropy, lambda lib, model: lib.optim.Adam(model.parameters(), lr=1e-2))
 
 
+def nanogpt_row(path, reps, quick):
+    """nanoGPT's model.py step, one process per framework (tessera first: it writes the shared
+    initial weights); the row as row() prints it."""
+    layers = 2 if quick else 6
+    name = f"nanoGPT's model.py {layers}x384, batch 8, AdamW train"
+    with tempfile.TemporaryDirectory() as tmp:
+        results = {}
+        for framework in ["tessera"] + (["torch"] if torch is not None else []):
+            cmd = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "nanogpt_step.py"),
+                   "--framework", framework, "--model", path, "--weights", os.path.join(tmp, "weights.npz"),
+                   "--layers", str(layers), "--reps", str(reps), "--threads", str(ts.get_num_threads())]
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+            if done.returncode != 0:
+                raise RuntimeError(f"nanogpt_step.py --framework {framework} failed:\n{done.stderr[-3000:]}")
+            results[framework] = json.loads(done.stdout.strip().splitlines()[-1])
+    ours = results["tessera"]["ms"]
+    theirs = results["torch"]["ms"] if "torch" in results else None
+    ratio = f"{theirs / ours:5.2f}x" if theirs is not None else "   -  "
+    torch_text = f"{theirs:10.1f} ms" if theirs is not None else "         -   "
+    print(f"{name:<52}{ours:10.1f} ms{torch_text}   {ratio}")
+    if theirs is not None:
+        print(f"    first losses: Tessera {results['tessera']['losses']}, PyTorch {results['torch']['losses']}")
+    print(f"    top 5 (Tessera, self time of one step): {results['tessera']['top']}")
+    return name, ours, theirs
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true",
                     help="a 2-layer GPT, no ResNet-50/ViT/BERT rows, fewer repetitions")
     ap.add_argument("--reps", type=int, default=None, help="timed repetitions per row (default 10, quick 3)")
     ap.add_argument("--only", default=None, help="run only the rows whose name contains this text")
+    ap.add_argument("--nanogpt", default=os.environ.get("NANOGPT_MODEL_PY"),
+                    help="nanoGPT's model.py: adds its training-step row (default: $NANOGPT_MODEL_PY)")
     ap.add_argument("--plot", default=os.path.join(tempfile.gettempdir(), "tessera_models.png"),
                     help="PNG of the ratios (default: tessera_models.png in the temp folder; needs matplotlib)")
     args = ap.parse_args()
@@ -261,6 +296,8 @@ def main():
         for name, make_steps in group(args):
             if args.only is None or args.only.lower() in name.lower():
                 rows.append(row(name, make_steps(), reps))
+    if args.nanogpt and (args.only is None or args.only.lower() in "nanogpt's model.py"):
+        rows.append(nanogpt_row(args.nanogpt, reps, args.quick))
     plot(rows, args.plot)
 
 
