@@ -368,6 +368,60 @@ def test_layer_norm_forward_backward(dtype, affine):
     check_forward_backward(lambda x: F.layer_norm(x, 10), [_rand(5, 10, lo=3, hi=4)], dtype)  # offset values
 
 
+ATTENTION_CASES = [  # (B, H, L, S, E, Ev, causal, mask)
+    (2, 3, 50, 70, 64, 64, True, None),    # tiles of 16 crossed, the causal diagonal inside tiles
+    (1, 2, 33, 100, 128, 96, False, "bool"),  # tiles of 8 (large heads), a bool mask with a hidden row
+    (2, 2, 40, 37, 16, 8, False, "float"),  # an additive float mask broadcast over heads
+]
+
+
+@needs_gpu
+@pytest.mark.parametrize("case", ATTENTION_CASES, ids=[str(i) for i in range(len(ATTENTION_CASES))])
+def test_fused_attention_matches_the_cpu_kernel(case):
+    """scaled_dot_product_attention on cuda runs the fused kernel (output laid out [B, L, H, Ev]
+    as the CPU's) and matches the CPU's fused kernel: values and all three gradients."""
+    B, H, L, S, E, Ev, causal, mask = case
+    rng = np.random.default_rng(3)
+    arrays = [rng.standard_normal(shape) for shape in ((B, H, L, E), (B, H, S, E), (B, H, S, Ev))]
+    if mask == "bool":
+        allowed = rng.random((B, 1, L, S)) > 0.4
+        allowed[:, :, 2] = False
+        masks = (ts.tensor(allowed.tolist()), ts.tensor(allowed.tolist()).to("cuda"))
+    elif mask == "float":
+        m = rng.standard_normal((B, 1, L, S)).astype(np.float32)
+        masks = (ts.tensor(m), ts.tensor(m).to("cuda"))
+    else:
+        masks = (None, None)
+    cpu, gpu = _leaves(arrays, ts.float32)
+    y_cpu = F.scaled_dot_product_attention(*cpu, attn_mask=masks[0], is_causal=causal)
+    y_gpu = F.scaled_dot_product_attention(*gpu, attn_mask=masks[1], is_causal=causal)
+    assert y_gpu.stride() == (L * H * Ev, Ev, H * Ev, 1)  # the fused kernel's layout
+    close(y_gpu, y_cpu, 1e-4, 1e-5)
+    up = rng.uniform(-1, 1, size=(B, H, L, Ev)).astype(np.float32)
+    (y_cpu * ts.tensor(up)).sum().backward()
+    (y_gpu * ts.tensor(up).to("cuda")).sum().backward()
+    for c, g in zip(cpu, gpu):
+        close(g.grad, c.grad, 1e-4, 1e-4)
+
+
+@needs_gpu
+def test_fused_attention_in_bfloat16_and_its_errors():
+    rng = np.random.default_rng(4)
+    q, k, v = (ts.tensor(rng.standard_normal((1, 2, 30, 32)).astype(np.float32)) for _ in range(3))
+    want = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    got = F.scaled_dot_product_attention(*(t.to("cuda").to(ts.bfloat16) for t in (q, k, v)), is_causal=True)
+    assert got.dtype == ts.bfloat16
+    np.testing.assert_allclose(np_of(got.to(ts.float32)), want.numpy(), rtol=3e-2, atol=3e-2)
+    op = ts.ops.aten._scaled_dot_product_flash_attention_for_cpu
+    qc = q.to("cuda")
+    with pytest.raises(ValueError, match="expected head sizes of at most 128"):
+        op(*(ts.zeros(1, 1, 4, 200, device="cuda") for _ in range(3)))
+    with pytest.raises(TypeError, match="expected float32, float16 or bfloat16 query, got float64"):
+        op(qc.double(), qc.double(), qc.double())
+    with pytest.raises(ValueError, match="expected dropout_p=0"):
+        op(qc, qc, qc, 0.5)
+
+
 @needs_gpu
 def test_nn_operators_check_their_arguments_on_cuda():
     x = ts.randn(1, 3, 5, 5).to("cuda")

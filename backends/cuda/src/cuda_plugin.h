@@ -148,6 +148,7 @@ void register_sort_kernels(sdk::Registrar& reg, ts_dispatch_key key);         //
 void register_activation_kernels(sdk::Registrar& reg, ts_dispatch_key key);   // activation_ops.cpp
 void register_pool_kernels(sdk::Registrar& reg, ts_dispatch_key key);         // pool_ops.cpp
 void register_norm_kernels(sdk::Registrar& reg, ts_dispatch_key key);         // norm_ops.cpp
+void register_attention_kernels(sdk::Registrar& reg, ts_dispatch_key key);    // attention_ops.cpp
 void register_channel_norm_kernels(sdk::Registrar& reg, ts_dispatch_key key); // channel_norm_ops.cpp
 void register_loss_kernels(sdk::Registrar& reg, ts_dispatch_key key);         // loss_ops.cpp
 void register_embedding_kernels(sdk::Registrar& reg, ts_dispatch_key key);    // embedding_ops.cpp

@@ -188,3 +188,34 @@ void launch_dropout_backward(const DropoutArgs& args, gpuStream_t stream);
 
 }  // namespace tessera::gpu
 
+namespace tessera::gpu {
+
+// Fused attention (attention.cu). A [B, H, rows, cols] operand read or written through its
+// element strides, any dtype: element (b, h, r, c) at data + (b sb + h sh + r sr + c sc) * item size.
+struct HeadTensor {
+  char* data = nullptr;
+  int32_t dtype = 0;
+  int64_t sb = 0, sh = 0, sr = 0, sc = 0;
+};
+// query [B, H, L, E], key [B, H, S, E], value [B, H, S, Ev]; mask (data null: none) an additive
+// [B, H, L, S] (broadcast dims stride 0); lse [B, H, L] float32. The forward writes out and lse;
+// the backward reads grad_out, out and lse, fills delta ([B, H, L] float32 scratch) and writes
+// grad_q, grad_k, grad_v. `tile` queries and keys per block (attention_tile).
+struct AttentionArgs {
+  HeadTensor q, k, v, mask, out, grad_out, grad_q, grad_k, grad_v;
+  float* lse = nullptr;
+  float* delta = nullptr;
+  int64_t B = 0, H = 0, L = 0, S = 0, E = 0, Ev = 0;
+  float scale = 1.0f;
+  bool causal = false;
+  int tile = 16;
+};
+// Head sizes up to this run fused; tiles of 16 up to 64 features, 8 above (48 KB of shared memory).
+inline constexpr int64_t kAttentionMaxHeadDim = 128;
+inline int attention_tile(int64_t E, int64_t Ev) { return E <= 64 && Ev <= 64 ? 16 : 8; }
+enum class AttentionKernel : int32_t { Forward, BackwardQuery, BackwardKey };
+size_t attention_shared_bytes(const AttentionArgs& args, AttentionKernel which);
+void launch_attention_forward(const AttentionArgs& args, gpuStream_t stream);
+void launch_attention_backward(const AttentionArgs& args, gpuStream_t stream);
+
+}  // namespace tessera::gpu

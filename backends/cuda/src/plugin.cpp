@@ -24,6 +24,7 @@ void register_gpu(tessera::sdk::Registrar& reg) {
   register_activation_kernels(reg, key);
   register_pool_kernels(reg, key);
   register_norm_kernels(reg, key);
+  register_attention_kernels(reg, key);
   register_channel_norm_kernels(reg, key);
   register_loss_kernels(reg, key);
   register_embedding_kernels(reg, key);

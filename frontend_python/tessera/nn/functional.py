@@ -19,7 +19,8 @@ _DT = _C.dtypes
 _BOOL = _DT["bool"]
 _INT64 = _DT["int64"]
 _FLOAT32 = _DT["float32"]
-_FLASH_DTYPES = (_FLOAT32, _DT["bfloat16"], _DT["float16"])  # the fused CPU attention's (the latter two in float32)
+_FLASH_DTYPES = (_FLOAT32, _DT["bfloat16"], _DT["float16"])  # the dtypes of the fused attention kernels
+
 
 _REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
 
@@ -1388,23 +1389,28 @@ def _causal_mask(L, S, device):
     return _op("ge", rows, cols)  # (L, S), True where attending is allowed
 
 
+_CUDA_ATTENTION_MAX_HEAD = 128  # the CUDA plugin's fused kernel (backends/cuda/src/nn_launch.h)
+
+
 def _flash_attention_applies(query, key, value, attn_mask):
-    """Whether the CPU's fused kernel computes this attention: 4-D float32 (bfloat16 and float16
-    computed in float32) on the CPU, the same batch and heads in query, key and value, and an
-    attn_mask that is bool or of query's dtype, needs no gradient and broadcasts to [B, H, L, S].
-    Its derivatives are in autograd; vmap has no rule for it, so batched tensors take the
-    operators below."""
-    dtype = query.dtype
+    """Whether a fused attention kernel computes this attention: 4-D float32, bfloat16 or
+    float16 on the CPU (the latter two in float32) or on cuda (head sizes up to 128), the same
+    batch and heads in query, key and value, and an attn_mask that is bool or of query's dtype,
+    on the same device, needs no gradient and broadcasts to [B, H, L, S]. Its derivatives are in
+    autograd; vmap has no rule for it, so batched tensors take the operators below."""
+    dtype, device = query.dtype, query.device
     if dtype not in _FLASH_DTYPES:
         return False
-    if any(t.ndim != 4 or t.dtype != dtype or not t.is_cpu or t._is_batched for t in (query, key, value)):
+    if any(t.ndim != 4 or t.dtype != dtype or t.device != device or t._is_batched for t in (query, key, value)):
         return False
     if query.shape[:2] != key.shape[:2] or key.shape[:2] != value.shape[:2]:  # broadcast heads
         return False
     B, H, L, E = query.shape
-    S = key.shape[2]
+    S, Ev = key.shape[2], value.shape[3]
+    if not (query.is_cpu or (device.type == "cuda" and max(E, Ev) <= _CUDA_ATTENTION_MAX_HEAD)):
+        return False
     if attn_mask is not None:
-        if (attn_mask.dtype not in (dtype, _BOOL) or not attn_mask.is_cpu or attn_mask._is_batched
+        if (attn_mask.dtype not in (dtype, _BOOL) or attn_mask.device != device or attn_mask._is_batched
                 or attn_mask.requires_grad or attn_mask.ndim > 4):
             return False
         target = (B, H, L, S)[4 - attn_mask.ndim:]
@@ -1414,19 +1420,21 @@ def _flash_attention_applies(query, key, value, attn_mask):
 
 
 def _flash_attention(query, key, value, attn_mask, is_causal, scale):
-    """The fused kernel's output: a bool mask goes in as 0 where allowed and -inf elsewhere (the
-    kernel adds a float mask, as PyTorch's), bfloat16 / float16 in float32 and back."""
+    """The fused kernel's output. A bool mask goes in as 0 where allowed and -inf elsewhere (the
+    kernels add a float mask, as PyTorch's); on the CPU, bfloat16 / float16 in float32 and back
+    (the CUDA kernel reads and writes them itself, computing in float32)."""
     dtype = query.dtype
+    compute = _FLOAT32 if query.is_cpu else dtype
     if attn_mask is not None and attn_mask.dtype == _BOOL:
-        attn_mask = _op("masked_fill", _op("full_like", attn_mask, 0.0, dtype=_FLOAT32), _op("logical_not", attn_mask),
+        attn_mask = _op("masked_fill", _op("full_like", attn_mask, 0.0, dtype=compute), _op("logical_not", attn_mask),
                         -math.inf)
-    if dtype != _FLOAT32:
-        query, key, value = (t.to(_FLOAT32) for t in (query, key, value))
-        if attn_mask is not None:
-            attn_mask = attn_mask.to(_FLOAT32)
+    if dtype != compute:
+        query, key, value = (t.to(compute) for t in (query, key, value))
+    if attn_mask is not None and attn_mask.dtype != compute:
+        attn_mask = attn_mask.to(compute)
     out = _op("_scaled_dot_product_flash_attention_for_cpu", query, key, value, 0.0, is_causal, attn_mask=attn_mask,
               scale=None if scale is None else builtins.float(scale))[0]
-    return out if dtype == _FLOAT32 else out.to(dtype)
+    return out if out.dtype == dtype else out.to(dtype)
 
 
 def _repeat_kv_heads(query, key, value):
