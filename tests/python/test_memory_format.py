@@ -1,7 +1,8 @@
 """Memory formats (ts.channels_last and friends): the layout API against PyTorch's rules (strides
 compared with torch when it is importable, with the NHWC strides written out here otherwise),
 element-wise results keeping their input's layout, convolution forward and backward on the NHWC
-path against the NCHW results, and a channels-last training step matching the row-major one."""
+path against the NCHW results, pooling keeping channels-last, and a channels-last training step
+matching the row-major one."""
 import pickle
 
 import numpy as np
@@ -112,6 +113,53 @@ def test_conv_on_nhwc_matches_nchw(case, weights_channels_last):
     assert y64.is_contiguous(memory_format=ts.channels_last)
     np.testing.assert_allclose(y64.numpy(), y0.detach().numpy() - (0 if b is None else b[None, :, None, None]),
                                rtol=1e-4, atol=1e-4)
+
+
+POOLS = {
+    "max_pool2d": lambda x: F.max_pool2d(x, 3, stride=2, padding=1),
+    "max_pool2d dilated ceil": lambda x: F.max_pool2d(x, 2, stride=2, dilation=2, ceil_mode=True),
+    "avg_pool2d": lambda x: F.avg_pool2d(x, 3, stride=2, padding=1, count_include_pad=False),
+    "adaptive_avg_pool2d 1": lambda x: F.adaptive_avg_pool2d(x, 1),
+    "adaptive_avg_pool2d 3x2": lambda x: F.adaptive_avg_pool2d(x, (3, 2)),
+}
+
+
+@pytest.mark.parametrize("dtype", [ts.float32, ts.float64], ids=str)
+@pytest.mark.parametrize("name", list(POOLS))
+def test_pooling_keeps_channels_last(name, dtype):
+    """Pooling a channels-last input answers channels-last, and its backward's grad_input too (as
+    PyTorch's), with the values and gradients of the row-major computation; max pooling's indices
+    are the same flat h * w positions."""
+    pool = POOLS[name]
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 5, 9, 8))
+    gy = ts.tensor(rng.standard_normal(tuple(pool(ts.tensor(x)).shape)), dtype=dtype)
+    results = []
+    for fmt in (ts.contiguous_format, ts.channels_last):
+        X = ts.tensor(x, dtype=dtype).contiguous(memory_format=fmt).requires_grad_()
+        y = pool(X)
+        y.backward(gy)
+        results.append((y, X.grad))
+    (y0, g0), (y1, g1) = results
+    assert y1.is_contiguous(memory_format=ts.channels_last) and g1.is_contiguous(memory_format=ts.channels_last)
+    np.testing.assert_array_equal(y1.detach().numpy(), y0.detach().numpy())
+    np.testing.assert_allclose(g1.numpy(), g0.numpy(), rtol=1e-12, atol=1e-6)
+    if name.startswith("max_pool2d"):
+        _, i0 = F.max_pool2d(ts.tensor(x, dtype=dtype), 3, stride=2, padding=1, return_indices=True)
+        _, i1 = F.max_pool2d(ts.tensor(x, dtype=dtype).contiguous(memory_format=ts.channels_last), 3, stride=2,
+                             padding=1, return_indices=True)
+        assert i1.is_contiguous(memory_format=ts.channels_last) and i1.tolist() == i0.tolist()
+    if torch is not None:
+        tpool = {"max_pool2d": lambda t: torch.nn.functional.max_pool2d(t, 3, stride=2, padding=1),
+                 "max_pool2d dilated ceil": lambda t: torch.nn.functional.max_pool2d(t, 2, stride=2, dilation=2,
+                                                                                     ceil_mode=True),
+                 "avg_pool2d": lambda t: torch.nn.functional.avg_pool2d(t, 3, stride=2, padding=1,
+                                                                        count_include_pad=False),
+                 "adaptive_avg_pool2d 1": lambda t: torch.nn.functional.adaptive_avg_pool2d(t, 1),
+                 "adaptive_avg_pool2d 3x2": lambda t: torch.nn.functional.adaptive_avg_pool2d(t, (3, 2))}[name]
+        ty = tpool(torch.tensor(x).contiguous(memory_format=torch.channels_last))
+        assert ty.stride() == y1.stride()
+        np.testing.assert_allclose(y1.detach().numpy(), ty.numpy(), rtol=1e-6, atol=1e-6)
 
 
 def test_channels_last_training_step_matches_row_major():
