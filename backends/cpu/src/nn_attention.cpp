@@ -14,6 +14,8 @@
 #include "strided.h"
 #include "tensor_iterator.h"
 
+#include <tessera/sdk/attention_geometry.h>
+
 #include <dnnl.h>
 
 #include <algorithm>
@@ -104,56 +106,30 @@ void mask_causal(float* scores, int64_t ld, int64_t q0, int64_t rows, int64_t k0
     for (int64_t c = std::max<int64_t>(0, q0 + r + 1 - k0); c < cols; ++c) scores[r * ld + c] = kNegInf;
 }
 
-void check_inputs(const char* op, const TensorRef& q, const TensorRef& k, const TensorRef& v, double dropout_p) {
+// The CPU's dtype rule (float32), then the shared shape rules (tessera/sdk/attention_geometry.h)
+// and the mask: float32 (as PyTorch's kernel, which takes a bool mask only converted, 0 where
+// allowed and -inf elsewhere), broadcastable to [B, H, L, S].
+Problem problem_of(const char* op, const TensorRef& q, const TensorRef& k, const TensorRef& v, double dropout_p,
+                   bool causal, const std::optional<TensorRef>& attn_mask, std::optional<double> scale) {
   const TensorRef* ts[] = {&q, &k, &v};
   check_cpu(op, ts);
   const char* names[] = {"query", "key", "value"};
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 3; ++i)
     if (ts[i]->dtype() != TS_FLOAT32)
       fail(TS_ERROR_TYPE, op, ": expected float32 ", names[i], ", got ", sdk::dtype_name(ts[i]->dtype()),
            " (scaled_dot_product_attention computes other dtypes without this kernel)");
-    if (ts[i]->dim() != 4)
-      fail(TS_ERROR_VALUE, op, ": expected a 4-D ", names[i], " [batch, heads, positions, features], got ",
-           ts[i]->dim(), "-D");
+  const sdk::AttentionShape s = sdk::attention_shape(op, q, k, v, dropout_p, scale);
+  Problem p{s.B, s.H, s.L, s.S, s.E, s.Ev, float(s.scale), causal, {}};
+  if (attn_mask) {
+    const TensorRef& m = *attn_mask;
+    const TensorRef* on_cpu[] = {&m};
+    check_cpu(op, on_cpu);
+    if (m.dtype() != TS_FLOAT32)
+      fail(TS_ERROR_TYPE, op, ": expected a float32 attn_mask (the dtype of query; a bool mask goes in as 0 where "
+           "allowed and -inf elsewhere), got ", sdk::dtype_name(m.dtype()));
+    const sdk::AttentionMaskStrides ms = sdk::attention_mask_strides(op, m, s);
+    p.mask = {m.data<float>(), ms.sb, ms.sh, ms.sr, ms.sc};
   }
-  if (k.size(0) != q.size(0) || v.size(0) != q.size(0) || k.size(1) != q.size(1) || v.size(1) != q.size(1))
-    fail(TS_ERROR_VALUE, op, ": expected query, key and value with the same batch and heads, got ",
-         strided::str(q.sizes()), ", ", strided::str(k.sizes()), " and ", strided::str(v.sizes()));
-  if (k.size(3) != q.size(3))
-    fail(TS_ERROR_VALUE, op, ": query's embedding size ", q.size(3), " does not match key's ", k.size(3));
-  if (v.size(2) != k.size(2))
-    fail(TS_ERROR_VALUE, op, ": key has ", k.size(2), " positions but value has ", v.size(2));
-  if (dropout_p != 0.0)
-    fail(TS_ERROR_VALUE, op, ": expected dropout_p=0, got ", dropout_p,
-         " (scaled_dot_product_attention computes dropout without this kernel)");
-}
-
-// The attn_mask as a Mask over [B, H, L, S]: float32 (as PyTorch's kernel, which takes a bool mask
-// only converted, 0 where allowed and -inf elsewhere), at most 4-D, broadcastable to that shape.
-Mask mask_of(const char* op, const std::optional<TensorRef>& attn_mask, const int64_t (&shape)[4]) {
-  if (!attn_mask) return {};
-  const TensorRef& m = *attn_mask;
-  const TensorRef* on_cpu[] = {&m};
-  check_cpu(op, on_cpu);
-  if (m.dtype() != TS_FLOAT32)
-    fail(TS_ERROR_TYPE, op, ": expected a float32 attn_mask (the dtype of query; a bool mask goes in as 0 where "
-         "allowed and -inf elsewhere), got ", sdk::dtype_name(m.dtype()));
-  const int64_t lead = 4 - m.dim();
-  bool ok = lead >= 0;
-  for (int64_t d = 0; ok && d < m.dim(); ++d) ok = m.size(d) == 1 || m.size(d) == shape[lead + d];
-  if (!ok)
-    fail(TS_ERROR_VALUE, op, ": expected an attn_mask broadcastable to [", shape[0], ", ", shape[1], ", ", shape[2],
-         ", ", shape[3], "] (batch, heads, queries, keys), got shape ", strided::str(m.sizes()));
-  int64_t strides[4] = {0, 0, 0, 0};
-  for (int64_t d = 0; d < m.dim(); ++d) strides[lead + d] = m.size(d) == 1 ? 0 : m.stride(d);
-  return {m.data<float>(), strides[0], strides[1], strides[2], strides[3]};
-}
-
-Problem problem_of(const char* op, const TensorRef& q, const TensorRef& k, const TensorRef& v, bool causal,
-                   const std::optional<TensorRef>& attn_mask, std::optional<double> scale) {
-  Problem p{q.size(0), q.size(1), q.size(2), k.size(2), q.size(3), v.size(3), 0.0f, causal, {}};
-  p.scale = float(scale ? *scale : (p.E > 0 ? 1.0 / std::sqrt(double(p.E)) : 1.0));
-  p.mask = mask_of(op, attn_mask, {p.B, p.H, p.L, p.S});
   return p;
 }
 
@@ -204,9 +180,8 @@ void forward_block(const char* op, const Problem& p, const Operand& q, const Ope
 void flash_attention_kernel(Args& a) {
   const char* op = "_scaled_dot_product_flash_attention_for_cpu";
   const TensorRef query = a.tensor(0), key = a.tensor(1), value = a.tensor(2);
-  check_inputs(op, query, key, value, a.to_double(3));
   const std::optional<TensorRef> attn_mask = a.optional_tensor(5);
-  const Problem p = problem_of(op, query, key, value, a.to_bool(4), attn_mask, a.optional_double(6));
+  const Problem p = problem_of(op, query, key, value, a.to_double(3), a.to_bool(4), attn_mask, a.optional_double(6));
   const TensorRef q = readable(a.call(), query), k = readable(a.call(), key), v = readable(a.call(), value);
   TensorRef out = empty_heads_inner(a.call(), p.B, p.H, p.L, p.Ev);
   const int64_t lse_shape[3] = {p.B, p.H, p.L};
@@ -289,9 +264,8 @@ void flash_attention_backward_kernel(Args& a) {
   const char* op = "_scaled_dot_product_flash_attention_for_cpu_backward";
   const TensorRef grad_out = a.tensor(0), query = a.tensor(1), key = a.tensor(2), value = a.tensor(3);
   const TensorRef out = a.tensor(4), logsumexp = a.tensor(5);
-  check_inputs(op, query, key, value, a.to_double(6));
   const std::optional<TensorRef> attn_mask = a.optional_tensor(8);
-  const Problem p = problem_of(op, query, key, value, a.to_bool(7), attn_mask, a.optional_double(9));
+  const Problem p = problem_of(op, query, key, value, a.to_double(6), a.to_bool(7), attn_mask, a.optional_double(9));
   const std::vector<int64_t> out_shape{p.B, p.H, p.L, p.Ev}, lse_shape{p.B, p.H, p.L};
   for (const auto& [name, t, shape] : {std::tuple{"grad_out", &grad_out, &out_shape}, std::tuple{"out", &out, &out_shape},
                                        std::tuple{"logsumexp", &logsumexp, &lse_shape}}) {

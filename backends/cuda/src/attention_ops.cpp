@@ -7,7 +7,8 @@
 #include "cuda_plugin.h"
 #include "nn_launch.h"
 
-#include <cmath>
+#include <tessera/sdk/attention_geometry.h>
+
 #include <optional>
 #include <tuple>
 
@@ -30,7 +31,8 @@ TensorRef empty_heads_inner(ts_call call, int64_t b, int64_t h, int64_t rows, in
 
 bool is_attention_dtype(int32_t dtype) { return dtype == TS_FLOAT32 || dtype == TS_FLOAT16 || dtype == TS_BFLOAT16; }
 
-// The checks of the CPU kernel, then the arguments every kernel shares.
+// The dtype rules of this kernel, the shared shape rules (tessera/sdk/attention_geometry.h), then
+// the arguments every kernel shares.
 AttentionArgs problem_of(const char* op, const TensorRef& q, const TensorRef& k, const TensorRef& v,
                          double dropout_p, bool causal, const std::optional<TensorRef>& attn_mask,
                          std::optional<double> scale) {
@@ -43,24 +45,14 @@ AttentionArgs problem_of(const char* op, const TensorRef& q, const TensorRef& k,
                  " (scaled_dot_product_attention computes other dtypes without this kernel)");
     TS_SDK_CHECK(ts[i]->dtype() == q.dtype(), TS_ERROR_TYPE, op, ": expected ", names[i], " of query's dtype ",
                  sdk::dtype_name(q.dtype()), ", got ", sdk::dtype_name(ts[i]->dtype()));
-    TS_SDK_CHECK(ts[i]->dim() == 4, TS_ERROR_VALUE, op, ": expected a 4-D ", names[i],
-                 " [batch, heads, positions, features], got ", ts[i]->dim(), "-D");
   }
-  TS_SDK_CHECK(k.size(0) == q.size(0) && v.size(0) == q.size(0) && k.size(1) == q.size(1) && v.size(1) == q.size(1),
-               TS_ERROR_VALUE, op, ": expected query, key and value with the same batch and heads, got ",
-               shape_text(q.sizes()), ", ", shape_text(k.sizes()), " and ", shape_text(v.sizes()));
-  TS_SDK_CHECK(k.size(3) == q.size(3), TS_ERROR_VALUE, op, ": query's embedding size ", q.size(3),
-               " does not match key's ", k.size(3));
-  TS_SDK_CHECK(v.size(2) == k.size(2), TS_ERROR_VALUE, op, ": key has ", k.size(2), " positions but value has ",
-               v.size(2));
-  TS_SDK_CHECK(dropout_p == 0.0, TS_ERROR_VALUE, op, ": expected dropout_p=0, got ", dropout_p,
-               " (scaled_dot_product_attention computes dropout without this kernel)");
-  TS_SDK_CHECK(q.size(3) <= kAttentionMaxHeadDim && v.size(3) <= kAttentionMaxHeadDim, TS_ERROR_VALUE, op,
-               ": expected head sizes of at most ", kAttentionMaxHeadDim, " on ", kName, ", got ", q.size(3),
-               " (query, key) and ", v.size(3), " (value)");
+  const sdk::AttentionShape s = sdk::attention_shape(op, q, k, v, dropout_p, scale);
+  TS_SDK_CHECK(s.E <= kAttentionMaxHeadDim && s.Ev <= kAttentionMaxHeadDim, TS_ERROR_VALUE, op,
+               ": expected head sizes of at most ", kAttentionMaxHeadDim, " on ", kName, ", got ", s.E,
+               " (query, key) and ", s.Ev, " (value)");
   AttentionArgs a;
-  a.B = q.size(0), a.H = q.size(1), a.L = q.size(2), a.S = k.size(2), a.E = q.size(3), a.Ev = v.size(3);
-  a.scale = float(scale ? *scale : (a.E > 0 ? 1.0 / std::sqrt(double(a.E)) : 1.0));
+  a.B = s.B, a.H = s.H, a.L = s.L, a.S = s.S, a.E = s.E, a.Ev = s.Ev;
+  a.scale = float(s.scale);
   a.causal = causal;
   a.tile = attention_tile(a.E, a.Ev);
   a.q = head_tensor(q), a.k = head_tensor(k), a.v = head_tensor(v);
@@ -70,15 +62,8 @@ AttentionArgs problem_of(const char* op, const TensorRef& q, const TensorRef& k,
     TS_SDK_CHECK(m.dtype() == q.dtype(), TS_ERROR_TYPE, op, ": expected an attn_mask of query's dtype ",
                  sdk::dtype_name(q.dtype()), " (a bool mask goes in as 0 where allowed and -inf elsewhere), got ",
                  sdk::dtype_name(m.dtype()));
-    const int64_t target[4] = {a.B, a.H, a.L, a.S};
-    const int64_t lead = 4 - m.dim();
-    bool ok = lead >= 0;
-    for (int64_t d = 0; ok && d < m.dim(); ++d) ok = m.size(d) == 1 || m.size(d) == target[lead + d];
-    TS_SDK_CHECK(ok, TS_ERROR_VALUE, op, ": expected an attn_mask broadcastable to [", a.B, ", ", a.H, ", ", a.L,
-                 ", ", a.S, "] (batch, heads, queries, keys), got shape ", shape_text(m.sizes()));
-    int64_t strides[4] = {0, 0, 0, 0};
-    for (int64_t d = 0; d < m.dim(); ++d) strides[lead + d] = m.size(d) == 1 ? 0 : m.stride(d);
-    a.mask = {first_element(m), m.dtype(), strides[0], strides[1], strides[2], strides[3]};
+    const sdk::AttentionMaskStrides ms = sdk::attention_mask_strides(op, m, s);
+    a.mask = {first_element(m), m.dtype(), ms.sb, ms.sh, ms.sr, ms.sc};
   }
   return a;
 }
