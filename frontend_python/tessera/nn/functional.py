@@ -1389,12 +1389,12 @@ def _causal_mask(L, S, device):
     return _op("ge", rows, cols)  # (L, S), True where attending is allowed
 
 
-_CUDA_ATTENTION_MAX_HEAD = 128  # the CUDA plugin's fused kernel (backends/cuda/src/nn_launch.h)
+_GPU_ATTENTION_MAX_HEAD = 128  # the GPU plugin's fused kernel, CUDA and ROCm (backends/cuda/src/nn_launch.h)
 
 
 def _flash_attention_applies(query, key, value, attn_mask):
     """Whether a fused attention kernel computes this attention: 4-D float32, bfloat16 or
-    float16 on the CPU (the latter two in float32) or on cuda (head sizes up to 128), the same
+    float16 on the CPU (the latter two in float32) or on cuda / hip (head sizes up to 128), the same
     batch and heads in query, key and value, and an attn_mask that is bool or of query's dtype,
     on the same device, needs no gradient and broadcasts to [B, H, L, S]. Its derivatives are in
     autograd; vmap has no rule for it, so batched tensors take the operators below."""
@@ -1407,7 +1407,7 @@ def _flash_attention_applies(query, key, value, attn_mask):
         return False
     B, H, L, E = query.shape
     S, Ev = key.shape[2], value.shape[3]
-    if not (query.is_cpu or (device.type == "cuda" and max(E, Ev) <= _CUDA_ATTENTION_MAX_HEAD)):
+    if not (query.is_cpu or (device.type in ("cuda", "hip") and max(E, Ev) <= _GPU_ATTENTION_MAX_HEAD)):
         return False
     if attn_mask is not None:
         if (attn_mask.dtype not in (dtype, _BOOL) or attn_mask.device != device or attn_mask._is_batched
