@@ -303,3 +303,20 @@ def test_bad_input_names_the_operator():
     out, lse = op(q, k, v)
     with pytest.raises(ValueError, match="_backward: expected float32 grad_out of shape"):
         aten._scaled_dot_product_flash_attention_for_cpu_backward(out[:, :, :3], q, k, v, out, lse, 0.0, False)
+
+
+def test_multihead_attention_without_weights_runs_fused():
+    """nn.MultiheadAttention(need_weights=False), as TransformerEncoderLayer calls it, goes through
+    scaled_dot_product_attention (its fused kernel), as PyTorch's does; the same output as the
+    path that computes the weights."""
+    mha = ts.nn.MultiheadAttention(32, 4, batch_first=True).eval()
+    x = ts.randn(2, 150, 32)
+    pad = ts.zeros(2, 150, dtype=ts.bool)
+    pad[1, 140:] = True
+    with ts.no_grad():
+        with ts.profiler.profile() as prof:
+            fused, none = mha(x, x, x, need_weights=False, key_padding_mask=pad)
+        full, weights = mha(x, x, x, need_weights=True, key_padding_mask=pad)
+    assert none is None and weights is not None
+    assert "aten::_scaled_dot_product_flash_attention_for_cpu" in {e.key for e in prof.key_averages()}
+    np.testing.assert_allclose(fused.numpy(), full.numpy(), rtol=1e-4, atol=1e-5)

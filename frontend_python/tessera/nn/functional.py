@@ -1605,6 +1605,7 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     elif kv_same:
         value = key
     key_padding_mask = _mha_float_mask(key_padding_mask, "key_padding_mask", query.dtype, attn_mask, "attn_mask")
+    causal_only = is_causal and attn_mask is None and key_padding_mask is None  # (until bias_k / add_zero_attn)
     if is_causal and attn_mask is None:
         attn_mask = _op("logical_not", _causal_mask(L, S, query.device))
     attn_mask = _mha_float_mask(attn_mask, "attn_mask", query.dtype)
@@ -1656,6 +1657,7 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
         k = _op("cat", [k, _op("expand", _op("reshape", bias_k, [1, 1, e]), [n, 1, e])], 1)
         v = _op("cat", [v, _op("expand", _op("reshape", bias_v, [1, 1, e]), [n, 1, e])], 1)
         attn_mask, key_padding_mask = extend_masks(attn_mask, key_padding_mask)
+        causal_only = False
     elif bias_k is not None or bias_v is not None:
         raise AssertionError("bias_k is set but bias_v is None" if bias_k is not None else
                              "bias_v is set but bias_k is None")
@@ -1671,6 +1673,7 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
         k = _op("cat", [k, zeros], 2)
         v = _op("cat", [v, zeros], 2)
         attn_mask, key_padding_mask = extend_masks(attn_mask, key_padding_mask)
+        causal_only = False
     S = k.shape[2]
 
     mask = attn_mask
@@ -1682,6 +1685,15 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
         kpm = _op("reshape", key_padding_mask, [n, 1, 1, S])
         mask = kpm if mask is None else _op("add", mask, kpm)
 
+    if not need_weights:  # as torch: scaled_dot_product_attention (a fused kernel where one applies)
+        out = scaled_dot_product_attention(q, k, v, attn_mask=None if causal_only else mask,
+                                           dropout_p=dropout_p if training else 0.0, is_causal=causal_only)
+        out = linear(_op("reshape", _op("transpose", out, 1, 2), [n, L, e]), out_proj_weight, out_proj_bias)
+        if not batched:
+            out = _op("squeeze", out, 0)
+        elif not batch_first:
+            out = _op("transpose", out, 0, 1)
+        return out, None
     # Scale q before the product, as torch does: L x hd multiplies instead of L x S.
     q = _op("mul", q, 1.0 / math.sqrt(hd) if hd else 1.0)
     scores = _op("matmul", q, _op("transpose", k, -2, -1))
