@@ -129,6 +129,31 @@ void max_pool_backward(const char* op, const MaxPool& m, const T* gy, const int6
   });
 }
 
+// NHWC backward: each output pixel's C gradients added at their indices, reading gradients and
+// indices contiguously; images in parallel (the windows of an image overlap, images do not).
+template <class T>
+void max_pool_backward_nhwc(const char* op, const MaxPool& m, const T* gy, const int64_t* idx, T* gx) {
+  using M = sdk::opmath_t<T>;
+  const int64_t C = m.in_layout.channels, N = m.in.planes / C, HW = m.in.h * m.in.w, O = m.out[0] * m.out[1];
+  parallel_for(N, 1, [&](int64_t nb, int64_t ne) {
+    for (int64_t n = nb; n < ne; ++n) {
+      T* xp = gx + n * HW * C;
+      for (int64_t o = 0; o < O; ++o) {
+        const int64_t* ip = idx + (n * O + o) * C;
+        const T* gp = gy + (n * O + o) * C;
+        for (int64_t c = 0; c < C; ++c) {
+          const int64_t i = ip[c];
+          if (i == -1) continue;  // an empty window (see the forward)
+          if (i < 0 || i >= HW)
+            fail(TS_ERROR_INDEX, op, ": index ", i, " in indices is out of range for an input plane of ", m.in.h,
+                 "x", m.in.w, " (expected indices in [0, ", HW, "))");
+          xp[i * C + c] = T(M(xp[i * C + c]) + M(gp[c]));
+        }
+      }
+    }
+  });
+}
+
 // max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0,
 //                         int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)
 void max_pool2d_kernel(Args& a) {
@@ -166,8 +191,12 @@ void max_pool2d_backward_kernel(Args& a) {
   const TensorRef gy = dense_in(a.call(), grad_out, m.out_layout, op);
   const TensorRef idx = dense_in(a.call(), indices, m.out_layout, op);
   TensorRef gx = zeros_like_shape(a.call(), self.sizes(), self.dtype(), m.in_layout);
-  TS_DISPATCH_FLOAT(self.dtype(), fail(TS_ERROR_TYPE, op, ": unsupported dtype"),
-                    max_pool_backward<scalar_t>(op, m, gy.data<scalar_t>(), idx.data<int64_t>(), gx.data<scalar_t>()));
+  TS_DISPATCH_FLOAT(self.dtype(), fail(TS_ERROR_TYPE, op, ": unsupported dtype"), {
+    if (m.in_layout.channels_last)
+      max_pool_backward_nhwc<scalar_t>(op, m, gy.data<scalar_t>(), idx.data<int64_t>(), gx.data<scalar_t>());
+    else
+      max_pool_backward<scalar_t>(op, m, gy.data<scalar_t>(), idx.data<int64_t>(), gx.data<scalar_t>());
+  });
   a.return_tensor(std::move(gx));
 }
 
