@@ -111,6 +111,15 @@ void mask_causal(float* scores, int64_t ld, int64_t q0, int64_t rows, int64_t k0
     for (int64_t c = std::max<int64_t>(0, q0 + r + 1 - k0); c < cols; ++c) scores[r * ld + c] = kNegInf;
 }
 
+// The scores block S = q k^T * scale (+ mask; -inf past the causal diagonal) of query rows
+// [q0, q0 + rows) against keys [k0, k0 + cols), into `scores` with row stride ld.
+void scores_block(const char* op, const Problem& p, const Operand& q, const Operand& k, int64_t b, int64_t h,
+                  int64_t q0, int64_t rows, int64_t k0, int64_t cols, float* scores, int64_t ld) {
+  sgemm(op, 'N', 'T', rows, cols, p.E, p.scale, q.row(b, h, q0), q.sr, k.row(b, h, k0), k.sr, 0.0f, scores, ld);
+  if (p.causal && k0 + cols > q0 + 1) mask_causal(scores, ld, q0, rows, k0, cols);
+  p.mask.add_to(scores, ld, b, h, q0, rows, k0, cols);
+}
+
 // The CPU's dtype rule (float32), then the shared shape rules (tessera/sdk/attention_geometry.h)
 // and the mask: float32 (as PyTorch's kernel, which takes a bool mask only converted, 0 where
 // allowed and -inf elsewhere), broadcastable to [B, H, L, S].
@@ -152,10 +161,7 @@ void forward_block(const char* op, const Problem& p, const Operand& q, const Ope
   const int64_t keys = p.key_end(q0 + rows);
   for (int64_t k0 = 0; k0 < keys; k0 += kForwardKeyBlock) {
     const int64_t cols = std::min(kForwardKeyBlock, keys - k0);
-    sgemm(op, 'N', 'T', rows, cols, p.E, p.scale, q.row(b, h, q0), q.sr, k.row(b, h, k0), k.sr, 0.0f, scores.data(),
-          kForwardKeyBlock);
-    if (p.causal && k0 + cols > q0 + 1) mask_causal(scores.data(), kForwardKeyBlock, q0, rows, k0, cols);
-    p.mask.add_to(scores.data(), kForwardKeyBlock, b, h, q0, rows, k0, cols);
+    scores_block(op, p, q, k, b, h, q0, rows, k0, cols, scores.data(), kForwardKeyBlock);
     for (int64_t r = 0; r < rows; ++r) {
       float* s = scores.data() + r * kForwardKeyBlock;
       const float m = std::max(row_max[r], vec.row_max(s, cols));
@@ -224,10 +230,7 @@ void backward_head(const char* op, const Problem& p, const Operand& q, const Ope
     bool first = true;
     for (int64_t q0 = first_q; q0 < p.L; q0 += kQueryBlock) {
       const int64_t rows = std::min(kQueryBlock, p.L - q0);
-      sgemm(op, 'N', 'T', rows, cols, p.E, p.scale, q.row(b, h, q0), q.sr, k.row(b, h, k0), k.sr, 0.0f, probs.data(),
-            kb);
-      if (p.causal && k0 + cols > q0 + 1) mask_causal(probs.data(), kb, q0, rows, k0, cols);
-      p.mask.add_to(probs.data(), kb, b, h, q0, rows, k0, cols);
+      scores_block(op, p, q, k, b, h, q0, rows, k0, cols, probs.data(), kb);
       for (int64_t r = 0; r < rows; ++r) {
         float* s = probs.data() + r * kb;
         if (lse[q0 + r] == kNegInf) {

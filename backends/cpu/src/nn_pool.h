@@ -45,30 +45,22 @@ inline void check_grad_output(const char* op, const sdk::TensorRef& grad_out, co
               " (the pooling's output), got ", strided::str(grad_out.sizes()));
 }
 
-// Where the planes lie in a dense buffer: element i (= h * W + w) of plane p (= n * C + c) at
-// base(p) + i * step. Pooling keeps a channels-last input's layout (its output and its backward's
-// grad_input are channels-last too, as PyTorch's): NHWC planes interleave, step C.
-struct PlaneLayout {
-  int64_t channels = 1, plane_size = 1;  // C, H * W
+// The layout a pooling runs in: a 4-D channels-last input is pooled in NHWC (its output, indices
+// and backward's grad_input are channels-last too, as PyTorch's), any other as NCHW planes.
+struct PoolLayout {
   bool channels_last = false;
-  int64_t step = 1;
-  int64_t base(int64_t p) const {
-    return channels_last ? (p / channels) * plane_size * channels + p % channels : p * plane_size;
-  }
+  int64_t channels = 1;  // C, when channels_last
 };
 
-// The layout of self's planes (channels-last when self is a 4-D channels-last tensor), and of
-// planes of h x w in the same layout (the output's).
-inline PlaneLayout pool_layout(const sdk::TensorRef& self, int64_t h, int64_t w) {
+inline PoolLayout pool_layout(const sdk::TensorRef& self) {
   const bool cl = is_channels_last(self);
-  const int64_t c = cl ? self.size(1) : 1;
-  return {c, h * w, cl, cl ? c : 1};
+  return {cl, cl ? self.size(1) : 1};
 }
 // t dense in the layout's order (itself when it already is).
-inline sdk::TensorRef dense_in(ts_call call, const sdk::TensorRef& t, const PlaneLayout& layout, const char* op) {
+inline sdk::TensorRef dense_in(ts_call call, const sdk::TensorRef& t, const PoolLayout& layout, const char* op) {
   return layout.channels_last ? channels_last_copy(call, t, t.dtype(), op) : dense(call, t);
 }
-inline sdk::TensorRef empty_in(ts_call call, std::span<const int64_t> shape, int32_t dtype, const PlaneLayout& layout) {
+inline sdk::TensorRef empty_in(ts_call call, std::span<const int64_t> shape, int32_t dtype, const PoolLayout& layout) {
   return layout.channels_last ? empty_channels_last(call, shape, dtype) : sdk::empty(call, shape, dtype, kCpuDevice);
 }
 
@@ -138,7 +130,7 @@ void average_pool_backward_nhwc(int64_t N, int64_t C, int64_t H, int64_t W, int6
 
 // A zero-filled tensor.
 inline sdk::TensorRef zeros_like_shape(ts_call call, std::span<const int64_t> shape, int32_t dtype,
-                                       const PlaneLayout& layout = {}) {
+                                       const PoolLayout& layout = {}) {
   sdk::TensorRef t = empty_in(call, shape, dtype, layout);
   std::fill_n(t.data<char>(), t.numel() * t.itemsize(), char(0));  // all-zero bits are 0.0 in every float dtype
   return t;

@@ -22,23 +22,21 @@ auto adaptive_window(int64_t H, int64_t W, int64_t OH, int64_t OW) {
 }
 
 template <class T>
-void adaptive_forward(const PoolPlanes& in, int64_t OH, int64_t OW, const PlaneLayout& lin, const PlaneLayout& lout,
-                      const T* x, T* y) {
+void adaptive_forward(const PoolPlanes& in, int64_t OH, int64_t OW, const T* x, T* y) {
   using M = sdk::opmath_t<T>;
   const int64_t H = in.h, W = in.w;
   parallel_for(in.planes, plane_grain(std::max(H * W, OH * OW)), [&](int64_t pb, int64_t pe) {
-    const int64_t xs = lin.step, ys = lout.step;
     for (int64_t p = pb; p < pe; ++p) {
-      const T* xp = x + lin.base(p);
-      T* yp = y + lout.base(p);
+      const T* xp = x + p * H * W;
+      T* yp = y + p * OH * OW;
       for (int64_t oh = 0; oh < OH; ++oh) {
         const int64_t h0 = start_index(oh, OH, H), h1 = end_index(oh, OH, H);
         for (int64_t ow = 0; ow < OW; ++ow) {
           const int64_t w0 = start_index(ow, OW, W), w1 = end_index(ow, OW, W);
           M sum = 0;
           for (int64_t ih = h0; ih < h1; ++ih)
-            for (int64_t iw = w0; iw < w1; ++iw) sum += M(xp[(ih * W + iw) * xs]);
-          yp[(oh * OW + ow) * ys] = T(sum / M((h1 - h0) * (w1 - w0)));
+            for (int64_t iw = w0; iw < w1; ++iw) sum += M(xp[ih * W + iw]);
+          yp[oh * OW + ow] = T(sum / M((h1 - h0) * (w1 - w0)));
         }
       }
     }
@@ -46,27 +44,25 @@ void adaptive_forward(const PoolPlanes& in, int64_t OH, int64_t OW, const PlaneL
 }
 
 template <class T>
-void adaptive_backward(const PoolPlanes& in, int64_t OH, int64_t OW, const PlaneLayout& lin, const PlaneLayout& lout,
-                       const T* gy, T* gx) {
+void adaptive_backward(const PoolPlanes& in, int64_t OH, int64_t OW, const T* gy, T* gx) {
   using M = sdk::opmath_t<T>;
   const int64_t H = in.h, W = in.w;
   parallel_for(in.planes, plane_grain(std::max(H * W, OH * OW)), [&](int64_t pb, int64_t pe) {
     std::vector<M> acc(size_t(H * W));  // 16-bit gradients accumulate in float
-    const int64_t xs = lin.step, ys = lout.step;
     for (int64_t p = pb; p < pe; ++p) {
       std::fill(acc.begin(), acc.end(), M(0));
-      const T* gp = gy + lout.base(p);
+      const T* gp = gy + p * OH * OW;
       for (int64_t oh = 0; oh < OH; ++oh) {
         const int64_t h0 = start_index(oh, OH, H), h1 = end_index(oh, OH, H);
         for (int64_t ow = 0; ow < OW; ++ow) {
           const int64_t w0 = start_index(ow, OW, W), w1 = end_index(ow, OW, W);
-          const M g = M(gp[(oh * OW + ow) * ys]) / M((h1 - h0) * (w1 - w0));
+          const M g = M(gp[oh * OW + ow]) / M((h1 - h0) * (w1 - w0));
           for (int64_t ih = h0; ih < h1; ++ih)
             for (int64_t iw = w0; iw < w1; ++iw) acc[size_t(ih * W + iw)] += g;
         }
       }
-      T* xp = gx + lin.base(p);
-      for (int64_t i = 0; i < H * W; ++i) xp[i * xs] = T(acc[size_t(i)]);
+      T* xp = gx + p * H * W;
+      for (int64_t i = 0; i < H * W; ++i) xp[i] = T(acc[size_t(i)]);
     }
   });
 }
@@ -79,16 +75,16 @@ void adaptive_avg_pool2d_kernel(Args& a) {
   const auto out = int_pair(op, "output_size", a.int_list(1));
   if (out[0] < 0 || out[1] < 0)
     fail(TS_ERROR_VALUE, op, ": expected output_size >= 0, got ", strided::str(out));
-  const PlaneLayout lin = pool_layout(self, in.h, in.w), lout = pool_layout(self, out[0], out[1]);
-  const TensorRef x = dense_in(a.call(), self, lin, op);
-  TensorRef y = empty_in(a.call(), in.shape(out[0], out[1]), self.dtype(), lout);
+  const PoolLayout layout = pool_layout(self);
+  const TensorRef x = dense_in(a.call(), self, layout, op);
+  TensorRef y = empty_in(a.call(), in.shape(out[0], out[1]), self.dtype(), layout);
   if (y.numel() > 0)
     TS_DISPATCH_FLOAT(self.dtype(), fail(TS_ERROR_TYPE, op, ": unsupported dtype"), {
-      if (lin.channels_last)
-        average_pool_nhwc(in.planes / lin.channels, lin.channels, in.h, in.w, out[0], out[1], x.data<scalar_t>(),
-                          y.data<scalar_t>(), adaptive_window(in.h, in.w, out[0], out[1]));
+      if (layout.channels_last)
+        average_pool_nhwc(in.planes / layout.channels, layout.channels, in.h, in.w, out[0], out[1],
+                          x.data<scalar_t>(), y.data<scalar_t>(), adaptive_window(in.h, in.w, out[0], out[1]));
       else
-        adaptive_forward<scalar_t>(in, out[0], out[1], lin, lout, x.data<scalar_t>(), y.data<scalar_t>());
+        adaptive_forward<scalar_t>(in, out[0], out[1], x.data<scalar_t>(), y.data<scalar_t>());
     });
   a.return_tensor(std::move(y));
 }
@@ -105,16 +101,16 @@ void adaptive_avg_pool2d_backward_kernel(Args& a) {
   const int64_t d = grad_out.dim();
   check_grad_output(op, grad_out, self, in.shape(grad_out.size(d - 2), grad_out.size(d - 1)));
   const int64_t OH = grad_out.size(d - 2), OW = grad_out.size(d - 1);
-  const PlaneLayout lin = pool_layout(self, in.h, in.w), lout = pool_layout(self, OH, OW);
-  const TensorRef gy = dense_in(a.call(), grad_out, lout, op);
-  TensorRef gx = zeros_like_shape(a.call(), self.sizes(), self.dtype(), lin);
+  const PoolLayout layout = pool_layout(self);
+  const TensorRef gy = dense_in(a.call(), grad_out, layout, op);
+  TensorRef gx = zeros_like_shape(a.call(), self.sizes(), self.dtype(), layout);
   if (gy.numel() > 0)
     TS_DISPATCH_FLOAT(self.dtype(), fail(TS_ERROR_TYPE, op, ": unsupported dtype"), {
-      if (lin.channels_last)
-        average_pool_backward_nhwc(in.planes / lin.channels, lin.channels, in.h, in.w, OH, OW, gy.data<scalar_t>(),
-                                   gx.data<scalar_t>(), adaptive_window(in.h, in.w, OH, OW));
+      if (layout.channels_last)
+        average_pool_backward_nhwc(in.planes / layout.channels, layout.channels, in.h, in.w, OH, OW,
+                                   gy.data<scalar_t>(), gx.data<scalar_t>(), adaptive_window(in.h, in.w, OH, OW));
       else
-        adaptive_backward<scalar_t>(in, OH, OW, lin, lout, gy.data<scalar_t>(), gx.data<scalar_t>());
+        adaptive_backward<scalar_t>(in, OH, OW, gy.data<scalar_t>(), gx.data<scalar_t>());
     });
   a.return_tensor(std::move(gx));
 }

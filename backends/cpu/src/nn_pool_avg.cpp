@@ -15,7 +15,7 @@ struct AvgPool {
   std::array<int64_t, 2> k, s, pad, out;
   bool count_include_pad = true;
   std::optional<int64_t> divisor;
-  PlaneLayout in_layout, out_layout;
+  PoolLayout layout;
 };
 
 // Arguments from `first`: kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override.
@@ -30,8 +30,7 @@ AvgPool plan_avg_pool(const char* op, const TensorRef& self, const Args& a, int 
   m.count_include_pad = a.to_bool(first + 4);
   m.divisor = a.optional_int(first + 5);
   if (m.divisor && *m.divisor == 0) fail(TS_ERROR_VALUE, op, ": expected a non-zero divisor_override, got 0");
-  m.in_layout = pool_layout(self, m.in.h, m.in.w);
-  m.out_layout = pool_layout(self, m.out[0], m.out[1]);
+  m.layout = pool_layout(self);
   return m;
 }
 
@@ -53,21 +52,20 @@ void avg_pool_forward(const AvgPool& m, const T* x, T* y) {
   using M = sdk::opmath_t<T>;
   const int64_t H = m.in.h, W = m.in.w, OH = m.out[0], OW = m.out[1];
   parallel_for(m.in.planes, plane_grain(OH * OW * m.k[0] * m.k[1]), [&](int64_t pb, int64_t pe) {
-    const int64_t xs = m.in_layout.step, ys = m.out_layout.step;
     for (int64_t p = pb; p < pe; ++p) {
-      const T* xp = x + m.in_layout.base(p);
-      T* yp = y + m.out_layout.base(p);
+      const T* xp = x + p * H * W;
+      T* yp = y + p * OH * OW;
       for (int64_t oh = 0; oh < OH; ++oh)
         for (int64_t ow = 0; ow < OW; ++ow) {
           const Window win = window(m, oh, ow);
           if (win.h0 >= win.h1 || win.w0 >= win.w1) {  // only padding under the window
-            yp[(oh * OW + ow) * ys] = T(0);
+            yp[oh * OW + ow] = T(0);
             continue;
           }
           M sum = 0;
           for (int64_t ih = win.h0; ih < win.h1; ++ih)
-            for (int64_t iw = win.w0; iw < win.w1; ++iw) sum += M(xp[(ih * W + iw) * xs]);
-          yp[(oh * OW + ow) * ys] = T(sum / M(win.divisor));
+            for (int64_t iw = win.w0; iw < win.w1; ++iw) sum += M(xp[ih * W + iw]);
+          yp[oh * OW + ow] = T(sum / M(win.divisor));
         }
     }
   });
@@ -79,20 +77,19 @@ void avg_pool_backward(const AvgPool& m, const T* gy, T* gx) {
   const int64_t H = m.in.h, W = m.in.w, OH = m.out[0], OW = m.out[1];
   parallel_for(m.in.planes, plane_grain(OH * OW * m.k[0] * m.k[1]), [&](int64_t pb, int64_t pe) {
     std::vector<M> acc(size_t(H * W));  // 16-bit gradients accumulate in float
-    const int64_t xs = m.in_layout.step, ys = m.out_layout.step;
     for (int64_t p = pb; p < pe; ++p) {
       std::fill(acc.begin(), acc.end(), M(0));
-      const T* gp = gy + m.out_layout.base(p);
+      const T* gp = gy + p * OH * OW;
       for (int64_t oh = 0; oh < OH; ++oh)
         for (int64_t ow = 0; ow < OW; ++ow) {
           const Window win = window(m, oh, ow);
           if (win.h0 >= win.h1 || win.w0 >= win.w1) continue;
-          const M g = M(gp[(oh * OW + ow) * ys]) / M(win.divisor);
+          const M g = M(gp[oh * OW + ow]) / M(win.divisor);
           for (int64_t ih = win.h0; ih < win.h1; ++ih)
             for (int64_t iw = win.w0; iw < win.w1; ++iw) acc[size_t(ih * W + iw)] += g;
         }
-      T* xp = gx + m.in_layout.base(p);
-      for (int64_t i = 0; i < H * W; ++i) xp[i * xs] = T(acc[size_t(i)]);
+      T* xp = gx + p * H * W;
+      for (int64_t i = 0; i < H * W; ++i) xp[i] = T(acc[size_t(i)]);
     }
   });
 }
@@ -103,11 +100,11 @@ void avg_pool2d_kernel(Args& a) {
   const char* op = "avg_pool2d";
   TensorRef self = a.tensor(0);
   const AvgPool m = plan_avg_pool(op, self, a, 1);
-  const TensorRef x = dense_in(a.call(), self, m.in_layout, op);
-  TensorRef y = empty_in(a.call(), m.in.shape(m.out[0], m.out[1]), self.dtype(), m.out_layout);
+  const TensorRef x = dense_in(a.call(), self, m.layout, op);
+  TensorRef y = empty_in(a.call(), m.in.shape(m.out[0], m.out[1]), self.dtype(), m.layout);
   TS_DISPATCH_FLOAT(self.dtype(), fail(TS_ERROR_TYPE, op, ": unsupported dtype"), {
-    if (m.in_layout.channels_last)
-      average_pool_nhwc(m.in.planes / m.in_layout.channels, m.in_layout.channels, m.in.h, m.in.w, m.out[0], m.out[1],
+    if (m.layout.channels_last)
+      average_pool_nhwc(m.in.planes / m.layout.channels, m.layout.channels, m.in.h, m.in.w, m.out[0], m.out[1],
                         x.data<scalar_t>(), y.data<scalar_t>(), [&](int64_t oh, int64_t ow) { return window(m, oh, ow); });
     else
       avg_pool_forward<scalar_t>(m, x.data<scalar_t>(), y.data<scalar_t>());
@@ -122,11 +119,11 @@ void avg_pool2d_backward_kernel(Args& a) {
   TensorRef grad_out = a.tensor(0), self = a.tensor(1);
   const AvgPool m = plan_avg_pool(op, self, a, 2);
   check_grad_output(op, grad_out, self, m.in.shape(m.out[0], m.out[1]));
-  const TensorRef gy = dense_in(a.call(), grad_out, m.out_layout, op);
-  TensorRef gx = empty_in(a.call(), self.sizes(), self.dtype(), m.in_layout);
+  const TensorRef gy = dense_in(a.call(), grad_out, m.layout, op);
+  TensorRef gx = empty_in(a.call(), self.sizes(), self.dtype(), m.layout);
   TS_DISPATCH_FLOAT(self.dtype(), fail(TS_ERROR_TYPE, op, ": unsupported dtype"), {
-    if (m.in_layout.channels_last)
-      average_pool_backward_nhwc(m.in.planes / m.in_layout.channels, m.in_layout.channels, m.in.h, m.in.w, m.out[0],
+    if (m.layout.channels_last)
+      average_pool_backward_nhwc(m.in.planes / m.layout.channels, m.layout.channels, m.in.h, m.in.w, m.out[0],
                                  m.out[1], gy.data<scalar_t>(), gx.data<scalar_t>(),
                                  [&](int64_t oh, int64_t ow) { return window(m, oh, ow); });
     else

@@ -15,7 +15,7 @@ using sdk::TensorRef;
 struct MaxPool {
   PoolPlanes in;
   std::array<int64_t, 2> k, s, pad, dil, out;
-  PlaneLayout in_layout, out_layout;
+  PoolLayout layout;
 };
 
 MaxPool plan_max_pool(const char* op, const TensorRef& self, const Args& a, int first, bool stride_may_be_empty) {
@@ -27,72 +27,77 @@ MaxPool plan_max_pool(const char* op, const TensorRef& self, const Args& a, int 
   m.dil = int_pair(op, "dilation", a.int_list(first + 3));
   check_pool_params(op, m.k, m.s, m.pad, m.dil);
   m.out = pooled_plane(op, m.in, m.k, m.s, m.pad, m.dil, a.to_bool(first + 4));
-  m.in_layout = pool_layout(self, m.in.h, m.in.w);
-  m.out_layout = pool_layout(self, m.out[0], m.out[1]);
+  m.layout = pool_layout(self);
   return m;
+}
+
+// Output (oh, ow)'s window: input rows h0, h0 + dil, ... below h1, columns likewise. It holds no
+// input element (possible only with dilation) when h0 >= h1 or w0 >= w1.
+struct MaxWindow {
+  int64_t h0, h1, w0, w1;
+  bool empty() const { return h0 >= h1 || w0 >= w1; }
+};
+MaxWindow max_window(const MaxPool& m, int64_t oh, int64_t ow) {
+  int64_t h0 = oh * m.s[0] - m.pad[0], w0 = ow * m.s[1] - m.pad[1];
+  const int64_t h1 = std::min(h0 + (m.k[0] - 1) * m.dil[0] + 1, m.in.h);
+  const int64_t w1 = std::min(w0 + (m.k[1] - 1) * m.dil[1] + 1, m.in.w);
+  while (h0 < 0) h0 += m.dil[0];
+  while (w0 < 0) w0 += m.dil[1];
+  return {h0, h1, w0, w1};
 }
 
 template <class T>
 void max_pool_forward(const MaxPool& m, const T* x, T* y, int64_t* idx) {
   using M = sdk::opmath_t<T>;
-  const int64_t H = m.in.h, W = m.in.w, OH = m.out[0], OW = m.out[1];
+  const int64_t W = m.in.w, OH = m.out[0], OW = m.out[1];
   parallel_for(m.in.planes, plane_grain(OH * OW * m.k[0] * m.k[1]), [&](int64_t pb, int64_t pe) {
-    const int64_t xs = m.in_layout.step, ys = m.out_layout.step;
     for (int64_t p = pb; p < pe; ++p) {
-      const T* xp = x + m.in_layout.base(p);
-      T* yp = y + m.out_layout.base(p);
-      int64_t* ip = idx + m.out_layout.base(p);
+      const T* xp = x + p * m.in.h * W;
+      T* yp = y + p * OH * OW;
+      int64_t* ip = idx + p * OH * OW;
       for (int64_t oh = 0; oh < OH; ++oh)
         for (int64_t ow = 0; ow < OW; ++ow) {
-          int64_t h0 = oh * m.s[0] - m.pad[0], w0 = ow * m.s[1] - m.pad[1];
-          const int64_t h1 = std::min(h0 + (m.k[0] - 1) * m.dil[0] + 1, H);
-          const int64_t w1 = std::min(w0 + (m.k[1] - 1) * m.dil[1] + 1, W);
-          while (h0 < 0) h0 += m.dil[0];
-          while (w0 < 0) w0 += m.dil[1];
-          // A window with no input element (possible only with dilation) gives -inf and index -1.
-          int64_t best = h0 < h1 && w0 < w1 ? h0 * W + w0 : -1;
+          const MaxWindow win = max_window(m, oh, ow);
+          // An empty window gives -inf and index -1.
+          int64_t best = win.empty() ? -1 : win.h0 * W + win.w0;
           M val = -std::numeric_limits<M>::infinity();
-          for (int64_t ih = h0; ih < h1; ih += m.dil[0])
-            for (int64_t iw = w0; iw < w1; iw += m.dil[1]) {
-              const M v = M(xp[(ih * W + iw) * xs]);
+          for (int64_t ih = win.h0; ih < win.h1; ih += m.dil[0])
+            for (int64_t iw = win.w0; iw < win.w1; iw += m.dil[1]) {
+              const M v = M(xp[ih * W + iw]);
               if (v > val || std::isnan(v)) {  // as PyTorch: a NaN wins, the last NaN's index
                 val = v;
                 best = ih * W + iw;
               }
             }
-          yp[(oh * OW + ow) * ys] = T(val);
-          ip[(oh * OW + ow) * ys] = best;
+          yp[oh * OW + ow] = T(val);
+          ip[oh * OW + ow] = best;
         }
     }
   });
 }
 
 // NHWC: each output pixel's C channels at once, channels innermost: branch-free selects over
-// float maxima and int32 positions (equal widths, so the compiler vectorises them; an H * W plane
-// of 2^31 elements or more takes the plane kernel); rows (n, oh) in parallel.
-template <class T>
+// float maxima and positions of type P (int32 when the plane allows: equal widths, so the
+// compiler vectorises them); rows (n, oh) in parallel.
+template <class T, class P>
 void max_pool_forward_nhwc(const MaxPool& m, const T* x, T* y, int64_t* idx) {
   using M = sdk::opmath_t<T>;
-  const int64_t C = m.in_layout.channels, N = m.in.planes / C, H = m.in.h, W = m.in.w, OH = m.out[0], OW = m.out[1];
+  const int64_t C = m.layout.channels, N = m.in.planes / C, H = m.in.h, W = m.in.w, OH = m.out[0], OW = m.out[1];
   parallel_for(N * OH, plane_grain(OW * C * m.k[0] * m.k[1]), [&](int64_t rb, int64_t re) {
     std::vector<M> best_buffer(static_cast<size_t>(C));
-    std::vector<int32_t> at_buffer(static_cast<size_t>(C));
+    std::vector<P> at_buffer(static_cast<size_t>(C));
     M* __restrict best = best_buffer.data();
-    int32_t* __restrict best_at = at_buffer.data();
+    P* __restrict best_at = at_buffer.data();
     for (int64_t row = rb; row < re; ++row) {
       const int64_t n = row / OH, oh = row % OH;
       for (int64_t ow = 0; ow < OW; ++ow) {
-        int64_t h0 = oh * m.s[0] - m.pad[0], w0 = ow * m.s[1] - m.pad[1];
-        const int64_t h1 = std::min(h0 + (m.k[0] - 1) * m.dil[0] + 1, H);
-        const int64_t w1 = std::min(w0 + (m.k[1] - 1) * m.dil[1] + 1, W);
-        while (h0 < 0) h0 += m.dil[0];
-        while (w0 < 0) w0 += m.dil[1];
+        const MaxWindow win = max_window(m, oh, ow);
         std::fill_n(best, C, -std::numeric_limits<M>::infinity());
-        std::fill_n(best_at, C, int32_t(h0 < h1 && w0 < w1 ? h0 * W + w0 : -1));  // as the plane kernel
-        for (int64_t ih = h0; ih < h1; ih += m.dil[0])
-          for (int64_t iw = w0; iw < w1; iw += m.dil[1]) {
+        std::fill_n(best_at, C, P(win.empty() ? -1 : win.h0 * W + win.w0));  // as the plane kernel
+        for (int64_t ih = win.h0; ih < win.h1; ih += m.dil[0])
+          for (int64_t iw = win.w0; iw < win.w1; iw += m.dil[1]) {
             const T* __restrict xp = x + ((n * H + ih) * W + iw) * C;
-            const int32_t at = int32_t(ih * W + iw);
+            const P at = P(ih * W + iw);
             for (int64_t c = 0; c < C; ++c) {
               const M v = M(xp[c]);
               const bool take = v > best[c] || v != v;  // a NaN wins, the last NaN's index
@@ -113,19 +118,15 @@ void max_pool_backward(const char* op, const MaxPool& m, const T* gy, const int6
   using M = sdk::opmath_t<T>;
   const int64_t HW = m.in.h * m.in.w, O = m.out[0] * m.out[1];
   parallel_for(m.in.planes, plane_grain(O), [&](int64_t pb, int64_t pe) {
-    const int64_t xs = m.in_layout.step, ys = m.out_layout.step;
-    for (int64_t p = pb; p < pe; ++p) {
-      T* xp = gx + m.in_layout.base(p);
-      const int64_t yb = m.out_layout.base(p);
+    for (int64_t p = pb; p < pe; ++p)
       for (int64_t o = 0; o < O; ++o) {
-        const int64_t i = idx[yb + o * ys];
+        const int64_t i = idx[p * O + o];
         if (i == -1) continue;  // an empty window (see the forward)
         if (i < 0 || i >= HW)
           fail(TS_ERROR_INDEX, op, ": index ", i, " in indices is out of range for an input plane of ", m.in.h, "x",
                m.in.w, " (expected indices in [0, ", HW, "))");
-        xp[i * xs] = T(M(xp[i * xs]) + M(gy[yb + o * ys]));
+        gx[p * HW + i] = T(M(gx[p * HW + i]) + M(gy[p * O + o]));
       }
-    }
   });
 }
 
@@ -134,7 +135,7 @@ void max_pool_backward(const char* op, const MaxPool& m, const T* gy, const int6
 template <class T>
 void max_pool_backward_nhwc(const char* op, const MaxPool& m, const T* gy, const int64_t* idx, T* gx) {
   using M = sdk::opmath_t<T>;
-  const int64_t C = m.in_layout.channels, N = m.in.planes / C, HW = m.in.h * m.in.w, O = m.out[0] * m.out[1];
+  const int64_t C = m.layout.channels, N = m.in.planes / C, HW = m.in.h * m.in.w, O = m.out[0] * m.out[1];
   parallel_for(N, 1, [&](int64_t nb, int64_t ne) {
     for (int64_t n = nb; n < ne; ++n) {
       T* xp = gx + n * HW * C;
@@ -160,15 +161,19 @@ void max_pool2d_kernel(Args& a) {
   const char* op = "max_pool2d_with_indices";
   TensorRef self = a.tensor(0);
   const MaxPool m = plan_max_pool(op, self, a, 1, true);
-  const TensorRef x = dense_in(a.call(), self, m.in_layout, op);
+  const TensorRef x = dense_in(a.call(), self, m.layout, op);
   const std::vector<int64_t> shape = m.in.shape(m.out[0], m.out[1]);
-  TensorRef y = empty_in(a.call(), shape, self.dtype(), m.out_layout);
-  TensorRef idx = empty_in(a.call(), shape, TS_INT64, m.out_layout);
+  TensorRef y = empty_in(a.call(), shape, self.dtype(), m.layout);
+  TensorRef idx = empty_in(a.call(), shape, TS_INT64, m.layout);
+  const bool int32_positions = m.in.h * m.in.w <= std::numeric_limits<int32_t>::max();
   TS_DISPATCH_FLOAT(self.dtype(), fail(TS_ERROR_TYPE, op, ": unsupported dtype"), {
-    if (m.in_layout.channels_last && m.in.h * m.in.w < (int64_t(1) << 31))
-      max_pool_forward_nhwc<scalar_t>(m, x.data<scalar_t>(), y.data<scalar_t>(), idx.data<int64_t>());
+    scalar_t* yp = y.data<scalar_t>();
+    if (!m.layout.channels_last)
+      max_pool_forward<scalar_t>(m, x.data<scalar_t>(), yp, idx.data<int64_t>());
+    else if (int32_positions)
+      max_pool_forward_nhwc<scalar_t, int32_t>(m, x.data<scalar_t>(), yp, idx.data<int64_t>());
     else
-      max_pool_forward<scalar_t>(m, x.data<scalar_t>(), y.data<scalar_t>(), idx.data<int64_t>());
+      max_pool_forward_nhwc<scalar_t, int64_t>(m, x.data<scalar_t>(), yp, idx.data<int64_t>());
   });
   a.returns({Args::tensor_value(std::move(y)), Args::tensor_value(std::move(idx))});
 }
@@ -188,11 +193,11 @@ void max_pool2d_backward_kernel(Args& a) {
   if (indices.shape_vector() != shape)
     fail(TS_ERROR_VALUE, op, ": expected indices of shape ", strided::str(shape), " (like grad_output), got ",
          strided::str(indices.sizes()));
-  const TensorRef gy = dense_in(a.call(), grad_out, m.out_layout, op);
-  const TensorRef idx = dense_in(a.call(), indices, m.out_layout, op);
-  TensorRef gx = zeros_like_shape(a.call(), self.sizes(), self.dtype(), m.in_layout);
+  const TensorRef gy = dense_in(a.call(), grad_out, m.layout, op);
+  const TensorRef idx = dense_in(a.call(), indices, m.layout, op);
+  TensorRef gx = zeros_like_shape(a.call(), self.sizes(), self.dtype(), m.layout);
   TS_DISPATCH_FLOAT(self.dtype(), fail(TS_ERROR_TYPE, op, ": unsupported dtype"), {
-    if (m.in_layout.channels_last)
+    if (m.layout.channels_last)
       max_pool_backward_nhwc<scalar_t>(op, m, gy.data<scalar_t>(), idx.data<int64_t>(), gx.data<scalar_t>());
     else
       max_pool_backward<scalar_t>(op, m, gy.data<scalar_t>(), idx.data<int64_t>(), gx.data<scalar_t>());
