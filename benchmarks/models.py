@@ -68,11 +68,15 @@ def row(name, steps, reps):
     """steps: {framework: callable running one step}. Returns (name, Tessera ms, torch ms or None)."""
     ours = median_ms(steps["tessera"], reps)
     theirs = median_ms(steps["torch"], reps) if "torch" in steps else None
+    print_row(name, ours, theirs)
+    print(f"    top 5 (Tessera, self time of one step): {top_ops(steps['tessera'])}")
+    return name, ours, theirs
+
+
+def print_row(name, ours, theirs):
     ratio = f"{theirs / ours:5.2f}x" if theirs is not None else "   -  "
     torch_text = f"{theirs:10.1f} ms" if theirs is not None else "         -   "
     print(f"{name:<52}{ours:10.1f} ms{torch_text}   {ratio}")
-    print(f"    top 5 (Tessera, self time of one step): {top_ops(steps['tessera'])}")
-    return name, ours, theirs
 
 
 def plot(rows, path):
@@ -264,9 +268,7 @@ def nanogpt_row(path, reps, quick):
             results[framework] = json.loads(done.stdout.strip().splitlines()[-1])
     ours = results["tessera"]["ms"]
     theirs = results["torch"]["ms"] if "torch" in results else None
-    ratio = f"{theirs / ours:5.2f}x" if theirs is not None else "   -  "
-    torch_text = f"{theirs:10.1f} ms" if theirs is not None else "         -   "
-    print(f"{name:<52}{ours:10.1f} ms{torch_text}   {ratio}")
+    print_row(name, ours, theirs)
     if theirs is not None:
         print(f"    first losses: Tessera {results['tessera']['losses']}, PyTorch {results['torch']['losses']}")
     print(f"    top 5 (Tessera, self time of one step): {results['tessera']['top']}")

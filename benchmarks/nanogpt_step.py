@@ -92,13 +92,8 @@ def main():
     ms = 1e3 * median_time(step, args.reps)
     top = ""
     if args.framework == "tessera":
-        import tessera
-        with tessera.profiler.profile() as prof:
-            step()
-        events = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
-        total = sum(e.self_cpu_time_total for e in events) or 1.0
-        top = ", ".join(f"{e.key} {e.self_cpu_time_total / 1e3:.1f} ms ({100 * e.self_cpu_time_total / total:.0f}%)"
-                        for e in events[:5])
+        from models import top_ops  # benchmarks/models.py (its `torch` is tessera in this process)
+        top = top_ops(step)
     print(json.dumps({"ms": ms, "losses": losses[:3], "top": top}))
 
 
