@@ -1,8 +1,8 @@
-// convolution and convolution_backward (PyTorch semantics): 1-D and 2-D, batched or not,
+// convolution and convolution_backward (PyTorch semantics): 1-D, 2-D and 3-D, batched or not,
 // with stride, padding, dilation and groups.
 //
 // float32 runs on oneDNN (nn_conv_onednn.cpp); float64 (what gradcheck uses) on a plain path:
-// per sample and group, im2col unfolds the input into a [C/g * kh * kw, oh * ow] matrix and a
+// per sample and group, im2col unfolds the input into a [C/g * kd * kh * kw, od * oh * ow] matrix and a
 // blocked GEMM multiplies the weights by it. float16 / bfloat16 compute in float32.
 #include "nn_conv.h"
 
@@ -45,7 +45,9 @@ void fill_zeros(TensorRef& t) {
 // ---- channels-last (NHWC) activations (channels_last.h)
 
 // As PyTorch: a 2-D convolution whose input or weight is channels-last works and answers in NHWC.
-ActivationLayout layout_of(const TensorRef& input, const TensorRef& weight) {
+// (A 4-D input is also an unbatched 3-D convolution's; that one is NCDHW.)
+ActivationLayout layout_of(const ConvGeometry& g, const TensorRef& input, const TensorRef& weight) {
+  if (g.spatial != 2) return ActivationLayout::Nchw;
   return is_channels_last(input) || is_channels_last(weight) ? ActivationLayout::Nhwc : ActivationLayout::Nchw;
 }
 
@@ -81,28 +83,40 @@ TensorRef in_layout(ts_call call, const TensorRef& result, ActivationLayout layo
 
 // ---- the generic path
 
-// cols[(c, i, j), (oh, ow)] = x[c, oh * sh - ph + i * dh, ow * sw - pw + j * dw] (0 in the padding);
-// cols' rows are `ld` apart (the output plane's size when they are packed).
+// cols[(c, a, i, j), (od, oh, ow)] = x[c, od * sd - pd + a * dd, oh * sh - ph + i * dh,
+// ow * sw - pw + j * dw] (0 in the padding); cols' rows are `ld` apart (the output's plane size
+// when they are packed). 1-D and 2-D convolutions have kd = od = 1 (and kh = oh = 1 for 1-D).
 template <class T>
 void im2col(const ConvGeometry& g, const T* x, T* cols, int64_t ld) {
+  const int64_t out_slice = g.oh * g.ow;
   for (int64_t c = 0; c < g.cg_in(); ++c)
-    for (int64_t i = 0; i < g.kh; ++i)
-      for (int64_t j = 0; j < g.kw; ++j) {
-        T* row = cols + ((c * g.kh + i) * g.kw + j) * ld;
-        for (int64_t oh = 0; oh < g.oh; ++oh) {
-          T* r = row + oh * g.ow;
-          const int64_t ih = oh * g.sh - g.ph + i * g.dh;
-          if (ih < 0 || ih >= g.h) {
-            std::fill_n(r, g.ow, T(0));
-            continue;
-          }
-          const T* xr = x + (c * g.h + ih) * g.w;
-          for (int64_t ow = 0; ow < g.ow; ++ow) {
-            const int64_t iw = ow * g.sw - g.pw + j * g.dw;
-            r[ow] = iw >= 0 && iw < g.w ? xr[iw] : T(0);
+    for (int64_t a = 0; a < g.kd; ++a)
+      for (int64_t i = 0; i < g.kh; ++i)
+        for (int64_t j = 0; j < g.kw; ++j) {
+          T* row = cols + (((c * g.kd + a) * g.kh + i) * g.kw + j) * ld;
+          for (int64_t od = 0; od < g.od; ++od) {
+            const int64_t id = od * g.sd - g.pd + a * g.dd;
+            T* slice = row + od * out_slice;
+            if (id < 0 || id >= g.d) {
+              std::fill_n(slice, out_slice, T(0));
+              continue;
+            }
+            const T* xs = x + (c * g.d + id) * g.h * g.w;
+            for (int64_t oh = 0; oh < g.oh; ++oh) {
+              T* r = slice + oh * g.ow;
+              const int64_t ih = oh * g.sh - g.ph + i * g.dh;
+              if (ih < 0 || ih >= g.h) {
+                std::fill_n(r, g.ow, T(0));
+                continue;
+              }
+              const T* xr = xs + ih * g.w;
+              for (int64_t ow = 0; ow < g.ow; ++ow) {
+                const int64_t iw = ow * g.sw - g.pw + j * g.dw;
+                r[ow] = iw >= 0 && iw < g.w ? xr[iw] : T(0);
+              }
+            }
           }
         }
-      }
 }
 
 }  // namespace
@@ -114,22 +128,28 @@ namespace {
 // The adjoint of im2col: x += fold(cols).
 template <class T>
 void col2im(const ConvGeometry& g, const T* cols, T* x) {
-  const int64_t P = g.out_plane();
+  const int64_t P = g.out_plane(), out_slice = g.oh * g.ow;
   for (int64_t c = 0; c < g.cg_in(); ++c)
-    for (int64_t i = 0; i < g.kh; ++i)
-      for (int64_t j = 0; j < g.kw; ++j) {
-        const T* row = cols + ((c * g.kh + i) * g.kw + j) * P;
-        for (int64_t oh = 0; oh < g.oh; ++oh) {
-          const int64_t ih = oh * g.sh - g.ph + i * g.dh;
-          if (ih < 0 || ih >= g.h) continue;
-          const T* r = row + oh * g.ow;
-          T* xr = x + (c * g.h + ih) * g.w;
-          for (int64_t ow = 0; ow < g.ow; ++ow) {
-            const int64_t iw = ow * g.sw - g.pw + j * g.dw;
-            if (iw >= 0 && iw < g.w) xr[iw] += r[ow];
+    for (int64_t a = 0; a < g.kd; ++a)
+      for (int64_t i = 0; i < g.kh; ++i)
+        for (int64_t j = 0; j < g.kw; ++j) {
+          const T* row = cols + (((c * g.kd + a) * g.kh + i) * g.kw + j) * P;
+          for (int64_t od = 0; od < g.od; ++od) {
+            const int64_t id = od * g.sd - g.pd + a * g.dd;
+            if (id < 0 || id >= g.d) continue;
+            T* xs = x + (c * g.d + id) * g.h * g.w;
+            for (int64_t oh = 0; oh < g.oh; ++oh) {
+              const int64_t ih = oh * g.sh - g.ph + i * g.dh;
+              if (ih < 0 || ih >= g.h) continue;
+              const T* r = row + od * out_slice + oh * g.ow;
+              T* xr = xs + ih * g.w;
+              for (int64_t ow = 0; ow < g.ow; ++ow) {
+                const int64_t iw = ow * g.sw - g.pw + j * g.dw;
+                if (iw >= 0 && iw < g.w) xr[iw] += r[ow];
+              }
+            }
           }
         }
-      }
 }
 
 // C[M, N] += A[M, K] @ B[K, N]; A(i, k) = a[i * ars + k * acs], B and C row-major. i-k-j
@@ -176,7 +196,7 @@ void gemm_nt_acc(int64_t M, int64_t N, int64_t K, const T* a, const T* b, T* c) 
 template <class T>
 void forward_generic(const ConvGeometry& g, const T* x, const T* w, const T* bias, T* y) {
   const int64_t P = g.out_plane(), K = g.patch(), cgo = g.cg_out();
-  const int64_t plane_in = g.cg_in() * g.h * g.w;
+  const int64_t plane_in = g.cg_in() * g.in_plane();
   parallel_for(g.n * g.groups, 1, [&](int64_t tb, int64_t te) {
     std::vector<T> cols(size_t(K * P));
     for (int64_t t = tb; t < te; ++t) {
@@ -194,7 +214,7 @@ void forward_generic(const ConvGeometry& g, const T* x, const T* w, const T* bia
 template <class T>
 void backward_generic(const ConvGeometry& g, const T* gy, const T* x, const T* w, T* gx, T* gw, T* gb) {
   const int64_t P = g.out_plane(), K = g.patch(), cgo = g.cg_out();
-  const int64_t plane_in = g.cg_in() * g.h * g.w, wsize = g.c_out * K;
+  const int64_t plane_in = g.cg_in() * g.in_plane(), wsize = g.c_out * K;
   const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(max_threads(), g.n));
   std::vector<std::vector<T>> partial(static_cast<size_t>(chunks));
   parallel_for(chunks, 1, [&](int64_t cb, int64_t ce) {
@@ -230,7 +250,7 @@ void backward_generic(const ConvGeometry& g, const T* gy, const T* x, const T* w
 template <class T>
 void backward_data_generic(const ConvGeometry& g, const T* gy, const T* w, T* gx) {
   const int64_t P = g.out_plane(), K = g.patch(), cgo = g.cg_out();
-  const int64_t plane_in = g.cg_in() * g.h * g.w;
+  const int64_t plane_in = g.cg_in() * g.in_plane();
   parallel_for(g.n * g.groups, 1, [&](int64_t tb, int64_t te) {
     std::vector<T> gcols(size_t(K * P));
     for (int64_t t = tb; t < te; ++t) {
@@ -272,7 +292,7 @@ void convolution_kernel(Args& a) {
            str(bias->sizes()));
   }
   const int32_t dtype = input.dtype(), cdt = compute_dtype(dtype);
-  const ActivationLayout layout = layout_of(input, weight);
+  const ActivationLayout layout = layout_of(g, input, weight);
   TensorRef b = bias ? prepared(a.call(), *bias, op) : TensorRef();
   if (layout == ActivationLayout::Nhwc && use_onednn(g, cdt) && g.out_plane() > 0) {
     const ConvLayout cl = nhwc_layout(g, weight);
@@ -313,7 +333,7 @@ void convolution_backward_kernel(Args& a) {
     fail(TS_ERROR_VALUE, op, ": expected grad_output of shape ", str(g.out_shape),
          " (the convolution's output), got ", str(grad_out.sizes()));
   const int32_t dtype = input.dtype(), cdt = compute_dtype(dtype);
-  const ActivationLayout layout = layout_of(input, weight);
+  const ActivationLayout layout = layout_of(g, input, weight);
   if (layout == ActivationLayout::Nhwc && use_onednn(g, cdt) && g.out_plane() > 0) {
     const ConvLayout cl = nhwc_layout(g, weight);
     TensorRef gy = prepared_as(a.call(), grad_out, layout, op), x = prepared_as(a.call(), input, layout, op);

@@ -99,7 +99,7 @@ void check_operands(const char* op, const TensorRef& input, const TensorRef& wei
 
 // cuDNN's legacy API takes int dims and at most 2^31 - 1 elements per tensor.
 void check_int_sized(const char* op, const Geometry& g) {
-  for (int64_t v : {g.n * g.c_in * g.h * g.w, g.n * g.c_out * g.oh * g.ow, g.c_out * (g.c_in / g.groups) * g.kh * g.kw})
+  for (int64_t v : {g.n * g.c_in * g.in_plane(), g.n * g.c_out * g.out_plane(), g.c_out * g.patch()})
     TS_SDK_CHECK(v <= INT_MAX, TS_ERROR_VALUE, op, ": a tensor of ", v, " elements is larger than cuDNN's limit of ",
                  INT_MAX, " elements on ", kName);
 }
@@ -113,6 +113,18 @@ cudnnDataType_t dnn_type(int32_t dtype) {
   }
 }
 
+// A contiguous 5-D (NCDHW) tensor descriptor.
+void set_5d(cudnnTensorDescriptor_t d, cudnnDataType_t dt, std::array<int64_t, 5> sizes, const char* what) {
+  int dims[5], strides[5];
+  int64_t stride = 1;
+  for (int i = 4; i >= 0; --i) {
+    dims[i] = int(sizes[size_t(i)]);
+    strides[i] = int(stride);
+    stride *= sizes[size_t(i)];
+  }
+  check_dnn(cudnnSetTensorNdDescriptor(d, dt, 5, dims, strides), what);
+}
+
 // The descriptors of one convolution, and the math type its algorithms must use.
 struct Problem {
   TensorDesc x, y;
@@ -124,16 +136,29 @@ struct Problem {
   Problem(const Geometry& g, int32_t dtype) {
     const cudnnDataType_t dt = dnn_type(dtype);
     is_double = dtype == TS_FLOAT64;
-    check_dnn(cudnnSetTensor4dDescriptor(x.d, CUDNN_TENSOR_NCHW, dt, int(g.n), int(g.c_in), int(g.h), int(g.w)),
-              "cudnnSetTensor4dDescriptor (input)");
-    check_dnn(cudnnSetTensor4dDescriptor(y.d, CUDNN_TENSOR_NCHW, dt, int(g.n), int(g.c_out), int(g.oh), int(g.ow)),
-              "cudnnSetTensor4dDescriptor (output)");
-    check_dnn(cudnnSetFilter4dDescriptor(w.d, dt, CUDNN_TENSOR_NCHW, int(g.c_out), int(g.c_in / g.groups), int(g.kh),
-                                         int(g.kw)),
-              "cudnnSetFilter4dDescriptor");
-    check_dnn(cudnnSetConvolution2dDescriptor(conv.d, int(g.ph), int(g.pw), int(g.sh), int(g.sw), int(g.dh), int(g.dw),
-                                              CUDNN_CROSS_CORRELATION, is_double ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT),
-              "cudnnSetConvolution2dDescriptor");
+    if (g.spatial == 3) {
+      set_5d(x.d, dt, {g.n, g.c_in, g.d, g.h, g.w}, "cudnnSetTensorNdDescriptor (input)");
+      set_5d(y.d, dt, {g.n, g.c_out, g.od, g.oh, g.ow}, "cudnnSetTensorNdDescriptor (output)");
+      const int filter[5] = {int(g.c_out), int(g.cg_in()), int(g.kd), int(g.kh), int(g.kw)};
+      check_dnn(cudnnSetFilterNdDescriptor(w.d, dt, CUDNN_TENSOR_NCHW, 5, filter), "cudnnSetFilterNdDescriptor");
+      const int pad[3] = {int(g.pd), int(g.ph), int(g.pw)}, stride[3] = {int(g.sd), int(g.sh), int(g.sw)},
+                dilation[3] = {int(g.dd), int(g.dh), int(g.dw)};
+      check_dnn(cudnnSetConvolutionNdDescriptor(conv.d, 3, pad, stride, dilation, CUDNN_CROSS_CORRELATION,
+                                                is_double ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT),
+                "cudnnSetConvolutionNdDescriptor");
+    } else {  // 1-D as 2-D with height 1
+      check_dnn(cudnnSetTensor4dDescriptor(x.d, CUDNN_TENSOR_NCHW, dt, int(g.n), int(g.c_in), int(g.h), int(g.w)),
+                "cudnnSetTensor4dDescriptor (input)");
+      check_dnn(cudnnSetTensor4dDescriptor(y.d, CUDNN_TENSOR_NCHW, dt, int(g.n), int(g.c_out), int(g.oh), int(g.ow)),
+                "cudnnSetTensor4dDescriptor (output)");
+      check_dnn(cudnnSetFilter4dDescriptor(w.d, dt, CUDNN_TENSOR_NCHW, int(g.c_out), int(g.cg_in()), int(g.kh),
+                                           int(g.kw)),
+                "cudnnSetFilter4dDescriptor");
+      check_dnn(cudnnSetConvolution2dDescriptor(conv.d, int(g.ph), int(g.pw), int(g.sh), int(g.sw), int(g.dh),
+                                                int(g.dw), CUDNN_CROSS_CORRELATION,
+                                                is_double ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT),
+                "cudnnSetConvolution2dDescriptor");
+    }
     check_dnn(cudnnSetConvolutionGroupCount(conv.d, int(g.groups)), "cudnnSetConvolutionGroupCount");
     fma_only = dtype == TS_FLOAT32 && !allow_tf32();
     cudnnMathType_t math = fma_only ? CUDNN_FMA_MATH
@@ -247,7 +272,7 @@ void convolution_k(sdk::Args& a) {
 // grad_bias[c] = sum of grad_output over (n, oh, ow), through the reduction kernel.
 void bias_grad(const Geometry& g, const TensorRef& gy, const TensorRef& gb) {
   Reduction r;
-  const int64_t plane = g.oh * g.ow;
+  const int64_t plane = g.out_plane();
   r.ndim_kept = 1;
   r.ndim_reduced = 2;
   r.sizes[0] = g.c_out, r.sizes[1] = g.n, r.sizes[2] = plane;
@@ -304,7 +329,7 @@ void convolution_backward_input_k(sdk::Args& a) {
   const int32_t index = grad_out.device().index, dtype = grad_out.dtype();
   DeviceGuard guard(index);
   TensorRef gx = empty_on(a.call(), input_size, dtype, grad_out.device());
-  if (g.n == 0 || g.c_in == 0 || g.c_out == 0 || g.oh * g.ow == 0) {
+  if (g.n == 0 || g.c_in == 0 || g.c_out == 0 || g.out_plane() == 0) {
     zero_fill(gx);  // a sum over nothing
   } else if (gx.numel()) {
     TensorRef gy = contiguous(a.call(), grad_out, dtype), w = contiguous(a.call(), weight, dtype);

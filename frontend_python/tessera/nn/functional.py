@@ -156,6 +156,11 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _conv(input, weight, bias, stride, padding, dilation, groups, 2, "conv2d")
 
 
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """3-D convolution over (N, C_in, D, H, W) or (C_in, D, H, W); weight (C_out, C_in / groups, kD, kH, kW)."""
+    return _conv(input, weight, bias, stride, padding, dilation, groups, 3, "conv3d")
+
+
 def _conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, n, fname):
     """The adjoint of a convolution: weight (C_in, C_out / groups, k...), output size
     (in - 1) * stride - 2 * padding + dilation * (k - 1) + output_padding + 1 per spatial dim."""
@@ -207,6 +212,13 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     """Transposed 2-D convolution over (N, C_in, H, W) or (C_in, H, W); weight (C_in, C_out / groups, kH, kW)."""
     return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, 2,
                            "conv_transpose2d")
+
+
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """Transposed 3-D convolution over (N, C_in, D, H, W) or (C_in, D, H, W); weight
+    (C_in, C_out / groups, kD, kH, kW)."""
+    return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, 3,
+                           "conv_transpose3d")
 
 
 # ---------------------------------------------------------------------------- pooling

@@ -1,6 +1,6 @@
-"""Conv1d, Conv2d and the transposed ConvTranspose1d, ConvTranspose2d."""
+"""Conv1d, Conv2d, Conv3d and the transposed ConvTranspose1d, ConvTranspose2d, ConvTranspose3d."""
 
-__all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d"]
+__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"]
 import math
 
 import tessera
@@ -113,6 +113,14 @@ class Conv2d(_ConvNd):
         return F.conv2d(input, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
 
 
+class Conv3d(_ConvNd):
+    _n = 3
+
+    def forward(self, input):
+        input, padding = self._padded(input)
+        return F.conv3d(input, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
+
+
 class _ConvTransposeNd(_ConvNd):
     _transposed = True
 
@@ -157,4 +165,12 @@ class ConvTranspose2d(_ConvTransposeNd):
 
     def forward(self, input, output_size=None):
         return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self._output_padding(input, output_size), self.groups, self.dilation)
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    _n = 3
+
+    def forward(self, input, output_size=None):
+        return F.conv_transpose3d(input, self.weight, self.bias, self.stride, self.padding,
                                   self._output_padding(input, output_size), self.groups, self.dilation)
