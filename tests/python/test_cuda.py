@@ -331,12 +331,26 @@ def test_activation_forward_backward(act, dtype):
     dict(x=(3, 9, 8), w=(4, 3, 3, 3), bias=False, stride=1, padding=0, dilation=1, groups=1),
     dict(x=(2, 4, 17), w=(8, 4, 5), bias=True, stride=2, padding=2, dilation=1, groups=1),
     dict(x=(2, 4, 13), w=(4, 1, 3), bias=False, stride=1, padding=1, dilation=2, groups=4),
-], ids=["2d", "2d-strided-dilated-groups", "2d-unbatched", "1d", "1d-depthwise"])
+    dict(x=(2, 4, 5, 6, 7), w=(6, 2, 3, 2, 3), bias=True, stride=(1, 2, 1), padding=1, dilation=(2, 1, 1), groups=2),
+    dict(x=(3, 4, 5, 6), w=(2, 3, 2, 2, 2), bias=False, stride=1, padding=0, dilation=1, groups=1),
+], ids=["2d", "2d-strided-dilated-groups", "2d-unbatched", "1d", "1d-depthwise", "3d", "3d-unbatched"])
 def test_convolution_forward_backward(case, dtype):
-    conv = F.conv2d if len(case["w"]) == 4 else F.conv1d
+    conv = {3: F.conv1d, 4: F.conv2d, 5: F.conv3d}[len(case["w"])]
     arrays = [_rand(*case["x"]), _rand(*case["w"], seed=1)] + ([_rand(case["w"][0], seed=2)] if case["bias"] else [])
     kw = {k: case[k] for k in ("stride", "padding", "dilation", "groups")}
     check_forward_backward(lambda x, w, *b: conv(x, w, b[0] if b else None, **kw), arrays, dtype)
+
+
+@needs_gpu
+@pytest.mark.skipif(not _plugin_available() or "libcudnn" not in open("/proc/self/maps").read(),
+                    reason="the CUDA plugin was built without cuDNN: convolution runs on the CPU")
+@pytest.mark.parametrize("dtype", list(GRAD_TOL))
+def test_transposed_convolution_forward_backward(dtype):
+    """convolution_backward_input (cuDNN's backward-data) as a transposed convolution's forward."""
+    check_forward_backward(lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1),
+                           [_rand(2, 4, 5, 6), _rand(4, 3, 3, 3, seed=1), _rand(3, seed=2)], dtype)
+    check_forward_backward(lambda x, w: F.conv_transpose3d(x, w, None, stride=(2, 1, 2), groups=2),
+                           [_rand(2, 4, 3, 4, 3), _rand(4, 2, 2, 3, 2, seed=1)], dtype)
 
 
 @needs_gpu
