@@ -1,4 +1,5 @@
-"""tessera.nn.utils: gradient clipping and parameter/vector conversion."""
+"""tessera.nn.utils: gradient clipping, parameter/vector conversion, parametrizations
+(parametrize, parametrizations) and the old weight_norm / spectral_norm hooks."""
 import math
 
 import tessera
@@ -61,3 +62,7 @@ def vector_to_parameters(vec, parameters):
 
 
 from tessera.nn.utils import rnn  # noqa: E402,F401  (torch.nn.utils.rnn)
+from tessera.nn.utils import parametrizations, parametrize  # noqa: E402,F401
+# As in torch, the functions shadow their submodules' names (torch.nn.utils.weight_norm is the function).
+from tessera.nn.utils.spectral_norm import remove_spectral_norm, spectral_norm  # noqa: E402,F401
+from tessera.nn.utils.weight_norm import remove_weight_norm, weight_norm  # noqa: E402,F401
