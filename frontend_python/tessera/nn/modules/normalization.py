@@ -194,3 +194,86 @@ class LocalResponseNorm(Module):
 
 
 __all__ += ["LocalResponseNorm"]
+
+
+def _cross_map_windows(channels, size):
+    """CrossMapLRN2d's windows as a (C, C) matrix: row c counts each channel in channel c's sum.
+    They are built by torch's running sum (the first window holds channels [0, pre_pad); each next
+    one adds c + pre_pad - 1 and, past c = pre_pad, drops c - pre_pad), whose first channel is
+    never dropped: the matrix reproduces that."""
+    pre_pad = int((size - 1) / 2 + 1)
+    rows = [[0.0] * channels]
+    for j in range(min(pre_pad, channels)):
+        rows[0][j] += 1.0
+    for c in range(1, channels):
+        row = list(rows[-1])
+        if c < channels - pre_pad + 1:
+            row[c + pre_pad - 1] += 1.0
+        if c > pre_pad:
+            row[c - pre_pad] -= 1.0
+        rows.append(row)
+    return rows
+
+
+def _channel_mix(x, matrix):
+    """out[:, c] = sum_j matrix[c][j] x[:, j] for an (N, C, H, W) x."""
+    m = tessera.tensor(matrix, dtype=x.dtype, device=x.device)
+    return (x.permute(0, 2, 3, 1) @ m.t()).permute(0, 3, 1, 2)
+
+
+_CROSS_MAP_FUNCTION = []
+
+
+def _cross_map_lrn2d_function():
+    """The autograd Function of CrossMapLRN2d (made on first use: tessera.autograd may load after
+    this module). Its backward is torch's hand-written one, which differentiates a centred window
+    of `size` channels rather than the forward's windows."""
+    if not _CROSS_MAP_FUNCTION:
+        from tessera.autograd import Function
+
+        class CrossMapLRN2dFunction(Function):
+            @staticmethod
+            def forward(ctx, input, size, alpha, beta, k):
+                ctx.size, ctx.alpha, ctx.beta = size, alpha, beta
+                scale = _channel_mix(input * input, _cross_map_windows(input.shape[1], size))
+                scale = scale * (alpha / size) + k
+                output = scale.pow(-beta) * input
+                ctx.scale = scale
+                ctx.save_for_backward(input, output)
+                return output
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                input, output = ctx.saved_tensors
+                size, channels = ctx.size, input.shape[1]
+                inverse_pre_pad = int(size - (size - 1) / 2)
+                # accum_c = the sum of grad * output / scale over channels [c - inverse_pre_pad, c + size - 1 - inverse_pre_pad]
+                band = [[1.0 if c - inverse_pre_pad <= i <= c + size - 1 - inverse_pre_pad else 0.0
+                         for i in range(channels)] for c in range(channels)]
+                accum = _channel_mix(grad_output * output / ctx.scale, band)
+                grad_input = ctx.scale.pow(-ctx.beta) * grad_output - (2 * ctx.alpha * ctx.beta / size) * input * accum
+                return grad_input, None, None, None, None
+
+        _CROSS_MAP_FUNCTION.append(CrossMapLRN2dFunction)
+    return _CROSS_MAP_FUNCTION[0]
+
+
+class CrossMapLRN2d(Module):
+    """Local response normalization across channels of an (N, C, H, W) input, as torch's
+    CrossMapLRN2d (the Lua Torch layer): out = in * (k + alpha / size * window sum of in^2)^-beta.
+    Its windows and hand-written gradient are torch's, which differ from LocalResponseNorm's."""
+
+    def __init__(self, size, alpha=1e-4, beta=0.75, k=1):
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, input):
+        if input.dim() != 4:
+            raise ValueError(f"CrossMapLRN2d: Expected input to be 4D, got {input.dim()}D instead.")
+        return _cross_map_lrn2d_function().apply(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self):
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+__all__ += ["CrossMapLRN2d"]

@@ -1,8 +1,9 @@
-"""MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, their 1-D and 3-D forms, LPPool1d/2d, AdaptiveMaxPool1d/2d
-and MaxUnpool1d/2d."""
+"""MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, their 1-D and 3-D forms, LPPool1d/2d/3d, AdaptiveMaxPool1d/2d/3d,
+MaxUnpool1d/2d/3d and FractionalMaxPool2d."""
 
-__all__ = ["AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AvgPool1d", "AvgPool2d",
-           "AvgPool3d", "LPPool1d", "LPPool2d", "MaxPool1d", "MaxPool2d", "MaxPool3d", "MaxUnpool1d", "MaxUnpool2d"]
+__all__ = ["AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d",
+           "AvgPool1d", "AvgPool2d", "AvgPool3d", "FractionalMaxPool2d", "LPPool1d", "LPPool2d", "LPPool3d", "MaxPool1d",
+           "MaxPool2d", "MaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d"]
 from tessera.nn import functional as F
 from tessera.nn.modules.module import Module
 
@@ -146,3 +147,54 @@ class MaxUnpool1d(MaxUnpool2d):
     def forward(self, input, indices, output_size=None):
         return F.max_unpool1d(input, indices, self.kernel_size, self.stride, self.padding, output_size)
 
+
+
+class LPPool3d(LPPool1d):
+    def forward(self, input):
+        return F.lp_pool3d(input, float(self.norm_type), self.kernel_size, self.stride, self.ceil_mode)
+
+
+class AdaptiveMaxPool3d(AdaptiveMaxPool2d):
+    def forward(self, input):
+        return F.adaptive_max_pool3d(input, self.output_size, self.return_indices)
+
+
+class MaxUnpool3d(MaxUnpool2d):
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__(kernel_size, stride, padding)
+        self.kernel_size, self.stride, self.padding = (_triple(v) for v in (self.kernel_size, self.stride, padding))
+
+    def forward(self, input, indices, output_size=None):
+        return F.max_unpool3d(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+
+def _triple(v):
+    return tuple(v) if isinstance(v, (tuple, list)) else (v,) * 3
+
+
+def _pair(v):
+    return tuple(v) if isinstance(v, (tuple, list)) else (v,) * 2
+
+
+class FractionalMaxPool2d(Module):
+    """Max over kernel_size windows at pseudo-random steps chosen so the output is output_size (or
+    output_ratio, in (0, 1), times the input). _random_samples, when given, is a buffer fixing the
+    steps (see F.fractional_max_pool2d)."""
+
+    def __init__(self, kernel_size, output_size=None, output_ratio=None, return_indices=False, _random_samples=None):
+        super().__init__()
+        self.kernel_size = _pair(kernel_size)
+        self.return_indices = return_indices
+        self.register_buffer("_random_samples", _random_samples)
+        self.output_size = _pair(output_size) if output_size is not None else None
+        self.output_ratio = _pair(output_ratio) if output_ratio is not None else None
+        if output_size is None and output_ratio is None:
+            raise ValueError("FractionalMaxPool2d requires specifying either an output size, or a pooling ratio")
+        if output_size is not None and output_ratio is not None:
+            raise ValueError("only one of output_size and output_ratio may be specified")
+        if self.output_ratio is not None and not (0 < self.output_ratio[0] < 1 and 0 < self.output_ratio[1] < 1):
+            raise ValueError(f"output_ratio must be between 0 and 1 (got {output_ratio})")
+
+    def forward(self, input):
+        return F.fractional_max_pool2d(input, self.kernel_size, self.output_size, self.output_ratio,
+                                       self.return_indices, _random_samples=self._random_samples)
