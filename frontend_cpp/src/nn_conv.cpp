@@ -1,4 +1,4 @@
-// nn::Conv2d.
+// nn::Conv1d / Conv2d / Conv3d and nn::ConvTranspose1d / 2d / 3d.
 #include <tessera/cpp/nn/conv.h>
 #include <tessera/cpp/nn/functional.h>
 #include <tessera/cpp/nn/init.h>
@@ -6,27 +6,67 @@
 
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace tessera::nn {
+namespace {
 
-Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, std::vector<int64_t> kernel_size, const Conv2dOptions& options)
-    : Module("Conv2d"), in_channels_(in_channels), out_channels_(out_channels), options_(options) {
-  if (kernel_size.size() == 1) kernel_size.push_back(kernel_size[0]);
-  if (kernel_size.size() != 2) raise<ValueError>("Conv2d: kernel_size must have 1 or 2 values, got {}", kernel_size.size());
-  kernel_size_ = kernel_size;
-  if (options.groups <= 0) raise<ValueError>("Conv2d: groups must be a positive integer, got {}", options.groups);
-  if (in_channels % options.groups) raise<ValueError>("Conv2d: in_channels ({}) must be divisible by groups ({})", in_channels, options.groups);
-  if (out_channels % options.groups) raise<ValueError>("Conv2d: out_channels ({}) must be divisible by groups ({})", out_channels, options.groups);
-  register_parameter("weight", empty({out_channels, in_channels / options.groups, kernel_size[0], kernel_size[1]},
-                                     options.dtype, options.device), false);
+// One value for every spatial dim, or `dims` values.
+std::vector<int64_t> expand(std::vector<int64_t> v, int64_t dims, const std::string& module, const char* what) {
+  if (v.size() == 1) v.resize(size_t(dims), v[0]);
+  if (int64_t(v.size()) != dims)
+    raise<ValueError>("{}: {} must have 1 or {} values, got {}", module, what, dims, v.size());
+  return v;
+}
+
+ConvTransposeOptions common(const ConvOptions& o) {
+  return {.stride = o.stride, .padding = o.padding, .output_padding = {0}, .groups = o.groups, .bias = o.bias,
+          .dilation = o.dilation, .dtype = o.dtype, .device = o.device};
+}
+
+// torch prints a 1-tuple as "(3,)".
+std::string tuple(const std::vector<int64_t>& v) {
+  return v.size() == 1 ? fmt::format("({},)", v[0]) : fmt::format("({})", fmt::join(v, ", "));
+}
+
+}  // namespace
+
+ConvNd::ConvNd(std::string name, int64_t dims, bool transposed, int64_t in_channels, int64_t out_channels,
+               std::vector<int64_t> kernel_size, const ConvTransposeOptions& options)
+    : Module(std::move(name)), dims_(dims), in_channels_(in_channels), out_channels_(out_channels),
+      transposed_(transposed), options_(options) {
+  const std::string& m = this->name();
+  kernel_size_ = expand(std::move(kernel_size), dims, m, "kernel_size");
+  options_.stride = expand(options.stride, dims, m, "stride");
+  options_.padding = expand(options.padding, dims, m, "padding");
+  options_.dilation = expand(options.dilation, dims, m, "dilation");
+  options_.output_padding = expand(options.output_padding, dims, m, "output_padding");
+  if (in_channels <= 0 || out_channels <= 0)
+    raise<ValueError>("{}: in_channels and out_channels must be positive, got {} and {}", m, in_channels, out_channels);
+  if (std::any_of(kernel_size_.begin(), kernel_size_.end(), [](int64_t k) { return k <= 0; }))
+    raise<ValueError>("{}: kernel_size must be positive, got {}", m, tuple(kernel_size_));
+  if (options.groups <= 0) raise<ValueError>("{}: groups must be a positive integer, got {}", m, options.groups);
+  if (in_channels % options.groups) raise<ValueError>("{}: in_channels ({}) must be divisible by groups ({})", m, in_channels, options.groups);
+  if (out_channels % options.groups) raise<ValueError>("{}: out_channels ({}) must be divisible by groups ({})", m, out_channels, options.groups);
+  for (int64_t d = 0; d < dims; ++d) {
+    auto i = size_t(d);
+    if (options_.output_padding[i] >= options_.stride[i] && options_.output_padding[i] >= options_.dilation[i])
+      raise<ValueError>("{}: output_padding must be smaller than either stride or dilation, got output_padding={}, "
+                        "stride={}, dilation={}", m, tuple(options_.output_padding), tuple(options_.stride),
+                        tuple(options_.dilation));
+  }
+  std::vector<int64_t> shape = transposed ? std::vector<int64_t>{in_channels, out_channels / options.groups}
+                                          : std::vector<int64_t>{out_channels, in_channels / options.groups};
+  shape.insert(shape.end(), kernel_size_.begin(), kernel_size_.end());
+  register_parameter("weight", empty(shape, options.dtype, options.device), false);
   register_parameter("bias", options.bias ? empty({out_channels}, options.dtype, options.device) : Tensor(), false);
   reset_parameters();
   weight().requires_grad_(true);
   if (bias().defined()) bias().requires_grad_(true);
 }
 
-void Conv2d::reset_parameters() {
+void ConvNd::reset_parameters() {
   init::kaiming_uniform_(weight(), std::sqrt(5.0));
   if (bias().defined()) {
     auto [fan_in, fan_out] = init::calculate_fan_in_and_fan_out(weight());
@@ -35,14 +75,78 @@ void Conv2d::reset_parameters() {
   }
 }
 
-Tensor Conv2d::forward(const Tensor& input) {
-  return functional::conv2d(input, weight(), bias(), options_.stride, options_.padding, options_.dilation, options_.groups);
+std::string ConvNd::extra_repr() const {
+  const ConvTransposeOptions& o = options_;
+  auto all = [](const std::vector<int64_t>& v, int64_t x) { return std::all_of(v.begin(), v.end(), [&](int64_t e) { return e == x; }); };
+  std::string s = fmt::format("{}, {}, kernel_size={}, stride={}", in_channels_, out_channels_, tuple(kernel_size_), tuple(o.stride));
+  if (!all(o.padding, 0)) s += fmt::format(", padding={}", tuple(o.padding));
+  if (!all(o.dilation, 1)) s += fmt::format(", dilation={}", tuple(o.dilation));
+  if (transposed_ && !all(o.output_padding, 0)) s += fmt::format(", output_padding={}", tuple(o.output_padding));
+  if (o.groups != 1) s += fmt::format(", groups={}", o.groups);
+  if (!param("bias").defined()) s += ", bias=false";
+  return s;
 }
 
-std::string Conv2d::extra_repr() const {
-  return fmt::format("{}, {}, kernel_size=({}), stride=({}), padding=({}), groups={}, bias={}", in_channels_,
-                     out_channels_, fmt::join(kernel_size_, ", "), fmt::join(options_.stride, ", "),
-                     fmt::join(options_.padding, ", "), options_.groups, options_.bias);
+Conv1d::Conv1d(int64_t in_channels, int64_t out_channels, std::vector<int64_t> kernel_size, const ConvOptions& options)
+    : ConvNd("Conv1d", 1, false, in_channels, out_channels, std::move(kernel_size), common(options)) {}
+Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, std::vector<int64_t> kernel_size, const ConvOptions& options)
+    : ConvNd("Conv2d", 2, false, in_channels, out_channels, std::move(kernel_size), common(options)) {}
+Conv3d::Conv3d(int64_t in_channels, int64_t out_channels, std::vector<int64_t> kernel_size, const ConvOptions& options)
+    : ConvNd("Conv3d", 3, false, in_channels, out_channels, std::move(kernel_size), common(options)) {}
+ConvTranspose1d::ConvTranspose1d(int64_t in_channels, int64_t out_channels, std::vector<int64_t> kernel_size,
+                                 const ConvTransposeOptions& options)
+    : ConvNd("ConvTranspose1d", 1, true, in_channels, out_channels, std::move(kernel_size), options) {}
+ConvTranspose2d::ConvTranspose2d(int64_t in_channels, int64_t out_channels, std::vector<int64_t> kernel_size,
+                                 const ConvTransposeOptions& options)
+    : ConvNd("ConvTranspose2d", 2, true, in_channels, out_channels, std::move(kernel_size), options) {}
+ConvTranspose3d::ConvTranspose3d(int64_t in_channels, int64_t out_channels, std::vector<int64_t> kernel_size,
+                                 const ConvTransposeOptions& options)
+    : ConvNd("ConvTranspose3d", 3, true, in_channels, out_channels, std::move(kernel_size), options) {}
+
+// The channel check names the module, the expected and the got channel count; the rest (rank,
+// geometry) is the functional form's.
+namespace {
+void check_channels(const Tensor& input, int64_t dims, int64_t channels, const std::string& module) {
+  if (!input.defined()) raise<ValueError>("{}: got an undefined input", module);
+  if (input.dim() != dims + 1 && input.dim() != dims + 2)
+    raise<ValueError>("{}: expected a {}-D (unbatched) or {}-D (batched) input, got {}-D input of shape [{}]", module,
+                      dims + 1, dims + 2, input.dim(), fmt::join(input.shape(), ", "));
+  int64_t got = input.size(input.dim() - dims - 1);
+  if (got != channels)
+    raise<ValueError>("{}: expected input with {} channels, got {} channels (input of shape [{}])", module, channels, got,
+                      fmt::join(input.shape(), ", "));
+}
+}  // namespace
+
+Tensor Conv1d::forward(const Tensor& input) {
+  check_channels(input, 1, in_channels_, name());
+  const auto& o = options_;
+  return functional::conv1d(input, weight(), bias(), o.stride, o.padding, o.dilation, o.groups);
+}
+Tensor Conv2d::forward(const Tensor& input) {
+  check_channels(input, 2, in_channels_, name());
+  const auto& o = options_;
+  return functional::conv2d(input, weight(), bias(), o.stride, o.padding, o.dilation, o.groups);
+}
+Tensor Conv3d::forward(const Tensor& input) {
+  check_channels(input, 3, in_channels_, name());
+  const auto& o = options_;
+  return functional::conv3d(input, weight(), bias(), o.stride, o.padding, o.dilation, o.groups);
+}
+Tensor ConvTranspose1d::forward(const Tensor& input) {
+  check_channels(input, 1, in_channels_, name());
+  const auto& o = options_;
+  return functional::conv_transpose1d(input, weight(), bias(), o.stride, o.padding, o.output_padding, o.groups, o.dilation);
+}
+Tensor ConvTranspose2d::forward(const Tensor& input) {
+  check_channels(input, 2, in_channels_, name());
+  const auto& o = options_;
+  return functional::conv_transpose2d(input, weight(), bias(), o.stride, o.padding, o.output_padding, o.groups, o.dilation);
+}
+Tensor ConvTranspose3d::forward(const Tensor& input) {
+  check_channels(input, 3, in_channels_, name());
+  const auto& o = options_;
+  return functional::conv_transpose3d(input, weight(), bias(), o.stride, o.padding, o.output_padding, o.groups, o.dilation);
 }
 
 }  // namespace tessera::nn

@@ -8,5 +8,8 @@
 #include <tessera/cpp/nn/functional.h>
 #include <tessera/cpp/nn/init.h>
 #include <tessera/cpp/nn/linear.h>
+#include <tessera/cpp/nn/loss.h>
 #include <tessera/cpp/nn/module.h>
 #include <tessera/cpp/nn/normalization.h>
+#include <tessera/cpp/nn/pooling.h>
+#include <tessera/cpp/nn/rnn.h>

@@ -1,6 +1,6 @@
 #pragma once
-// nn::BatchNorm2d and nn::LayerNorm (torch's defaults: weight ones, bias zeros, running_mean
-// zeros, running_var ones, num_batches_tracked an int64 counter).
+// nn::BatchNorm1d, nn::BatchNorm2d, nn::LayerNorm and nn::GroupNorm (torch's defaults: weight ones,
+// bias zeros, running_mean zeros, running_var ones, num_batches_tracked an int64 counter).
 #include <tessera/cpp/nn/module.h>
 
 #include <optional>
@@ -17,10 +17,9 @@ struct BatchNormOptions {
   std::optional<Device> device;
 };
 
-// Normalizes each channel of an (N, C, H, W) input over N, H and W.
-class BatchNorm2d : public Module {
+// What BatchNorm1d and BatchNorm2d share: parameters, running statistics, the forward.
+class BatchNormBase : public Module {
  public:
-  explicit BatchNorm2d(int64_t num_features, const BatchNormOptions& options = {});
   Tensor forward(const Tensor& input) override;
   void reset_running_stats();
   Tensor& weight() { return param("weight"); }
@@ -30,9 +29,30 @@ class BatchNorm2d : public Module {
   Tensor& num_batches_tracked() { return buffer("num_batches_tracked"); }
   std::string extra_repr() const override;
 
- private:
+ protected:
+  BatchNormBase(std::string name, int64_t num_features, const BatchNormOptions& options);
+  // Raises ValueError naming the module when the input's rank is not one it normalizes.
+  virtual void check_input_dim(const Tensor& input) const = 0;
   int64_t num_features_;
   BatchNormOptions options_;
+};
+
+// Normalizes each channel of an (N, C) or (N, C, L) input over N (and L).
+class BatchNorm1d : public BatchNormBase {
+ public:
+  explicit BatchNorm1d(int64_t num_features, const BatchNormOptions& options = {});
+
+ protected:
+  void check_input_dim(const Tensor& input) const override;
+};
+
+// Normalizes each channel of an (N, C, H, W) input over N, H and W.
+class BatchNorm2d : public BatchNormBase {
+ public:
+  explicit BatchNorm2d(int64_t num_features, const BatchNormOptions& options = {});
+
+ protected:
+  void check_input_dim(const Tensor& input) const override;
 };
 
 struct LayerNormOptions {
@@ -55,6 +75,28 @@ class LayerNorm : public Module {
  private:
   std::vector<int64_t> normalized_shape_;
   LayerNormOptions options_;
+};
+
+struct GroupNormOptions {
+  double eps = 1e-5;
+  bool affine = true;
+  std::optional<ScalarType> dtype;
+  std::optional<Device> device;
+};
+
+// Normalizes each of num_groups groups of channels of an (N, C, *) input over the group's
+// channels and every other dim; per-channel affine weight and bias (C = num_channels).
+class GroupNorm : public Module {
+ public:
+  GroupNorm(int64_t num_groups, int64_t num_channels, const GroupNormOptions& options = {});
+  Tensor forward(const Tensor& input) override;
+  Tensor& weight() { return param("weight"); }
+  Tensor& bias() { return param("bias"); }
+  std::string extra_repr() const override;
+
+ private:
+  int64_t num_groups_, num_channels_;
+  GroupNormOptions options_;
 };
 
 }  // namespace tessera::nn

@@ -1,0 +1,93 @@
+#pragma once
+// Recurrent layers over whole sequences, torch's parameters, gates and shapes: nn::RNN (tanh or
+// relu), nn::LSTM (gates i, f, g, o) and nn::GRU (gates r, z, n; n = tanh(W_in x + b_in +
+// r * (W_hn h + b_hn))). Stacked (num_layers), bidirectional, batch_first; parameters
+// weight_ih_l{k}[_reverse] (gates * H, in), weight_hh_l{k}[_reverse] (gates * H, H), bias_ih_l{k},
+// bias_hh_l{k}, all initialised U(-1/sqrt(H), 1/sqrt(H)).
+//
+// Input (T, N, input_size) (or (N, T, input_size) with batch_first), or unbatched (T, input_size);
+// states (num_layers * num_directions, N, H), or unbatched (num_layers * num_directions, H), zeros
+// when not given. Each layer and direction of a float32 CPU sequence is one call of the fused
+// `_rnn_layer` operator (as the Python frontend runs it); other dtypes and devices run the same
+// equations step by step with ordinary operators.
+//
+//   nn::LSTM lstm(8, 16, {.num_layers = 2, .batch_first = true});
+//   auto [out, state] = lstm(x, {});          // out (N, T, 16); state = (h_n, c_n)
+//   Tensor last = lstm(x);                    // the output alone (so it can sit in a Sequential)
+#include <tessera/cpp/nn/module.h>
+
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace tessera::nn {
+
+struct RNNOptions {
+  int64_t num_layers = 1;
+  bool bias = true;
+  bool batch_first = false;
+  double dropout = 0.0;  // on every layer's output but the last, when training
+  bool bidirectional = false;
+  std::string nonlinearity = "tanh";  // RNN only: "tanh" or "relu"
+  std::optional<ScalarType> dtype;
+  std::optional<Device> device;
+};
+using LSTMOptions = RNNOptions;
+using GRUOptions = RNNOptions;
+
+class RNNBase : public Module {
+ public:
+  void reset_parameters();
+  // The output sequence alone, from zero states.
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  int64_t input_size() const { return input_size_; }
+  int64_t hidden_size() const { return hidden_size_; }
+  // [w_ih, w_hh, b_ih, b_hh] of each layer and direction (layer-major, forward first); biases
+  // undefined with bias = false.
+  std::vector<std::vector<Tensor>> all_weights() const;
+
+ protected:
+  // mode: the _rnn_layer operator's (0 RNN_TANH, 1 RNN_RELU, 2 LSTM, 3 GRU).
+  RNNBase(std::string name, int64_t mode, int64_t input_size, int64_t hidden_size, const RNNOptions& options);
+  // (output, h_n, c_n); c_n / cx only for LSTM. hx, cx undefined: zeros.
+  std::tuple<Tensor, Tensor, Tensor> run(const Tensor& input, Tensor hx, Tensor cx);
+
+  int64_t mode_, input_size_, hidden_size_;
+  RNNOptions options_;
+};
+
+class RNN : public RNNBase {
+ public:
+  RNN(int64_t input_size, int64_t hidden_size, const RNNOptions& options = {});
+  using RNNBase::forward;
+  using Module::operator();
+  // (output, h_n); hx undefined: zeros.
+  std::tuple<Tensor, Tensor> forward(const Tensor& input, const Tensor& hx);
+  std::tuple<Tensor, Tensor> operator()(const Tensor& input, const Tensor& hx) { return forward(input, hx); }
+};
+
+class LSTM : public RNNBase {
+ public:
+  LSTM(int64_t input_size, int64_t hidden_size, const LSTMOptions& options = {});
+  using RNNBase::forward;
+  using Module::operator();
+  // (output, (h_n, c_n)); hx = (h_0, c_0), either undefined: zeros.
+  std::tuple<Tensor, std::tuple<Tensor, Tensor>> forward(const Tensor& input, const std::tuple<Tensor, Tensor>& hx);
+  std::tuple<Tensor, std::tuple<Tensor, Tensor>> operator()(const Tensor& input, const std::tuple<Tensor, Tensor>& hx) {
+    return forward(input, hx);
+  }
+};
+
+class GRU : public RNNBase {
+ public:
+  GRU(int64_t input_size, int64_t hidden_size, const GRUOptions& options = {});
+  using RNNBase::forward;
+  using Module::operator();
+  // (output, h_n); hx undefined: zeros.
+  std::tuple<Tensor, Tensor> forward(const Tensor& input, const Tensor& hx);
+  std::tuple<Tensor, Tensor> operator()(const Tensor& input, const Tensor& hx) { return forward(input, hx); }
+};
+
+}  // namespace tessera::nn

@@ -1,0 +1,229 @@
+// nn::RNN, nn::LSTM, nn::GRU: layers and directions over a padded sequence, each one `_rnn_layer`
+// call for float32 CPU tensors (as tessera/nn/_rnn.py's fused path), else per-step cells written
+// with ordinary operators (its composite path).
+#include <tessera/cpp/autograd.h>
+#include <tessera/cpp/nn/functional.h>
+#include <tessera/cpp/nn/init.h>
+#include <tessera/cpp/nn/rnn.h>
+#include <tessera/ops.h>
+
+#include <fmt/ranges.h>
+
+#include <cmath>
+
+namespace tessera::nn {
+namespace {
+
+constexpr int64_t kRnnTanh = 0, kRnnRelu = 1, kLstm = 2, kGru = 3;
+
+int64_t gates(int64_t mode) { return mode == kLstm ? 4 : mode == kGru ? 3 : 1; }
+
+std::string weight_name(const char* kind, int64_t layer, int64_t direction) {
+  return fmt::format("{}_l{}{}", kind, layer, direction == 1 ? "_reverse" : "");
+}
+
+// One gate block (the i-th of `n`, each h wide) of the last dim.
+Tensor gate(const Tensor& t, int64_t i, int64_t h) { return t.narrow(-1, i * h, h); }
+
+// One layer and direction, step by step: x (T, N, I) -> (out (T, N, H), h, c).
+std::tuple<Tensor, Tensor, Tensor> composite_direction(int64_t mode, const Tensor& x, Tensor h, Tensor c,
+                                                       const std::vector<Tensor>& w, bool reverse) {
+  const Tensor &w_ih = w[0], &w_hh = w[1], &b_ih = w[2], &b_hh = w[3];
+  int64_t T = x.size(0), H = w_hh.size(1);
+  Tensor x_proj = functional::linear(x, w_ih, b_ih);  // every step's input projection at once
+  std::vector<Tensor> outs(static_cast<size_t>(T));
+  for (int64_t s = 0; s < T; ++s) {
+    int64_t t = reverse ? T - 1 - s : s;
+    Tensor xp = x_proj.select(0, t);
+    Tensor hp = functional::linear(h, w_hh, b_hh);
+    if (mode == kLstm) {
+      Tensor g = xp.add(hp);
+      Tensor i = gate(g, 0, H).sigmoid(), f = gate(g, 1, H).sigmoid(), gg = gate(g, 2, H).tanh(), o = gate(g, 3, H).sigmoid();
+      c = f.mul(c).add(i.mul(gg));
+      h = o.mul(c.tanh());
+    } else if (mode == kGru) {
+      Tensor r = gate(xp, 0, H).add(gate(hp, 0, H)).sigmoid();
+      Tensor z = gate(xp, 1, H).add(gate(hp, 1, H)).sigmoid();
+      Tensor n = gate(xp, 2, H).add(r.mul(gate(hp, 2, H))).tanh();
+      h = n.sub(z.mul(n)).add(z.mul(h));  // (1 - z) n + z h
+    } else {
+      Tensor pre = xp.add(hp);
+      h = mode == kRnnRelu ? pre.relu() : pre.tanh();
+    }
+    outs[size_t(t)] = h;
+  }
+  return {stack(outs, 0), h, c};
+}
+
+bool fused_ok(const Tensor& x, const std::vector<Tensor>& w) {
+  auto ok = [](const Tensor& t) { return !t.defined() || (t.dtype() == kFloat32 && t.device().is_cpu()); };
+  return x.dtype() == kFloat32 && x.device().is_cpu() && std::all_of(w.begin(), w.end(), ok);
+}
+
+}  // namespace
+
+RNNBase::RNNBase(std::string name, int64_t mode, int64_t input_size, int64_t hidden_size, const RNNOptions& options)
+    : Module(std::move(name)), mode_(mode), input_size_(input_size), hidden_size_(hidden_size), options_(options) {
+  const std::string& m = this->name();
+  if (input_size <= 0) raise<ValueError>("{}: input_size must be greater than zero, got {}", m, input_size);
+  if (hidden_size <= 0) raise<ValueError>("{}: hidden_size must be greater than zero, got {}", m, hidden_size);
+  if (options.num_layers <= 0) raise<ValueError>("{}: num_layers must be greater than zero, got {}", m, options.num_layers);
+  if (!(options.dropout >= 0 && options.dropout <= 1))
+    raise<ValueError>("{}: dropout should be a number in range [0, 1], got {}", m, options.dropout);
+  int64_t dirs = options.bidirectional ? 2 : 1, gate_size = gates(mode) * hidden_size;
+  for (int64_t layer = 0; layer < options.num_layers; ++layer)
+    for (int64_t d = 0; d < dirs; ++d) {
+      int64_t in = layer == 0 ? input_size : hidden_size * dirs;
+      register_parameter(weight_name("weight_ih", layer, d), empty({gate_size, in}, options.dtype, options.device), false);
+      register_parameter(weight_name("weight_hh", layer, d), empty({gate_size, hidden_size}, options.dtype, options.device), false);
+      if (options.bias) {
+        register_parameter(weight_name("bias_ih", layer, d), empty({gate_size}, options.dtype, options.device), false);
+        register_parameter(weight_name("bias_hh", layer, d), empty({gate_size}, options.dtype, options.device), false);
+      }
+    }
+  reset_parameters();
+  for (Tensor& p : parameters(false)) p.requires_grad_(true);
+}
+
+void RNNBase::reset_parameters() {
+  double stdv = 1.0 / std::sqrt(double(hidden_size_));
+  for (Tensor& p : parameters(false)) init::uniform_(p, -stdv, stdv);
+}
+
+std::vector<std::vector<Tensor>> RNNBase::all_weights() const {
+  std::vector<std::vector<Tensor>> out;
+  int64_t dirs = options_.bidirectional ? 2 : 1;
+  for (int64_t layer = 0; layer < options_.num_layers; ++layer)
+    for (int64_t d = 0; d < dirs; ++d) {
+      std::vector<Tensor> w = {param(weight_name("weight_ih", layer, d)), param(weight_name("weight_hh", layer, d)),
+                               Tensor(), Tensor()};
+      if (options_.bias) {
+        w[2] = param(weight_name("bias_ih", layer, d));
+        w[3] = param(weight_name("bias_hh", layer, d));
+      }
+      out.push_back(std::move(w));
+    }
+  return out;
+}
+
+std::tuple<Tensor, Tensor, Tensor> RNNBase::run(const Tensor& input, Tensor hx, Tensor cx) {
+  const std::string& m = name();
+  if (!input.defined()) raise<ValueError>("{}: got an undefined input", m);
+  if (input.dim() != 2 && input.dim() != 3)
+    raise<ValueError>("{}: expected a 2-D (unbatched) or 3-D (batched) input, got {}-D input of shape [{}]", m,
+                      input.dim(), fmt::join(input.shape(), ", "));
+  if (!is_floating_point(input.dtype())) raise<TypeError>("{}: expected a floating-point input, got {}", m, tessera::name(input.dtype()));
+  if (input.size(-1) != input_size_)
+    raise<ValueError>("{}: expected input with input_size={} features (last dim), got {} (input of shape [{}])", m,
+                      input_size_, input.size(-1), fmt::join(input.shape(), ", "));
+  bool batched = input.dim() == 3, is_lstm = mode_ == kLstm;
+  int64_t batch_dim = options_.batch_first ? 0 : 1;
+  Tensor x = batched ? input : input.unsqueeze(batch_dim);
+  if (options_.batch_first) x = x.transpose(0, 1);
+  x = x.contiguous();  // (T, N, I)
+  int64_t dirs = options_.bidirectional ? 2 : 1, N = x.size(1);
+  std::vector<int64_t> state{options_.num_layers * dirs, N, hidden_size_};
+  auto prepare = [&](Tensor s, const char* what) {
+    if (!s.defined()) return zeros(state, x.dtype(), x.device());
+    if (s.dim() != (batched ? 3 : 2))
+      raise<ValueError>("{}: for {} input, {} should be {}-D, got {}-D tensor of shape [{}]", m,
+                        batched ? "batched 3-D" : "unbatched 2-D", what, batched ? 3 : 2, s.dim(),
+                        fmt::join(s.shape(), ", "));
+    if (!batched) s = s.unsqueeze(1);
+    if (s.shape() != state)
+      raise<ValueError>("{}: expected {} of shape [{}], got [{}]", m, what, fmt::join(state, ", "),
+                        fmt::join(batched ? s.shape() : s.squeeze(1).shape(), ", "));
+    return s;
+  };
+  hx = prepare(std::move(hx), "hx");
+  if (is_lstm) cx = prepare(std::move(cx), "cx");
+
+  auto weights = all_weights();
+  bool grad = autograd::is_grad_enabled();
+  std::vector<Tensor> hs, cs;
+  Tensor layer_in = x;
+  for (int64_t layer = 0; layer < options_.num_layers; ++layer) {
+    std::vector<Tensor> outs;
+    for (int64_t d = 0; d < dirs; ++d) {
+      int64_t k = layer * dirs + d;
+      const std::vector<Tensor>& w = weights[size_t(k)];
+      Tensor h0 = hx.select(0, k), c0 = is_lstm ? cx.select(0, k) : Tensor();
+      Tensor out, h, c;
+      if (fused_ok(layer_in, w)) {
+        bool train = grad && (layer_in.requires_grad() || hx.requires_grad() || (is_lstm && cx.requires_grad()) ||
+                              std::any_of(w.begin(), w.end(), [](const Tensor& t) { return t.defined() && t.requires_grad(); }));
+        Tensor workspace;
+        std::tie(out, h, c, workspace) = _rnn_layer(layer_in, w[0], w[1], w[2], w[3], h0.contiguous(),
+                                                    is_lstm ? c0.contiguous() : Tensor(), mode_, d == 1, train);
+      } else {
+        std::tie(out, h, c) = composite_direction(mode_, layer_in, h0, c0, w, d == 1);
+      }
+      outs.push_back(out);
+      hs.push_back(h);
+      if (is_lstm) cs.push_back(c);
+    }
+    layer_in = dirs == 2 ? cat(outs, -1) : outs[0];
+    if (options_.dropout > 0 && is_training() && layer < options_.num_layers - 1)
+      layer_in = functional::dropout(layer_in, options_.dropout, true);
+  }
+  Tensor output = options_.batch_first ? layer_in.transpose(0, 1) : layer_in;
+  Tensor h_n = stack(hs, 0), c_n = is_lstm ? stack(cs, 0) : Tensor();
+  if (!batched) {
+    output = output.squeeze(batch_dim);
+    h_n = h_n.squeeze(1);
+    if (is_lstm) c_n = c_n.squeeze(1);
+  }
+  return {output, h_n, c_n};
+}
+
+Tensor RNNBase::forward(const Tensor& input) { return std::get<0>(run(input, Tensor(), Tensor())); }
+
+std::string RNNBase::extra_repr() const {
+  std::string s = fmt::format("{}, {}", input_size_, hidden_size_);
+  if (options_.num_layers != 1) s += fmt::format(", num_layers={}", options_.num_layers);
+  if (!options_.bias) s += ", bias=false";
+  if (options_.batch_first) s += ", batch_first=true";
+  if (options_.dropout != 0) s += fmt::format(", dropout={}", options_.dropout);
+  if (options_.bidirectional) s += ", bidirectional=true";
+  if (mode_ == kRnnRelu) s += ", nonlinearity=relu";
+  return s;
+}
+
+namespace {
+int64_t rnn_mode(const std::string& nonlinearity) {
+  if (nonlinearity == "tanh") return kRnnTanh;
+  if (nonlinearity == "relu") return kRnnRelu;
+  raise<ValueError>("RNN: unknown nonlinearity '{}', select from 'tanh' or 'relu'", nonlinearity);
+}
+const RNNOptions& no_nonlinearity(const RNNOptions& o, const char* module) {
+  if (o.nonlinearity != "tanh")
+    raise<ValueError>("{}: nonlinearity is an RNN option, got '{}'", module, o.nonlinearity);
+  return o;
+}
+}  // namespace
+
+RNN::RNN(int64_t input_size, int64_t hidden_size, const RNNOptions& options)
+    : RNNBase("RNN", rnn_mode(options.nonlinearity), input_size, hidden_size, options) {}
+
+std::tuple<Tensor, Tensor> RNN::forward(const Tensor& input, const Tensor& hx) {
+  auto [out, h, c] = run(input, hx, Tensor());
+  return {out, h};
+}
+
+LSTM::LSTM(int64_t input_size, int64_t hidden_size, const LSTMOptions& options)
+    : RNNBase("LSTM", kLstm, input_size, hidden_size, no_nonlinearity(options, "LSTM")) {}
+
+std::tuple<Tensor, std::tuple<Tensor, Tensor>> LSTM::forward(const Tensor& input, const std::tuple<Tensor, Tensor>& hx) {
+  auto [out, h, c] = run(input, std::get<0>(hx), std::get<1>(hx));
+  return {out, {h, c}};
+}
+
+GRU::GRU(int64_t input_size, int64_t hidden_size, const GRUOptions& options)
+    : RNNBase("GRU", kGru, input_size, hidden_size, no_nonlinearity(options, "GRU")) {}
+
+std::tuple<Tensor, Tensor> GRU::forward(const Tensor& input, const Tensor& hx) {
+  auto [out, h, c] = run(input, hx, Tensor());
+  return {out, h};
+}
+
+}  // namespace tessera::nn
