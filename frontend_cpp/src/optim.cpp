@@ -33,6 +33,13 @@ void Optimizer::zero_grad(bool set_to_none) {
   }
 }
 
+double Optimizer::lr() const {
+  raise<NotImplementedError>("optimizer: this optimizer has no learning rate (override Optimizer::lr and set_lr)");
+}
+void Optimizer::set_lr(double) {
+  raise<NotImplementedError>("optimizer: this optimizer has no learning rate (override Optimizer::lr and set_lr)");
+}
+
 SGD::SGD(std::vector<Tensor> params, const SGDOptions& o)
     : Optimizer(std::move(params)), options_(o), momentum_buffers_(params_.size()) {
   if (o.lr < 0) raise<ValueError>("Invalid learning rate: {}", o.lr);

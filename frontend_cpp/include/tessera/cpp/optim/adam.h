@@ -22,6 +22,8 @@ class Adam : public Optimizer {
   Adam(std::vector<Tensor> params, const AdamOptions& options = {});
   void step() override;
   AdamOptions& options() { return options_; }
+  double lr() const override { return options_.lr; }
+  void set_lr(double lr) override { options_.lr = lr; }
 
  protected:
   Adam(std::vector<Tensor> params, const AdamOptions& options, bool decoupled_weight_decay);

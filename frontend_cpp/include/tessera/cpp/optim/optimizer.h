@@ -18,6 +18,10 @@ class Optimizer {
   const std::vector<Tensor>& parameters() const { return params_; }
   // The number of step() calls so far.
   int64_t steps() const { return steps_; }
+  // The learning rate, which the lr schedulers read and set (every optimizer here has one; a
+  // subclass without one keeps the base's, which raise NotImplementedError).
+  virtual double lr() const;
+  virtual void set_lr(double lr);
 
  protected:
   std::vector<Tensor> params_;

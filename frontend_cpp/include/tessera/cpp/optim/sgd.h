@@ -20,6 +20,8 @@ class SGD : public Optimizer {
   SGD(std::vector<Tensor> params, const SGDOptions& options = {});
   void step() override;
   SGDOptions& options() { return options_; }  // e.g. a learning-rate schedule changes lr
+  double lr() const override { return options_.lr; }
+  void set_lr(double lr) override { options_.lr = lr; }
 
  private:
   SGDOptions options_;
