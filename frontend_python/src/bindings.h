@@ -18,6 +18,7 @@ void bind_streams(pybind11::module_& m);         // Stream, Event, pin_memory, _
 void bind_serialization(pybind11::module_& m);  // _save_safetensors / _load_safetensors     (serialization.cpp)
 void bind_guards(pybind11::module_& m);          // _guard_signature (ts.compile's fast guards)   (guards.cpp)
 void bind_distributed(pybind11::module_& m);     // stores, process groups, work (distributed.cpp)
+void bind_shared_memory(pybind11::module_& m);   // _share_memory, _open_shared_memory (shared_memory.cpp)
 
 // Raises for a batched tensor (vmap); tells ts.compile's capture about a data-dependent read.
 void note_data_read(const char* what, const Tensor& t);

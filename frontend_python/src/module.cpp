@@ -14,4 +14,5 @@ PYBIND11_MODULE(_C, m) {
   tessera::python::bind_callbacks(m);
   tessera::python::bind_streams(m);
   tessera::python::bind_distributed(m);
+  tessera::python::bind_shared_memory(m);
 }

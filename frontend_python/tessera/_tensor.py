@@ -512,6 +512,20 @@ def is_pinned(self, device=None):
     return _C._is_pinned(self)
 
 
+def share_memory_(self):
+    """Moves this CPU tensor's storage (so every view of it) into shared memory, in place: a
+    fork()ed child, or a process it is sent to through tessera.multiprocessing, then reads and
+    writes the same memory. A no-op on other devices and when already shared."""
+    if self.device.type == "cpu":
+        _C._share_memory(self)
+    return self
+
+
+def is_shared(self):
+    """True when this CPU tensor's storage is in shared memory (see share_memory_)."""
+    return self.device.type == "cpu" and _C._shared_memory_handle(self) is not None
+
+
 # The new_* factories take self's dtype and device unless given; layout and pin_memory are
 # accepted for torch's signatures (tessera tensors are strided; pin a tensor with pin_memory()).
 def _new(self, op, size, extra, dtype, device, requires_grad):
@@ -627,7 +641,7 @@ def _install():
 
     for f in (view, reshape, permute, expand, view_as, reshape_as, expand_as, flatten, ravel, squeeze, detach,
               detach_, to, type_as, cpu, cuda, new_empty, new_zeros, new_ones, new_full, new_tensor, zero_,
-              record_stream, pin_memory, is_pinned):
+              record_stream, pin_memory, is_pinned, share_memory_, is_shared):
         put(f.__name__, f)
     for f in (_memory_format.is_contiguous, _memory_format.contiguous, _memory_format.clone):
         put(f.__name__, f)

@@ -21,6 +21,11 @@ class StorageImpl : public RefCounted {
   StorageImpl(Device device, void* data, size_t nbytes, std::function<void()> release);
   ~StorageImpl();
 
+  // Moves the bytes into `data` (host memory of at least nbytes(), owned by the caller's
+  // `release`) and frees the old block: every view of this storage then reads and writes there.
+  // Host-accessible devices only (Tensor.share_memory_ moves CPU storage into shared memory).
+  void move_to(void* data, std::function<void()> release);
+
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }

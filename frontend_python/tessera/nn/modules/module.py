@@ -690,9 +690,11 @@ class Module:
         return self._apply(empty) if recurse else self._apply(empty, recurse=False)
 
     def share_memory(self):
-        """Returns self. tessera has no shared-memory tensor storage (Tensor.share_memory_): a
-        module pickled to another process carries copies of its tensors, and a fork()ed child
-        sees copy-on-write copies, so updates made in one process are not seen by the others."""
+        """Moves every parameter and buffer into shared memory (Tensor.share_memory_), in place:
+        processes that get this module (fork, or tessera.multiprocessing) then train the same
+        weights (Hogwild)."""
+        for t in list(self.parameters()) + list(self.buffers()):
+            t.share_memory_()
         return self
 
     def cpu(self):

@@ -6,6 +6,11 @@ import tessera
 _Tensor = tessera.Tensor
 
 
+def _in_worker():
+    from tessera.utils.data._worker import get_worker_info
+    return get_worker_info() is not None
+
+
 # ---------------------------------------------------------------------------- collation
 def default_convert(data):
     if isinstance(data, _Tensor):
@@ -31,6 +36,10 @@ def default_collate(batch):
         if len(shapes) != 1:
             raise RuntimeError(f"default_collate: stack expects each tensor to be equal size, but got shapes "
                                f"{sorted(shapes)}")
+        if elem.device.type == "cpu" and _in_worker():
+            # Stacked straight into shared memory: the batch then crosses to the parent without a copy.
+            out = tessera.empty((len(batch),) + tuple(elem.shape), dtype=elem.dtype).share_memory_()
+            return tessera.stack(list(batch), 0, out=out)
         return tessera.stack(list(batch), 0)
     if type(elem).__module__ == "numpy" and hasattr(elem, "dtype"):
         if elem.dtype.kind in "SUO":

@@ -2,7 +2,9 @@
 
 Each worker owns an index queue; all share one result queue. The parent keeps up to
 prefetch_factor * num_workers batches in flight, hands them out round-robin, and yields results in
-sampler order. A worker builds a batch (fetch, collate) and sends it back pickled; an exception
+sampler order. A worker builds a batch (fetch, collate, its tensors stacked straight into shared
+memory) and sends it back through tessera.multiprocessing, so a batch's tensors cross as memory
+file descriptors instead of being copied through the pipe; an exception
 there comes back as text with the worker's traceback and is re-raised in the parent. Workers are
 forked by default on Linux (the CPU plugin makes a forked child single-threaded, so its operators
 do not wait for OpenMP threads that did not survive the fork). Every wait in the parent has a
@@ -67,6 +69,7 @@ class _IterableEnd:
 def _worker_loop(dataset, is_iterable, fetch_collate, index_queue, result_queue, worker_id, num_workers, seed,
                  worker_init_fn, parent_pid):
     global _worker_info
+    import tessera.multiprocessing  # noqa: F401 - tensors on result_queue go through shared memory
     try:
         tessera.manual_seed(seed)
         random.seed(seed)
@@ -108,6 +111,7 @@ class MultiProcessIterator:
     """One pass over a DataLoader with worker processes (reused across passes when persistent)."""
 
     def __init__(self, loader):
+        import tessera.multiprocessing  # noqa: F401 - receives the workers' shared-memory tensors
         self._loader = loader
         self._num_workers = loader.num_workers
         self._prefetch = loader.prefetch_factor * loader.num_workers
