@@ -349,10 +349,28 @@ int tensor_clear(PyObject* self) {
   return 0;
 }
 
+// Sizes when every positional argument is an int (not a bool): Tensor(2, 3).
+std::optional<std::vector<int64_t>> legacy_sizes(PyObject* args, PyObject* kwargs) {
+  const Py_ssize_t n = PyTuple_GET_SIZE(args);
+  if (n == 0 || (kwargs && PyDict_Size(kwargs) > 0)) return std::nullopt;
+  std::vector<int64_t> sizes;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* a = PyTuple_GET_ITEM(args, i);
+    if (!PyLong_Check(a) || PyBool_Check(a)) return std::nullopt;
+    sizes.push_back(PyLong_AsLongLong(a));
+    if (sizes.back() < 0)
+      raise<RuntimeError>("Tensor: sizes must be non-negative, got a size of {} in dim {}", sizes.back(), i);
+  }
+  return sizes;
+}
+
 // Tensor(): an empty float tensor; Tensor(t): a new object sharing t's data; Tensor(data):
-// a tensor of the default dtype from nested sequences (torch.Tensor semantics).
+// a tensor of the default dtype from nested sequences; Tensor(2, 3): an uninitialised one of
+// those sizes (torch.Tensor's legacy constructor).
 PyObject* tensor_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   return guarded([&]() -> PyObject* {
+    if (auto sizes = legacy_sizes(args, kwargs))
+      return wrap_as(type, empty(*sizes, default_dtype(), Device(Device::kCpuType, 0)));
     static const char* names[] = {"data", nullptr};
     PyObject* data = nullptr;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:Tensor", const_cast<char**>(names), &data)) return nullptr;

@@ -105,7 +105,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
 
 def __getattr__(name):
     # These subpackages load on first use, so `import tessera` stays light.
-    if name in ("compiler", "fx", "export", "onnx", "profiler", "distributions", "amp", "func"):
+    if name in ("compiler", "fx", "export", "onnx", "profiler", "distributions", "amp", "func", "multiprocessing"):
         import importlib
         return importlib.import_module(f"tessera.{name}")
     raise AttributeError(f"module 'tessera' has no attribute '{name}'")
@@ -118,3 +118,4 @@ from tessera._legacy import (  # noqa: E402,F401  (torch.FloatTensor(...) and fr
 
 get_num_threads = _C.get_num_threads
 set_num_threads = _C.set_num_threads
+from tessera._interop_threads import get_num_interop_threads, set_num_interop_threads  # noqa: E402,F401

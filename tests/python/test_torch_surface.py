@@ -34,6 +34,39 @@ def test_legacy_constructors():
         ts.FloatTensor(2, -1)
 
 
+def test_tensor_class_as_legacy_constructor():
+    t = ts.Tensor(3, 4)  # uninitialised, of the default dtype
+    assert isinstance(t, ts.Tensor) and t.shape == (3, 4) and t.dtype == ts.get_default_dtype()
+    assert ts.Tensor(5).shape == (5,)  # one int: a size, as torch (not the data [5.])
+    assert ts.Tensor([5]).tolist() == [5.0] and ts.Tensor().shape == (0,)
+    assert ts.Tensor([True]).dtype == ts.float32  # data converts to the default dtype
+    with pytest.raises(RuntimeError, match="Tensor: sizes must be non-negative, got a size of -2 in dim 1"):
+        ts.Tensor(2, -2)
+    with pytest.raises(TypeError):
+        ts.Tensor(2, 3.5)
+
+
+def test_interop_threads_set_once_as_torch():
+    import subprocess
+    import sys
+    code = """
+import tessera as ts
+ts.set_num_interop_threads(3)
+assert ts.get_num_interop_threads() == 3
+try:
+    ts.set_num_interop_threads(2)
+except RuntimeError as e:
+    assert "cannot set number of interop threads" in str(e)
+else:
+    raise AssertionError("a second set_num_interop_threads was accepted")
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "ok", out.stderr
+    with pytest.raises(RuntimeError, match="expected a positive number of threads, got 0"):
+        ts.set_num_interop_threads(0)
+
+
 def test_thread_count_round_trips():
     before = ts.get_num_threads()
     assert before >= 1
