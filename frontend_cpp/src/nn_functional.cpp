@@ -68,7 +68,8 @@ Tensor conv_transpose_nd(const Tensor& input, const Tensor& weight, const Tensor
     raise<ValueError>("{}: given transposed weight of shape [{}], expected input of shape [{}] to have {} channels, but "
                       "got {} channels instead", fname, fmt::join(weight.shape(), ", "), fmt::join(input.shape(), ", "),
                       weight.size(0), input.size(channel));
-  std::vector<int64_t> size(input.shape().begin(), input.shape().begin() + channel);
+  std::vector<int64_t> in_shape = input.shape();
+  std::vector<int64_t> size(in_shape.begin(), in_shape.begin() + channel);
   size.push_back(weight.size(1) * groups);
   std::vector<int64_t> spatial;
   for (size_t i = 0; i < k; ++i)
