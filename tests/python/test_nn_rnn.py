@@ -104,10 +104,11 @@ def test_initial_state_and_its_gradient(cls_name, kw):
         _close(c_s.grad, c_t.grad, 1e-3)
 
 
+@pytest.mark.parametrize("batch_first", [False, True])
 @pytest.mark.parametrize("cls_name", ["LSTM", "GRU", "RNN"])
-def test_unbatched_input(cls_name):
+def test_unbatched_input(cls_name, batch_first):
     torch = _torch()
-    tm, sm = _pair(torch, cls_name)
+    tm, sm = _pair(torch, cls_name, batch_first=batch_first)  # (L, H_in) is a sequence either way
     x = np.random.default_rng(0).standard_normal((4, 5)).astype(np.float32)
     out_t, st_t = tm(torch.tensor(x))
     out_s, st_s = sm(ts.tensor(x))

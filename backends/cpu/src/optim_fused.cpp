@@ -22,7 +22,7 @@ struct AdamConfig {
 // The per-step constants in the parameters' type.
 template <class T>
 struct Coefficients {
-  T sign, decay, coupled_decay, beta2, one_minus_beta1, one_minus_beta2, eps, step_size, bc2_sqrt;
+  T sign, decay, coupled_decay, beta2, one_minus_beta1, one_minus_beta2, eps, step_size, inv_bc2_sqrt;
   explicit Coefficients(const AdamConfig& c)
       : sign(c.maximize ? -1 : 1),
         decay(T(c.decoupled ? 1 - c.lr * c.weight_decay : 1)),
@@ -32,7 +32,7 @@ struct Coefficients {
         one_minus_beta2(T(1 - c.beta2)),
         eps(T(c.eps)),
         step_size(T(c.lr / c.bias_correction1)),
-        bc2_sqrt(T(c.bias_correction2_sqrt)) {}
+        inv_bc2_sqrt(T(1 / c.bias_correction2_sqrt)) {}
 };
 
 // The element loop, branch-free inside so that it vectorises (the file is built with
@@ -55,7 +55,8 @@ template <class T, bool kAmsgrad, bool kCoupled>
       v_hat = max_sq[i] > v ? max_sq[i] : v;
       max_sq[i] = v_hat;
     }
-    param[i] = p - k.step_size * m / (std::sqrt(v_hat) / k.bc2_sqrt + k.eps);
+    // sqrt(v̂) / bc2 as a product by the reciprocal: one division per element, not two.
+    param[i] = p - k.step_size * m / (std::sqrt(v_hat) * k.inv_bc2_sqrt + k.eps);
   }
 }
 

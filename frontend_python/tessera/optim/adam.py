@@ -53,16 +53,21 @@ class Adam(_PerParameterOptimizer):
         if group["amsgrad"]:
             state["max_exp_avg_sq"] = tessera.zeros_like(p)
 
+    def _fused_update(self, p, grad, state, group, step):
+        if not _fusable(p, grad, state, group):
+            return False
+        # One pass over the parameter's memory (the CPU plugin's _fused_adam_) instead of ~10; the
+        # gradient's sign (maximize) and L2 decay are applied inside, not as passes of their own.
+        beta1, beta2 = group["betas"]
+        _call("_fused_adam_", (p, state["exp_avg"], state["exp_avg_sq"], grad, state.get("max_exp_avg_sq"),
+                               group["lr"], beta1, beta2, group["eps"], group["weight_decay"], 1 - beta1 ** step,
+                               math.sqrt(1 - beta2 ** step), group.get("maximize", False),
+                               group.get("decoupled_weight_decay", False)), _E)
+        return True
+
     def _update(self, p, g, state, group, step):
         beta1, beta2 = group["betas"]
         lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
-        if _fusable(p, g, state, group):
-            # One pass over the parameter's memory (the CPU plugin's _fused_adam_) instead of ~10.
-            decoupled = group.get("decoupled_weight_decay", False)
-            _call("_fused_adam_", (p, state["exp_avg"], state["exp_avg_sq"], g, state.get("max_exp_avg_sq"), lr,
-                                   beta1, beta2, eps, wd if decoupled else 0.0, 1 - beta1 ** step,
-                                   math.sqrt(1 - beta2 ** step), False, decoupled), _E)
-            return
         if wd != 0 and group.get("decoupled_weight_decay", False):
             p.mul_(1 - lr * wd)  # AdamW; L2 decay (coupled) was added to g by the base class
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]

@@ -194,6 +194,11 @@ class _PerParameterOptimizer(Optimizer):
     def _init_state(self, p, state, group):
         pass
 
+    def _fused_update(self, p, grad, state, group, step):
+        """A one-pass step from the raw gradient (maximize and L2 decay applied inside), where the
+        subclass has one for these tensors: True when it ran, False to take `_update`."""
+        return False
+
     def step(self, closure=None):
         loss = None
         if closure is not None:
@@ -202,14 +207,17 @@ class _PerParameterOptimizer(Optimizer):
         with _autograd.no_grad():
             for group in self.param_groups:
                 for p in group["params"]:
-                    g = _grad(p, group.get("maximize", False))
-                    if g is None:
+                    raw = getattr(p, "grad", None)
+                    if raw is None:
                         continue
                     state = self.state[p]
                     if len(state) == 0:
                         state["step"] = tessera.tensor(0.0, dtype=tessera.float32)
                         self._init_state(p, state, group)
                     step = _step_tensor(state)
+                    if self._fused_update(p, raw, state, group, step):
+                        continue
+                    g = _grad(p, group.get("maximize", False))
                     if group.get("weight_decay", 0) != 0 and not group.get("decoupled_weight_decay", False):
                         g = g.add(p, alpha=group["weight_decay"])
                     self._update(p, g, state, group, step)

@@ -147,8 +147,8 @@ class RNNBase(Module):
             batched = input.dim() == 3
             if hx is not None:
                 _check_state_rank(hx, input.dim(), is_lstm)
-            if not batched:
-                input = input.unsqueeze(1)
+            if not batched:  # (L, H_in): the batch dim goes where batch_first says, as torch
+                input = input.unsqueeze(0 if self.batch_first else 1)
                 if hx is not None:
                     hx = tuple(h.unsqueeze(1) for h in hx) if is_lstm else hx.unsqueeze(1)
             if self.batch_first:
@@ -185,7 +185,7 @@ class RNNBase(Module):
             if self.batch_first:
                 output = output.transpose(0, 1)
             if not batched:
-                output = output.squeeze(1)
+                output = output.squeeze(0 if self.batch_first else 1)
                 h_n = h_n.squeeze(1)
                 c_n = c_n.squeeze(1) if c_n is not None else None
         return (output, (h_n, c_n)) if is_lstm else (output, h_n)
