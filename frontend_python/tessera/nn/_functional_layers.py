@@ -296,8 +296,8 @@ def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_siz
     if flat_idx.numel():
         lo, hi = builtins.int(flat_idx.min()), builtins.int(flat_idx.max())
         if lo < 0 or hi >= volume:
-            raise RuntimeError(f"max_unpool3d: found an invalid max index: {hi if hi >= volume else lo} (output volumes "
-                               f"are of size {size[0]}x{size[1]}x{size[2]})")
+            bad = hi if hi >= volume else lo
+            raise RuntimeError(f"max_unpool3d: found an invalid max index: {bad} (output volumes are of size {size[0]}x{size[1]}x{size[2]})")
     out = tessera.zeros(*lead, volume, dtype=input.dtype, device=input.device).scatter(-1, flat_idx, flat_in)
     return out.reshape(*lead, *size)
 
@@ -375,8 +375,8 @@ def fractional_max_pool2d_with_indices(input, kernel_size, output_size=None, out
         raise RuntimeError(f"fractional_max_pool2d(): expected _random_samples to have 3 dimensions, got "
                            f"{_random_samples.dim()}")
     if _random_samples.shape[0] < N:
-        raise RuntimeError(f"fractional_max_pool2d(): expected _random_samples.size(0) no less than the input batch size "
-                           f"{N}, got {_random_samples.shape[0]}")
+        raise RuntimeError("fractional_max_pool2d(): expected _random_samples.size(0) no less than the input batch "
+                           f"size {N}, got {_random_samples.shape[0]}")
     if _random_samples.shape[1] != C:
         raise RuntimeError(f"fractional_max_pool2d(): expected _random_samples.size(1) to equal the input channel size "
                            f"{C}, got {_random_samples.shape[1]}")

@@ -56,8 +56,8 @@ class AdaptiveLogSoftmaxWithLoss(Module):
         targ_dim = target_.dim()
         if targ_dim == 1:
             if input_.shape[0] != target_.shape[0]:
-                raise RuntimeError("AdaptiveLogSoftmaxWithLoss: Input and target should have the same size in the batch "
-                                   f"dimension, got input of shape {tuple(input_.shape)} and target of shape "
+                raise RuntimeError("AdaptiveLogSoftmaxWithLoss: Input and target should have the same size in the "
+                                   f"batch dimension, got input of shape {tuple(input_.shape)} and target of shape "
                                    f"{tuple(target_.shape)}.")
             if input_.dim() != 2:
                 raise RuntimeError("AdaptiveLogSoftmaxWithLoss: 1D target tensor expects 2D input tensors, but found "

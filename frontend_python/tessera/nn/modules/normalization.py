@@ -247,7 +247,8 @@ def _cross_map_lrn2d_function():
                 input, output = ctx.saved_tensors
                 size, channels = ctx.size, input.shape[1]
                 inverse_pre_pad = int(size - (size - 1) / 2)
-                # accum_c = the sum of grad * output / scale over channels [c - inverse_pre_pad, c + size - 1 - inverse_pre_pad]
+                # accum_c: the sum of grad * output / scale over the channels
+                # [c - inverse_pre_pad, c + size - 1 - inverse_pre_pad]
                 band = [[1.0 if c - inverse_pre_pad <= i <= c + size - 1 - inverse_pre_pad else 0.0
                          for i in range(channels)] for c in range(channels)]
                 accum = _channel_mix(grad_output * output / ctx.scale, band)

@@ -2,8 +2,8 @@
 MaxUnpool1d/2d/3d and FractionalMaxPool2d."""
 
 __all__ = ["AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d",
-           "AvgPool1d", "AvgPool2d", "AvgPool3d", "FractionalMaxPool2d", "LPPool1d", "LPPool2d", "LPPool3d", "MaxPool1d",
-           "MaxPool2d", "MaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d"]
+           "AvgPool1d", "AvgPool2d", "AvgPool3d", "FractionalMaxPool2d", "LPPool1d", "LPPool2d", "LPPool3d",
+           "MaxPool1d", "MaxPool2d", "MaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d"]
 from tessera.nn import functional as F
 from tessera.nn.modules.module import Module
 

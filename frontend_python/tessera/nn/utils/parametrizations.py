@@ -92,7 +92,8 @@ def _geqrf(A):
             if j + 1 < n:
                 vf = tessera.cat([tessera.ones_like(alpha).unsqueeze(-1), v], -1)
                 sub = A[..., j:, j + 1:]
-                A[..., j:, j + 1:] = sub - (tau.unsqueeze(-1).unsqueeze(-1) * vf.unsqueeze(-1)) @ (vf.unsqueeze(-2) @ sub)
+                scaled_v = tau.unsqueeze(-1).unsqueeze(-1) * vf.unsqueeze(-1)
+                A[..., j:, j + 1:] = sub - scaled_v @ (vf.unsqueeze(-2) @ sub)
             taus.append(tau)
         return A, tessera.stack(taus, -1)
 

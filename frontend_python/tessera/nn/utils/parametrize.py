@@ -21,7 +21,6 @@ import copyreg
 import tessera
 from tessera.nn import _autograd
 from tessera.nn.modules.container import ModuleDict, ModuleList
-from tessera.nn.modules.module import Module
 from tessera.nn.parameter import Parameter
 
 __all__ = ["cached", "ParametrizationList", "register_parametrization", "is_parametrized", "remove_parametrizations",
