@@ -22,9 +22,8 @@ std::vector<int64_t> pair(std::vector<int64_t> v, const char* what, const char* 
   return ntuple(std::move(v), 2, what, fname);
 }
 
-Tensor conv_nd(const Tensor& input, const Tensor& weight, const Tensor& bias, std::vector<int64_t> stride,
-               std::vector<int64_t> padding, std::vector<int64_t> dilation, int64_t groups, int64_t n,
-               const char* fname) {
+// An n-D convolution's input ((un)batched) and weight ranks.
+void check_conv_operands(const Tensor& input, const Tensor& weight, int64_t n, const char* fname) {
   check_defined(input, "input", fname);
   check_defined(weight, "weight", fname);
   if (input.dim() != n + 1 && input.dim() != n + 2)
@@ -33,6 +32,12 @@ Tensor conv_nd(const Tensor& input, const Tensor& weight, const Tensor& bias, st
   if (weight.dim() != n + 2)
     raise<ValueError>("{}: expected a {}-D weight, got {}-D weight of shape [{}]", fname, n + 2, weight.dim(),
                       fmt::join(weight.shape(), ", "));
+}
+
+Tensor conv_nd(const Tensor& input, const Tensor& weight, const Tensor& bias, std::vector<int64_t> stride,
+               std::vector<int64_t> padding, std::vector<int64_t> dilation, int64_t groups, int64_t n,
+               const char* fname) {
+  check_conv_operands(input, weight, n, fname);
   auto k = size_t(n);
   return convolution(input, weight, bias, ntuple(std::move(stride), k, "stride", fname),
                      ntuple(std::move(padding), k, "padding", fname), ntuple(std::move(dilation), k, "dilation", fname),
@@ -44,14 +49,7 @@ Tensor conv_nd(const Tensor& input, const Tensor& weight, const Tensor& bias, st
 Tensor conv_transpose_nd(const Tensor& input, const Tensor& weight, const Tensor& bias, std::vector<int64_t> stride,
                          std::vector<int64_t> padding, std::vector<int64_t> output_padding, int64_t groups,
                          std::vector<int64_t> dilation, int64_t n, const char* fname) {
-  check_defined(input, "input", fname);
-  check_defined(weight, "weight", fname);
-  if (input.dim() != n + 1 && input.dim() != n + 2)
-    raise<ValueError>("{}: expected a {}-D (unbatched) or {}-D (batched) input, got {}-D input of shape [{}]", fname,
-                      n + 1, n + 2, input.dim(), fmt::join(input.shape(), ", "));
-  if (weight.dim() != n + 2)
-    raise<ValueError>("{}: expected a {}-D weight, got {}-D weight of shape [{}]", fname, n + 2, weight.dim(),
-                      fmt::join(weight.shape(), ", "));
+  check_conv_operands(input, weight, n, fname);
   if (groups <= 0) raise<ValueError>("{}: groups must be a positive integer, got {}", fname, groups);
   auto k = size_t(n);
   stride = ntuple(std::move(stride), k, "stride", fname);

@@ -53,17 +53,4 @@ Flatten::Flatten(int64_t start_dim, int64_t end_dim) : Module("Flatten"), start_
 Tensor Flatten::forward(const Tensor& input) { return flatten(input, start_dim_, end_dim_); }
 std::string Flatten::extra_repr() const { return fmt::format("start_dim={}, end_dim={}", start_dim_, end_dim_); }
 
-void Sequential::push_back(std::shared_ptr<Module> m) { register_module(std::to_string(size()), std::move(m)); }
-
-Tensor Sequential::forward(const Tensor& input) {
-  Tensor x = input;
-  for (const auto& [n, m] : named_children()) x = m->forward(x);
-  return x;
-}
-
-std::shared_ptr<Module> Sequential::operator[](size_t i) const {
-  if (i >= size()) raise<IndexError>("Sequential: index {} is out of range for {} modules", i, size());
-  return named_children()[i].second;
-}
-
 }  // namespace tessera::nn

@@ -15,7 +15,10 @@
 
 namespace ts = tessera;
 using tessera::Tensor;
+using tessera::testing::expect_close;
 using tessera::testing::expect_error;
+using tessera::testing::from;
+using tessera::testing::randoms;
 using tessera::testing::seq;
 namespace F = tessera::nn::functional;
 namespace nn = tessera::nn;
@@ -24,24 +27,6 @@ namespace {
 
 using Shape = std::vector<int64_t>;
 
-Tensor from(const std::vector<double>& v, Shape shape, ts::ScalarType dtype = ts::kFloat32) {
-  return ts::tensor_from_values(v, std::move(shape), dtype);
-}
-
-void expect_close(const Tensor& t, const std::vector<double>& expected, double tol = 1e-5) {
-  std::vector<double> got = t.to_double_vector();
-  ASSERT_EQ(got.size(), expected.size());
-  for (size_t i = 0; i < got.size(); ++i)
-    EXPECT_NEAR(got[i], expected[i], tol * std::max(1.0, std::abs(expected[i]))) << "at element " << i;
-}
-
-std::vector<double> randoms(size_t n, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> d(-1, 1);
-  std::vector<double> v(n);
-  for (double& x : v) x = d(gen);
-  return v;
-}
 
 size_t numel(const Shape& s) { return size_t(tessera::testing::numel_of(s)); }
 

@@ -16,15 +16,12 @@ using tessera::testing::expect_error;
 
 namespace {
 
-Tensor from(const std::vector<double>& v, std::vector<int64_t> shape, ts::ScalarType dtype = ts::kFloat64) {
-  return ts::tensor_from_values(v, std::move(shape), dtype);
+// float64 values and a float64 tolerance: the trajectories are compared to 1e-12.
+Tensor from(const std::vector<double>& v, std::vector<int64_t> shape) {
+  return tessera::testing::from(v, std::move(shape), ts::kFloat64);
 }
-
-void expect_close(const Tensor& t, const std::vector<double>& expected, double tol = 1e-12) {
-  std::vector<double> got = t.to_double_vector();
-  ASSERT_EQ(got.size(), expected.size());
-  for (size_t i = 0; i < got.size(); ++i)
-    EXPECT_NEAR(got[i], expected[i], tol * std::max(1.0, std::abs(expected[i]))) << "at element " << i;
+void expect_close(const Tensor& t, const std::vector<double>& expected) {
+  tessera::testing::expect_close(t, expected, 1e-12);
 }
 
 // The gradient of step t (1-based) for element k: varied in sign and size.

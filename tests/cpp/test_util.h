@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -53,6 +55,28 @@ inline double rtol_for(ScalarType dtype, double float32_rtol = 2e-6) {
     case ScalarType::Float64: return 1e-12;
     default: return 0;
   }
+}
+
+// `values` as a tensor of `shape` and `dtype`.
+inline Tensor from(const std::vector<double>& values, std::vector<int64_t> shape, ScalarType dtype = kFloat32) {
+  return tensor_from_values(values, std::move(shape), dtype);
+}
+
+// Expects t's elements within tol of `expected`: relative, absolute below magnitude 1.
+inline void expect_close(const Tensor& t, const std::vector<double>& expected, double tol = 1e-5) {
+  std::vector<double> got = t.to_double_vector();
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], expected[i], tol * std::max(1.0, std::abs(expected[i]))) << "at element " << i;
+}
+
+// n values uniform in [-1, 1), the same for a seed.
+inline std::vector<double> randoms(size_t n, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> d(-1, 1);
+  std::vector<double> v(n);
+  for (double& x : v) x = d(gen);
+  return v;
 }
 
 }  // namespace tessera::testing

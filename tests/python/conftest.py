@@ -184,3 +184,26 @@ def torch_promote(a, b):
             return ts.float32
         return a if a.itemsize > b.itemsize else b
     return getattr(ts, np.promote_types(np_dtype(a), np_dtype(b)).name)
+
+
+# ---- comparing modules with torch's (the nn test files)
+def T(a, requires_grad=False, dtype=np.float32):
+    """A tessera tensor of `a` (anything NumPy reads) in `dtype`."""
+    return ts.tensor(np.asarray(a, dtype=dtype), requires_grad=requires_grad)
+
+
+def from_torch(t, requires_grad=False):
+    return ts.tensor(t.detach().numpy(), requires_grad=requires_grad)
+
+
+def close(got, expected, tol=1e-5):
+    """got (a tessera tensor) against a torch tensor or anything NumPy reads, rtol = atol = tol."""
+    expected = expected.detach().numpy() if hasattr(expected, "detach") else np.asarray(expected)
+    np.testing.assert_allclose(to_np(got), expected, rtol=tol, atol=tol)
+
+
+def load_torch_state(module, torch_module):
+    """Copies torch_module's parameters and buffers into module; their state_dict keys must agree."""
+    sd = torch_module.state_dict()
+    assert list(module.state_dict()) == list(sd)
+    module.load_state_dict({k: from_torch(v) for k, v in sd.items()})

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tessera as ts
-from conftest import HAVE_TORCH, to_np
+from conftest import HAVE_TORCH, T, close, from_torch, load_torch_state, to_np
 
 if HAVE_TORCH:
     import torch
@@ -18,25 +18,6 @@ else:  # pragma: no cover
 
 F = ts.nn.functional
 RNG = np.random.default_rng(2024)
-
-
-def T(a, requires_grad=False, dtype=np.float32):
-    return ts.tensor(np.asarray(a, dtype=dtype), requires_grad=requires_grad)
-
-
-def from_torch(t, requires_grad=False):
-    return ts.tensor(t.detach().numpy(), requires_grad=requires_grad)
-
-
-def close(got, expected, tol=1e-5):
-    expected = expected.detach().numpy() if hasattr(expected, "detach") else np.asarray(expected)
-    np.testing.assert_allclose(to_np(got), expected, rtol=tol, atol=tol)
-
-
-def same_state(module, torch_module):
-    sd = torch_module.state_dict()
-    assert list(module.state_dict()) == list(sd)
-    module.load_state_dict({k: from_torch(v) for k, v in sd.items()})
 
 
 # ---------------------------------------------------------------------------- AdaptiveLogSoftmaxWithLoss
@@ -74,7 +55,7 @@ def test_adaptive_log_softmax_numpy_reference():
 def test_adaptive_log_softmax_matches_torch(head_bias):
     tm = torch.nn.AdaptiveLogSoftmaxWithLoss(16, 20, [4, 10, 15], div_value=2.0, head_bias=head_bias)
     sm = ts.nn.AdaptiveLogSoftmaxWithLoss(16, 20, [4, 10, 15], div_value=2.0, head_bias=head_bias)
-    same_state(sm, tm)
+    load_torch_state(sm, tm)
     assert repr(sm) == repr(tm)
     x = torch.randn(9, 16)
     y = torch.tensor([0, 3, 4, 9, 10, 14, 15, 19, 2])
@@ -92,7 +73,7 @@ def test_adaptive_log_softmax_matches_torch(head_bias):
         if head_bias:
             with torch.no_grad():
                 tm.head.bias[4:] = bias
-            same_state(sm, tm)
+            load_torch_state(sm, tm)
             assert sm.predict(from_torch(x)).tolist() == tm.predict(x).tolist()
 
 
@@ -154,7 +135,7 @@ def test_lazy_modules_match_torch(name, args, shape):
     assert type(sm).__name__ == type(tm).__name__
     for k, v in tm.state_dict().items():
         assert tuple(sm.state_dict()[k].shape) == tuple(v.shape), k
-    same_state(sm, tm)
+    load_torch_state(sm, tm)
     x = torch.randn(*shape, requires_grad=True)
     xs = from_torch(x, requires_grad=True)
     yt, ys = tm(x), sm(xs)

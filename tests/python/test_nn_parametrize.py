@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import tessera as ts
-from conftest import HAVE_TORCH, to_np
+from conftest import HAVE_TORCH, T, close, from_torch, load_torch_state, to_np
 from tessera.nn.utils import parametrizations as PZ
 from tessera.nn.utils import parametrize as P
 
@@ -20,27 +20,6 @@ else:  # pragma: no cover
     torch = None
 
 RNG = np.random.default_rng(1234)
-
-
-def T(a, requires_grad=False, dtype=np.float32):
-    return ts.tensor(np.asarray(a, dtype=dtype), requires_grad=requires_grad)
-
-
-def from_torch(t, requires_grad=False):
-    return ts.tensor(t.detach().numpy(), requires_grad=requires_grad)
-
-
-def close(got, expected, tol=1e-5):
-    expected = expected.detach().numpy() if hasattr(expected, "detach") else np.asarray(expected)
-    np.testing.assert_allclose(to_np(got), expected, rtol=tol, atol=tol)
-
-
-def load_torch_state(module, torch_module):
-    """Copies torch_module's state (parameters, buffers: u/v of spectral norm, the orthogonal base)
-    into module; the keys must agree."""
-    sd = torch_module.state_dict()
-    assert list(module.state_dict()) == list(sd)
-    module.load_state_dict({k: from_torch(v) for k, v in sd.items()})
 
 
 class Symmetric(ts.nn.Module):

@@ -7,11 +7,15 @@ from tessera import _C
 from tessera.nn.parameter import Parameter
 
 
+class SenderExitedError(RuntimeError):
+    """A shared tensor could not be received: the process that sent it exited first."""
+
+
 def _rebuild_shared(fd_holder, nbytes, dtype_name, shape, stride, offset, requires_grad, as_parameter):
     try:
         fd = fd_holder.detach()
     except (OSError, EOFError) as e:  # the sender's descriptor server is gone
-        raise RuntimeError(f"tessera.multiprocessing: receiving a shared tensor of shape {tuple(shape)} failed: the "
+        raise SenderExitedError(f"tessera.multiprocessing: receiving a shared tensor of shape {tuple(shape)} failed: the "
                            f"process that sent it exited before this one received it ({type(e).__name__}: {e}); keep "
                            f"the sender alive until its tensors are received") from e
     t = _C._open_shared_memory(fd, nbytes, getattr(tessera, dtype_name), list(shape), list(stride), offset)

@@ -111,7 +111,9 @@ class MultiProcessIterator:
     """One pass over a DataLoader with worker processes (reused across passes when persistent)."""
 
     def __init__(self, loader):
-        import tessera.multiprocessing  # noqa: F401 - receives the workers' shared-memory tensors
+        # Imported here, not at `import tessera`: it registers how tensors cross processes.
+        from tessera.multiprocessing.reductions import SenderExitedError  # receives shared-memory tensors
+        self._sender_exited = SenderExitedError
         self._loader = loader
         self._num_workers = loader.num_workers
         self._prefetch = loader.prefetch_factor * loader.num_workers
@@ -169,18 +171,29 @@ class MultiProcessIterator:
             step = _POLL_SECONDS if not self._timeout else min(_POLL_SECONDS, self._timeout - waited)
             try:
                 return self._result_queue.get(timeout=max(step, 0.01))
+            except RuntimeError as e:
+                if not isinstance(e, self._sender_exited):
+                    raise
+                # A batch sent before its worker died: its shared memory went with the worker.
+                for w in self._workers:
+                    w.join(timeout=_POLL_SECONDS)
+                self._raise_if_a_worker_died(cause=e)
+                raise
             except queue.Empty:
                 waited += step
-                dead = [w for w in self._workers if not w.is_alive()]
-                if dead:
-                    pids = ", ".join(str(w.pid) for w in dead)
-                    codes = ", ".join(str(w.exitcode) for w in dead)
-                    self._shutdown()
-                    raise RuntimeError(f"DataLoader worker (pid(s) {pids}) exited unexpectedly (exit code(s) "
-                                       f"{codes})") from None
+                self._raise_if_a_worker_died()
                 if self._timeout and waited >= self._timeout:
                     self._shutdown()
                     raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds") from None
+
+    def _raise_if_a_worker_died(self, cause=None):
+        dead = [w for w in self._workers if not w.is_alive()]
+        if dead:
+            pids = ", ".join(str(w.pid) for w in dead)
+            codes = ", ".join(str(w.exitcode) for w in dead)
+            self._shutdown()
+            raise RuntimeError(f"DataLoader worker (pid(s) {pids}) exited unexpectedly (exit code(s) {codes})") \
+                from cause
 
     def __iter__(self):
         return self
