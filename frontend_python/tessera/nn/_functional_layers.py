@@ -4,8 +4,8 @@ they exist by then."""
 import builtins
 import math
 
-from tessera.nn.functional import (_adaptive_bounds, _lp_finish, _ntuple, _op, avg_pool2d, avg_pool3d,
-                                   max_pool3d)
+from tessera.nn.functional import (_DT, _INT64, _adaptive_bounds, _lp_finish, _ntuple, _op, adaptive_avg_pool2d,
+                                   adaptive_avg_pool3d, avg_pool2d, avg_pool3d, max_pool3d)
 
 __all__ = ["pad", "interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "pixel_shuffle",
            "pixel_unshuffle", "channel_shuffle", "local_response_norm", "adaptive_max_pool3d",
@@ -67,32 +67,178 @@ def pad(input, pad, mode="constant", value=None):
 
 
 # ---------------------------------------------------------------------------- interpolation
+# The separable modes (linear along each dim for trilinear, bicubic, nearest-exact) build one
+# index and weight table per spatial dim on the host in float64, as torch's
+# area_pixel_compute_scale / area_pixel_compute_source_index do (ATen's UpSample.h), and apply
+# them with index_select, mul and add, so that autograd gives the backward.
+_CUBIC_A = -0.75  # torch's (and OpenCV's) cubic convolution coefficient
+
+
+def _source_index(in_size, out_size, align_corners, scale, cubic):
+    """The real source coordinate of each output index (float64): align_corners maps the corner
+    pixels' centres onto each other, src = dst (in - 1) / (out - 1); otherwise
+    src = (dst + 0.5) / scale - 0.5, scale being the given scale factor (when > 0) or out / in,
+    clamped at 0 for the non-cubic modes."""
+    import tessera
+    pos = tessera.arange(out_size, dtype=tessera.float64)
+    if align_corners:
+        return pos * ((in_size - 1) / (out_size - 1) if out_size > 1 else 0.0)
+    ratio = 1.0 / scale if scale is not None and scale > 0 else in_size / out_size
+    real = (pos + 0.5) * ratio - 0.5
+    return real if cubic else real.clamp(min=0.0)
+
+
+def _lower_tap(real, in_size):
+    """torch's guard_index_and_lambda: the tap at or below each coordinate (at most in_size - 1)
+    and the coordinate's distance past it, clamped into [0, 1]."""
+    low = real.floor().clamp(max=float(in_size - 1))
+    return low, (real - low).clamp(0.0, 1.0)
+
+
+def _linear_taps(in_size, out_size, align_corners, scale):
+    """[(index, weight)] x 2 along one dim; None when out == in (torch copies that dim)."""
+    if out_size == in_size:
+        return None
+    low, lam = _lower_tap(_source_index(in_size, out_size, align_corners, scale, cubic=False), in_size)
+    return [(low, 1.0 - lam), ((low + 1.0).clamp(max=float(in_size - 1)), lam)]
+
+
+def _cubic_taps(in_size, out_size, align_corners, scale):
+    """[(index, weight)] x 4 along one dim: the indices low - 1 .. low + 2 clamped into the
+    input, weighted by the cubic convolution kernel (A = -0.75) at distances 1 + t, t, 1 - t and
+    (1 - t) + 1, t being the coordinate's distance past low."""
+    low, t = _lower_tap(_source_index(in_size, out_size, align_corners, scale, cubic=True), in_size)
+    a = _CUBIC_A
+
+    def near(x):  # the kernel on |x| <= 1
+        return ((a + 2) * x - (a + 3)) * x * x + 1.0
+
+    def far(x):  # the kernel on 1 < |x| < 2
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+    rest = 1.0 - t
+    weights = [far(t + 1.0), near(t), near(rest), far(rest + 1.0)]
+    return [((low + float(k - 1)).clamp(0.0, float(in_size - 1)), w) for k, w in enumerate(weights)]
+
+
+def _nearest_exact_taps(in_size, out_size, scale, double):
+    """[(index, None)] along one dim: torch's nearest-exact source, floor((dst + 0.5) / scale)
+    capped at in_size - 1, with torch's roundings, as an index is discontinuous in its
+    coordinate: the scale and coordinate in the kernel's opmath type (float32 unless the input is
+    float64; the coordinate's multiply-subtract rounded once, as the compiled kernel's fused
+    multiply-add does), and the floor taken in float32 (floorf)."""
+    import struct
+
+    import tessera
+    f32 = tessera.float32
+    ratio = 1.0 / scale if scale is not None and scale > 0 else in_size / out_size
+    if not double:  # the float64 quotient rounded to float32 is the correctly rounded float32 quotient
+        ratio = struct.unpack("f", struct.pack("f", ratio))[0]
+    real = (tessera.arange(out_size, dtype=tessera.float64) + 0.5) * ratio - 0.5  # exact: float32 ratio, small dst
+    if not double:
+        real = real.to(f32).to(tessera.float64)
+    index = (real.clamp(min=0.0) + 0.5).to(f32).floor()
+    return [(index.clamp(max=float(in_size - 1)), None)]
+
+
+def _resample_dim(input, dim, taps):
+    """sum over the taps of weight * input.index_select(dim, index), the (out,) host tables
+    moved to the input's device and the weights cast to its dtype; None taps leave it as is."""
+    if taps is None:
+        return input
+    view = [-1] + [1] * (input.dim() - 1 - dim)
+    out = None
+    for index, weight in taps:
+        term = _op("index_select", input, dim, index.to(dtype=_INT64, device=input.device))
+        if weight is not None:
+            term = _op("mul", term, _op("reshape", weight.to(dtype=input.dtype, device=input.device), view))
+        out = term if out is None else _op("add", out, term)
+    return out
+
+
+_SIDES = ("D", "H", "W")
+
+
+def _check_sizes(in_sizes, out_sizes):
+    """torch's upsample check: every input and output size > 0 (RuntimeError)."""
+    if all(n > 0 for n in in_sizes) and all(o > 0 for o in out_sizes):
+        return
+    names = _SIDES[len(_SIDES) - len(in_sizes):]
+    show = lambda sizes: ", ".join(f"{k}: {v}" for k, v in zip(names, sizes))  # noqa: E731
+    joint = " and" if len(in_sizes) == 1 else ""
+    raise RuntimeError(f"Input and output sizes should be greater than 0, but got input ({show(in_sizes)}){joint} "
+                       f"output ({show(out_sizes)})")
+
+
+def _separable(input, sizes, scales, make_taps):
+    """Resamples each spatial dim in turn (the first spatial dim first) with make_taps(in, out, scale)."""
+    spatial = input.dim() - 2
+    in_sizes = list(input.shape[2:])
+    if sizes is None:
+        sizes = [int(n * s) for n, s in zip(in_sizes, scales)]  # torch: the size truncated, the scale kept
+    _check_sizes(in_sizes, sizes)
+    out = input
+    for d in range(spatial):
+        out = _resample_dim(out, 2 + d, make_taps(in_sizes[d], sizes[d], None if scales is None else scales[d]))
+    return out
+
+
+_MODES = "nearest | linear | bilinear | bicubic | trilinear | lanczos | area | nearest-exact"
+_NEEDS = {"linear": 3, "bilinear": 4, "trilinear": 5}
+
+
+def _antialias_unsupported(mode):
+    return NotImplementedError(f"interpolate: antialias=True is not supported for mode {mode!r}; only antialias=False "
+                               f"is (nearest, nearest-exact and area on 3-D to 5-D input, linear on 3-D, bilinear and "
+                               f"bicubic on 4-D, trilinear on 5-D)")
+
+
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None, recompute_scale_factor=None,
                 antialias=False):
-    """Nearest and bilinear on 4-D input (nearest on 3-D and 5-D through it), as torch."""
-    if antialias:
-        raise NotImplementedError("interpolate: antialias=True is not supported")
+    """torch.nn.functional.interpolate: nearest, nearest-exact and area (adaptive average pooling)
+    on 3-D to 5-D input, linear on 3-D, bilinear and bicubic on 4-D, trilinear on 5-D; without
+    antialiasing."""
+    if mode in ("nearest", "area", "nearest-exact"):
+        if align_corners is not None:
+            raise ValueError("align_corners option can only be set with the interpolating modes: linear | bilinear | "
+                             "bicubic | trilinear")
+    elif align_corners is None:
+        align_corners = False
+    align_corners = bool(align_corners) if align_corners is not None else None
+    spatial = input.dim() - 2
     if (size is None) == (scale_factor is None):
         raise ValueError("only one of size or scale_factor should be defined")
-    if mode in ("nearest", "area", "nearest-exact") and align_corners is not None:
-        raise ValueError("align_corners option can only be set with the interpolating modes: linear | bilinear | "
-                         "bicubic | trilinear")
-    spatial = input.dim() - 2
-    if spatial < 1:
-        raise ValueError(f"interpolate: expected a batched input with at least one spatial dim, got {input.dim()}-D")
-
-    def per_dim(value, name):
-        values = list(value) if isinstance(value, (list, tuple)) else [value] * spatial
-        if len(values) != spatial:
-            raise ValueError(f"Input and {name} must have the same number of spatial dimensions, but got input with "
-                             f"spatial dimensions of {list(input.shape[2:])} and {name} of {list(value)}. ")
-        return values
-
-    sizes = per_dim(size, "output size") if size is not None else None
-    scales = [float(s) for s in per_dim(scale_factor, "scale_factor")] if scale_factor is not None else None
-    if scales is not None and recompute_scale_factor:
-        sizes = [int(math.floor(n * s)) for n, s in zip(input.shape[2:], scales)]
-        scales = None
+    shape = list(input.shape[2:])
+    sizes = scales = None
+    if size is not None:
+        if isinstance(size, (list, tuple)):
+            if len(size) != spatial:
+                raise ValueError(f"Input and output must have the same number of spatial dimensions, but got input "
+                                 f"with spatial dimensions of {shape} and output size of {size}. Please provide input "
+                                 f"tensor in (N, C, d1, d2, ...,dK) format and output size in (o1, o2, ...,oK) format.")
+            if not all(hasattr(s, "__index__") for s in size):
+                raise TypeError(f"expected size to be one of int or Tuple[int] or Tuple[int, int] or "
+                                f"Tuple[int, int, int], but got size with types {[type(s) for s in size]}")
+            sizes = [int(s) for s in size]
+        else:
+            sizes = [int(size)] * builtins.max(spatial, 0)
+        if recompute_scale_factor:
+            raise ValueError("recompute_scale_factor is not meaningful with an explicit size.")
+    else:
+        if isinstance(scale_factor, (list, tuple)):
+            if len(scale_factor) != spatial:
+                raise ValueError(f"Input and scale_factor must have the same number of spatial dimensions, but got "
+                                 f"input with spatial dimensions of {shape} and scale_factor of shape {scale_factor}. "
+                                 f"Please provide input tensor in (N, C, d1, d2, ...,dK) format and scale_factor in "
+                                 f"(s1, s2, ...,sK) format.")
+            scales = [float(s) for s in scale_factor]
+        else:
+            scales = [float(scale_factor)] * builtins.max(spatial, 0)
+        if recompute_scale_factor or mode == "area":  # area always takes an output size
+            sizes, scales = [int(n * s) for n, s in zip(shape, scales)], None
+    if antialias and not (mode in ("bilinear", "bicubic", "lanczos") and input.dim() == 4):
+        raise ValueError("Anti-alias option is restricted to bilinear, bicubic, and lanczos modes and requires a 4-D "
+                         "tensor as input")
     if mode == "nearest" and spatial == 2:
         return _op("upsample_nearest2d.vec", input, sizes, scales)
     if mode == "nearest" and spatial == 1:
@@ -109,18 +255,37 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         hw = _op("upsample_nearest2d.vec", deep, None if sizes is None else sizes[1:],
                  None if scales is None else scales[1:])
         return _op("reshape", hw, [n, c, out_d, hw.shape[2], hw.shape[3]])
-    if mode == "bilinear":
-        if spatial != 2:
-            raise NotImplementedError(f"Got {input.dim()}D input, but bilinear mode needs 4D input")
-        return _op("upsample_bilinear2d.vec", input, sizes, bool(align_corners), scales)
-    if mode == "linear":
-        if spatial != 1:
-            raise NotImplementedError(f"Got {input.dim()}D input, but linear mode needs 3D input")
+    if mode == "nearest-exact" and 1 <= spatial <= 3:
+        double = input.dtype == _DT["float64"]
+        return _separable(input, sizes, scales, lambda n, o, s: _nearest_exact_taps(n, o, s, double))
+    if mode == "area" and 1 <= spatial <= 3:
+        if spatial == 1:
+            return _op("squeeze", adaptive_avg_pool2d(_op("unsqueeze", input, 2), [1] + sizes), 2)
+        return (adaptive_avg_pool2d if spatial == 2 else adaptive_avg_pool3d)(input, sizes)
+    if mode in _NEEDS and input.dim() in (3, 4, 5) and input.dim() != _NEEDS[mode]:
+        raise NotImplementedError(f"Got {input.dim()}D input, but {mode} mode needs {_NEEDS[mode]}D input")
+    if mode == "linear" and spatial == 1:
         out = _op("upsample_bilinear2d.vec", _op("unsqueeze", input, 2), None if sizes is None else [1] + sizes,
-                  bool(align_corners), None if scales is None else [1.0] + scales)
+                  align_corners, None if scales is None else [1.0] + scales)
         return _op("squeeze", out, 2)
-    raise NotImplementedError(f"interpolate: mode {mode!r} is not supported on {input.dim()}-D input yet "
-                              f"(nearest on 3-D, 4-D and 5-D, linear on 3-D and bilinear on 4-D are)")
+    if mode == "bilinear" and spatial == 2:
+        if antialias:
+            raise _antialias_unsupported(mode)
+        return _op("upsample_bilinear2d.vec", input, sizes, align_corners, scales)
+    if mode == "trilinear" and spatial == 3:
+        return _separable(input, sizes, scales, lambda n, o, s: _linear_taps(n, o, align_corners, s))
+    if mode == "bicubic" and spatial == 2:
+        if antialias:
+            raise _antialias_unsupported(mode)
+        return _separable(input, sizes, scales, lambda n, o, s: _cubic_taps(n, o, align_corners, s))
+    if mode == "lanczos" and spatial == 2:
+        if align_corners:
+            raise ValueError("Lanczos mode does not support align_corners=True")
+        if not antialias:
+            raise ValueError("Lanczos mode requires antialias=True")
+        raise _antialias_unsupported(mode)
+    raise NotImplementedError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.dim()}D) for the "
+                              f"modes: {_MODES} (got {mode})")
 
 
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
