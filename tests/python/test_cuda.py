@@ -721,3 +721,29 @@ def test_torch_cuda_surface_memory_devices_and_switches():
     finally:
         ts.backends.cuda.matmul.allow_tf32 = False
     assert ts.ops.cuda.allow_tf32() is False
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("cls,kw", [("Adam", {}), ("Adam", {"amsgrad": True, "weight_decay": 0.1}),
+                                    ("Adam", {"maximize": True}), ("AdamW", {"weight_decay": 0.05})])
+def test_fused_adam_matches_the_cpu_step(cls, kw, dtype, monkeypatch):
+    """Adam / AdamW on CUDA take the plugin's _fused_adam_ and follow the CPU's trajectory."""
+    rng = np.random.default_rng(0)
+    w0 = rng.standard_normal((33, 17))
+    grads = [rng.standard_normal((33, 17)) for _ in range(5)]
+    from tessera.optim import adam
+    calls = []
+    real_call = adam._call
+    monkeypatch.setattr(adam, "_call", lambda op, *a: calls.append(op) or real_call(op, *a))
+    results = {}
+    for device in ("cpu", "cuda"):
+        w = ts.tensor(w0, dtype=getattr(ts, dtype), device=device, requires_grad=True)
+        opt = getattr(ts.optim, cls)([w], lr=0.05, **kw)
+        for g in grads:
+            w.grad = ts.tensor(g, dtype=getattr(ts, dtype), device=device)
+            opt.step()
+        results[device] = w.detach().cpu().numpy()
+    assert calls.count("_fused_adam_") == 2 * len(grads)  # the fused step on both devices
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(results["cuda"], results["cpu"], rtol=tol, atol=tol)

@@ -49,8 +49,10 @@ def test_bad_arguments():
         F.pad(ts.tensor(X), (1, 2, 3))
     with pytest.raises(RuntimeError, match="reflect padding size should be less than"):
         F.pad(ts.tensor(X), (6, 0, 0, 0), mode="reflect")
-    with pytest.raises(ValueError, match="only one of size or scale_factor"):
+    with pytest.raises(ValueError, match="either size or scale_factor should be defined"):
         F.interpolate(ts.tensor(X))
+    with pytest.raises(ValueError, match="only one of size or scale_factor should be defined"):
+        F.interpolate(ts.tensor(X), size=3, scale_factor=2)
     with pytest.raises(RuntimeError, match="divisible by the square of upscale_factor"):
         F.pixel_shuffle(ts.ones(1, 3, 2, 2), 2)
     with pytest.raises(ValueError, match="wrapping around more than once"):

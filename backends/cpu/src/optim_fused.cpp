@@ -6,33 +6,29 @@
 #include "kernels.h"
 #include "tensor_iterator.h"
 
+#include <tessera/sdk/adam_step.h>
+
 #include <cmath>
 
 namespace tessera::cpu {
 namespace {
 
 using sdk::Args;
-using sdk::fail;
 
-struct AdamConfig {
-  double lr, beta1, beta2, eps, weight_decay, bias_correction1, bias_correction2_sqrt;
-  bool maximize, decoupled;
-};
-
-// The per-step constants in the parameters' type.
+// The per-step constants (sdk/adam_step.h) in the parameters' type.
 template <class T>
 struct Coefficients {
   T sign, decay, coupled_decay, beta2, one_minus_beta1, one_minus_beta2, eps, step_size, inv_bc2_sqrt;
-  explicit Coefficients(const AdamConfig& c)
-      : sign(c.maximize ? -1 : 1),
-        decay(T(c.decoupled ? 1 - c.lr * c.weight_decay : 1)),
-        coupled_decay(T(c.decoupled ? 0 : c.weight_decay)),
-        beta2(T(c.beta2)),
-        one_minus_beta1(T(1 - c.beta1)),
-        one_minus_beta2(T(1 - c.beta2)),
-        eps(T(c.eps)),
-        step_size(T(c.lr / c.bias_correction1)),
-        inv_bc2_sqrt(T(1 / c.bias_correction2_sqrt)) {}
+  explicit Coefficients(const sdk::AdamStep& s)
+      : sign(T(s.sign)),
+        decay(T(s.decay)),
+        coupled_decay(T(s.coupled_decay)),
+        beta2(T(s.beta2)),
+        one_minus_beta1(T(s.one_minus_beta1)),
+        one_minus_beta2(T(s.one_minus_beta2)),
+        eps(T(s.eps)),
+        step_size(T(s.step_size)),
+        inv_bc2_sqrt(T(s.inv_bc2_sqrt)) {}
 };
 
 // The element loop, branch-free inside so that it vectorises (the file is built with
@@ -98,48 +94,24 @@ TESSERA_ISA_CLONES void adam_range<double>(const Coefficients<double>& k, bool a
   }
 }
 
-// _fused_adam_(Tensor(a!) param, Tensor(b!) exp_avg, Tensor(c!) exp_avg_sq, Tensor grad,
-//   Tensor(d!)? max_exp_avg_sq, float lr, float beta1, float beta2, float eps, float weight_decay,
-//   float bias_correction1, float bias_correction2_sqrt, bool maximize, bool decoupled_weight_decay) -> ()
+// _fused_adam_: the operands and coefficients as every device reads them (sdk/adam_step.h).
 void fused_adam_kernel(Args& a) {
   const char* op = "_fused_adam_";
-  TensorRef param = a.tensor(0), exp_avg = a.tensor(1), exp_avg_sq = a.tensor(2), grad = a.tensor(3);
-  std::optional<TensorRef> max_sq = a.optional_tensor(4);
-  std::vector<const TensorRef*> all{&param, &exp_avg, &exp_avg_sq, &grad};
-  if (max_sq) all.push_back(&*max_sq);
-  check_cpu(op, all);
-  const int32_t dtype = param.dtype();
-  if (dtype != TS_FLOAT32 && dtype != TS_FLOAT64)
-    fail(TS_ERROR_TYPE, op, ": expected float32 or float64 parameters (others take the unfused step), got ",
-         sdk::dtype_name(dtype));
-  const char* names[] = {"param", "exp_avg", "exp_avg_sq", "grad", "max_exp_avg_sq"};
-  for (size_t k = 0; k < all.size(); ++k) {
-    const TensorRef& t = *all[k];
-    if (t.dtype() != dtype)
-      fail(TS_ERROR_TYPE, op, ": expected ", names[k], " of dtype ", sdk::dtype_name(dtype), " (the parameter's), got ",
-           sdk::dtype_name(t.dtype()));
-    if (t.shape_vector() != param.shape_vector())
-      fail(TS_ERROR_VALUE, op, ": expected ", names[k], " of shape ", shape_str(param.sizes()), " (the parameter's), got ",
-           shape_str(t.sizes()));
-    if (!t.is_contiguous())
-      fail(TS_ERROR_VALUE, op, ": expected contiguous tensors (others take the unfused step); ", names[k],
-           " is not");
-  }
-  const AdamConfig c{a.to_double(5),  a.to_double(6),  a.to_double(7),  a.to_double(8), a.to_double(9),
-                     a.to_double(10), a.to_double(11), a.to_bool(12),   a.to_bool(13)};
-  const int64_t n = param.numel();
-  const bool coupled = !c.decoupled && c.weight_decay != 0;
+  const sdk::AdamStep s = sdk::adam_step(op, a);
+  check_cpu(op, s.tensors());
+  const int64_t n = s.param.numel();
+  const bool coupled = s.coupled_decay != 0;
   auto run = [&](auto zero) {
     using T = decltype(zero);
-    const Coefficients<T> k(c);
-    T *p = param.data<T>(), *m = exp_avg.data<T>(), *v = exp_avg_sq.data<T>();
-    const T* g = grad.data<T>();
-    T* vmax = max_sq ? max_sq->data<T>() : nullptr;
+    const Coefficients<T> k(s);
+    T *p = s.param.data<T>(), *m = s.exp_avg.data<T>(), *v = s.exp_avg_sq.data<T>();
+    const T* g = s.grad.data<T>();
+    T* vmax = s.max_sq ? s.max_sq->data<T>() : nullptr;
     parallel_for(n, kGrainSize, [&](int64_t b, int64_t e) {
       adam_range<T>(k, vmax != nullptr, coupled, p + b, m + b, v + b, g + b, vmax ? vmax + b : nullptr, e - b);
     });
   };
-  if (dtype == TS_FLOAT64) run(double{});
+  if (s.dtype == TS_FLOAT64) run(double{});
   else run(float{});
   a.returns({});
 }

@@ -153,6 +153,7 @@ void register_channel_norm_kernels(sdk::Registrar& reg, ts_dispatch_key key); //
 void register_loss_kernels(sdk::Registrar& reg, ts_dispatch_key key);         // loss_ops.cpp
 void register_embedding_kernels(sdk::Registrar& reg, ts_dispatch_key key);    // embedding_ops.cpp
 void register_dropout_kernels(sdk::Registrar& reg, ts_dispatch_key key);      // dropout_ops.cpp
+void register_optim_kernels(sdk::Registrar& reg, ts_dispatch_key key);        // optim_ops.cpp
 // more_ops.cpp: element-wise (more), reductions (more), factories, indexing (see more_ops.h)
 void register_more_kernels(sdk::Registrar& reg, ts_dispatch_key key);
 

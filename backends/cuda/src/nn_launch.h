@@ -219,3 +219,22 @@ void launch_attention_forward(const AttentionArgs& args, gpuStream_t stream);
 void launch_attention_backward(const AttentionArgs& args, gpuStream_t stream);
 
 }  // namespace tessera::gpu
+
+namespace tessera::gpu {
+
+// One Adam / AdamW step over n contiguous elements of one parameter (optim.cu): the CPU plugin's
+// _fused_adam_ arithmetic, float32 in float and float64 in double. max_sq: null without amsgrad.
+struct AdamArgs {
+  char* param = nullptr;
+  char* exp_avg = nullptr;
+  char* exp_avg_sq = nullptr;
+  const char* grad = nullptr;
+  char* max_sq = nullptr;
+  int32_t dtype = 0;
+  int64_t n = 0;
+  double sign = 1, decay = 1, coupled_decay = 0, beta2 = 0, one_minus_beta1 = 0, one_minus_beta2 = 0, eps = 0,
+         step_size = 0, inv_bc2_sqrt = 1;
+};
+void launch_fused_adam(const AdamArgs& args, gpuStream_t stream);
+
+}  // namespace tessera::gpu

@@ -29,6 +29,7 @@ void register_gpu(tessera::sdk::Registrar& reg) {
   register_loss_kernels(reg, key);
   register_embedding_kernels(reg, key);
   register_dropout_kernels(reg, key);
+  register_optim_kernels(reg, key);
   register_more_kernels(reg, key);
   install_kernel_timer();  // kernel spans for the profiler, while somebody observes
   // NVIDIA's libraries (CUDA build only; the ROCm build runs these on the CPU through the fallback)

@@ -206,8 +206,10 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         align_corners = False
     align_corners = bool(align_corners) if align_corners is not None else None
     spatial = input.dim() - 2
-    if (size is None) == (scale_factor is None):
+    if size is not None and scale_factor is not None:
         raise ValueError("only one of size or scale_factor should be defined")
+    if size is None and scale_factor is None:
+        raise ValueError("either size or scale_factor should be defined")
     shape = list(input.shape[2:])
     sizes = scales = None
     if size is not None:

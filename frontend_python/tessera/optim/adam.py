@@ -9,15 +9,19 @@ _call, _E = _C.call_op, {}
 _FUSED_DTYPES = (tessera.float32, tessera.float64)
 
 
+# The devices whose plugins have a _fused_adam_ kernel: the CPU's, and the GPU plugin's (CUDA and ROCm builds).
+_FUSED_DEVICES = ("cpu", "cuda", "hip")
+
+
 def _fusable(p, g, state, group):
-    """The fused step takes contiguous CPU float32/float64 tensors of one dtype (foreach=False and
-    differentiable=True keep the operator-by-operator step)."""
+    """The fused step takes contiguous float32/float64 tensors of one dtype on one device that has
+    the kernel (foreach=False and differentiable=True keep the operator-by-operator step)."""
     if group.get("foreach") is False or group.get("differentiable"):
         return False
-    if p.device.type != "cpu" or p.dtype not in _FUSED_DTYPES or g.dtype != p.dtype:
+    if p.device.type not in _FUSED_DEVICES or p.dtype not in _FUSED_DTYPES or g.dtype != p.dtype:
         return False
     tensors = (p, g, state["exp_avg"], state["exp_avg_sq"]) + ((state["max_exp_avg_sq"],) if group["amsgrad"] else ())
-    return all(t.is_contiguous() and t.device.type == "cpu" for t in tensors)
+    return all(t.is_contiguous() and t.device == p.device for t in tensors)
 
 
 def _check_hparams(lr, betas, eps, weight_decay):
