@@ -10,7 +10,8 @@ from tessera.nn.functional import (_DT, _INT64, _adaptive_bounds, _lp_finish, _n
 __all__ = ["pad", "interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "pixel_shuffle",
            "pixel_unshuffle", "channel_shuffle", "local_response_norm", "adaptive_max_pool3d",
            "adaptive_max_pool3d_with_indices", "max_unpool3d", "lp_pool3d", "fractional_max_pool2d",
-           "fractional_max_pool2d_with_indices"]
+           "fractional_max_pool2d_with_indices", "fractional_max_pool3d",
+           "fractional_max_pool3d_with_indices"]
 
 
 # ---------------------------------------------------------------------------- padding
@@ -572,5 +573,68 @@ def fractional_max_pool2d(input, kernel_size, output_size=None, output_ratio=Non
     """2-D fractional max pooling (see fractional_max_pool2d_with_indices); with return_indices,
     also the int64 argmax of each window, flat over H * W."""
     out, indices = fractional_max_pool2d_with_indices(input, kernel_size, output_size, output_ratio, True,
+                                                      _random_samples)
+    return (out, indices) if return_indices else out
+
+
+def fractional_max_pool3d_with_indices(input, kernel_size, output_size=None, output_ratio=None, return_indices=False,
+                                       _random_samples=None):
+    """3-D fractional max pooling: kT x kH x kW windows at pseudo-random steps chosen so the
+    output is output_size (or output_ratio times the input); returns the maxima and their int64
+    indices, flat over T * H * W. _random_samples, (N, C, 3) in [0, 1) (T's sample first, then
+    H's, then W's, as torch's kernel reads them), fixes the steps; by default tessera.rand draws them."""
+    import numpy as np
+    import tessera
+    if output_size is None and output_ratio is None:
+        raise ValueError("fractional_max_pool3d requires specifying either an output_size or an output_ratio")
+    if input.dim() not in (4, 5) or any(n == 0 for n in input.shape[-4:]):
+        raise RuntimeError(f"fractional_max_pool3d_out(): Expected 4D or 5D tensor, but got: {list(input.shape)}")
+    kt, kh, kw = _ntuple(kernel_size, 3, "kernel_size", "fractional_max_pool3d")
+    T, H, W = input.shape[-3:]
+    if output_size is None:
+        ratio = [output_ratio] * 3 if isinstance(output_ratio, (builtins.int, builtins.float)) else list(output_ratio)
+        if len(ratio) == 1:
+            ratio = ratio * 3
+        if len(ratio) != 3:
+            raise ValueError("fractional_max_pool3d requires output_ratio to either be a single Int or tuple of Ints.")
+        output_size = [builtins.int(T * ratio[0]), builtins.int(H * ratio[1]), builtins.int(W * ratio[2])]
+    ot, oh, ow = _ntuple(output_size, 3, "output_size", "fractional_max_pool3d")
+    for name, out, k, size in (("time", ot, kt, T), ("height", oh, kh, H), ("width", ow, kw, W)):
+        if out + k - 1 > size:
+            raise RuntimeError(f"fractional_max_pool3d_out(): pool {name} {k} too large relative to input {name} "
+                               f"{size}")
+    batched = input.dim() == 5
+    x = input if batched else input.unsqueeze(0)
+    N, C = x.shape[0], x.shape[1]
+    if _random_samples is None:
+        _random_samples = tessera.rand(N, C, 3, dtype=input.dtype, device=input.device)
+    if _random_samples.dim() != 3 or _random_samples.shape[0] < N or _random_samples.shape[1] != C \
+            or _random_samples.shape[2] != 3:
+        raise RuntimeError(f"fractional_max_pool3d(): expected _random_samples of shape ({N}, {C}, 3), got "
+                           f"{list(_random_samples.shape)}")
+    np_float = np.dtype(_NUMPY_FLOAT.get(input.dtype.name, "float32"))
+    samples = np.array(_random_samples[:N].tolist(), dtype=np.float64).astype(np_float).reshape(N, C, 3)
+    seq_t = _fractional_intervals(samples[..., 0], T, ot, kt)  # (N, C, ot)
+    seq_h = _fractional_intervals(samples[..., 1], H, oh, kh)
+    seq_w = _fractional_intervals(samples[..., 2], W, ow, kw)
+    # Every window's flat input positions, (N, C, ot, oh, ow, kt, kh, kw), scanned t, h, w as torch's kernel.
+    ts_ = seq_t[:, :, :, None, None, None, None, None] + np.arange(kt)[:, None, None]
+    hs = seq_h[:, :, None, :, None, None, None, None] + np.arange(kh)[:, None]
+    ws = seq_w[:, :, None, None, :, None, None, None] + np.arange(kw)
+    positions = ((ts_ * H + hs) * W + ws).reshape(N, C, -1)
+    index = tessera.tensor(positions, dtype=tessera.int64, device=input.device)
+    windows = x.reshape(N, C, T * H * W).gather(-1, index).reshape(N, C, ot, oh, ow, kt * kh * kw)
+    out, arg = windows.max(-1)
+    indices = index.reshape(N, C, ot, oh, ow, kt * kh * kw).gather(-1, arg.unsqueeze(-1)).squeeze(-1)
+    if not batched:
+        out, indices = out.squeeze(0), indices.squeeze(0)
+    return out, indices
+
+
+def fractional_max_pool3d(input, kernel_size, output_size=None, output_ratio=None, return_indices=False,
+                          _random_samples=None):
+    """3-D fractional max pooling (see fractional_max_pool3d_with_indices); with return_indices,
+    also the int64 argmax of each window, flat over T * H * W."""
+    out, indices = fractional_max_pool3d_with_indices(input, kernel_size, output_size, output_ratio, True,
                                                       _random_samples)
     return (out, indices) if return_indices else out

@@ -352,6 +352,20 @@ def adaptive_max_pool1d(input, output_size, return_indices=False):
     return (out, indices) if return_indices else out
 
 
+def adaptive_max_pool2d_with_indices(input, output_size, return_indices=False):
+    """adaptive_max_pool2d's (values, indices) pair, whatever return_indices says (torch's signature)."""
+    return adaptive_max_pool2d(input, output_size, True)
+
+
+def adaptive_max_pool1d_with_indices(input, output_size, return_indices=False):
+    return adaptive_max_pool1d(input, output_size, True)
+
+
+def max_pool1d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                            return_indices=False):
+    return max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
 def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     """The inverse of max_pool2d: each value put back at its flat index (over H_out * W_out) in a
     zero tensor; the output size is (in - 1) * stride - 2 padding + kernel unless given."""
@@ -393,6 +407,28 @@ def adaptive_avg_pool2d(input, output_size):
         raise ValueError(f"adaptive_avg_pool2d: output_size must be an int or a pair, got {output_size!r}")
     sizes = [input.shape[-2 + i] if s is None else builtins.int(s) for i, s in enumerate(output_size)]
     return _op("adaptive_avg_pool2d", input, sizes)
+
+
+def adaptive_avg_pool1d(input, output_size):
+    """Averages over windows of the last dim chosen so its size becomes output_size (an int or a
+    1-tuple): adaptive_avg_pool2d over a size-1 height."""
+    _check_tensor(input, "input", "adaptive_avg_pool1d")
+    if input.ndim not in (2, 3):
+        raise RuntimeError(f"adaptive_avg_pool1d(): Expected 2 to 3 dimensions, but got {input.ndim}-dimensional "
+                           "tensor for argument #1 'self'")
+    if output_size is None or isinstance(output_size, builtins.bool):
+        raise TypeError(f"adaptive_avg_pool1d(): argument 'output_size' must be tuple of ints, not "
+                        f"{type(output_size).__name__}")
+    sizes = [output_size] if isinstance(output_size, builtins.int) else list(output_size)
+    if len(sizes) != 1:
+        raise RuntimeError(f"adaptive_avg_pool1d() argument 'output_size' should contain one int (got {len(sizes)})")
+    if sizes[0] < 0:
+        raise RuntimeError(f"adaptive_avg_pool1d(): elements of output_size must be greater than or equal to 0, "
+                           f"got {sizes[0]}")
+    if any(n == 0 for n in input.shape[1:]):
+        raise RuntimeError(f"adaptive_avg_pool1d(): Expected input to have non-zero size for non-batch dimensions, "
+                           f"but input has sizes {list(input.shape)}")
+    return _op("adaptive_avg_pool2d", input.unsqueeze(-2), [1, builtins.int(sizes[0])]).squeeze(-2)
 
 
 def _check_pool3d_input(input, fname):
@@ -868,6 +904,36 @@ def hardshrink(input, lambd=0.5):
 
 def threshold(input, threshold, value, inplace=False):
     return _inplace(input, _op("where", _op("gt", input, threshold), input, _op("full_like", input, value)), inplace)
+
+
+# The in-place functional forms: torch's elu_ and friends modify the input and return it.
+def elu_(input, alpha=1.0):
+    return elu(input, alpha, inplace=True)
+
+
+def celu_(input, alpha=1.0):
+    return celu(input, alpha, inplace=True)
+
+
+def selu_(input):
+    return selu(input, inplace=True)
+
+
+def hardtanh_(input, min_val=-1.0, max_val=1.0):
+    return hardtanh(input, min_val, max_val, inplace=True)
+
+
+def leaky_relu_(input, negative_slope=0.01):
+    return leaky_relu(input, negative_slope, inplace=True)
+
+
+def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False):
+    return rrelu(input, lower, upper, training, inplace=True)
+
+
+def threshold_(input, threshold, value):
+    # `threshold` the argument shadows the function here, as in torch's signature.
+    return globals()["threshold"](input, threshold, value, inplace=True)
 
 
 def glu(input, dim=-1):
@@ -1726,6 +1792,26 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     elif not batch_first:
         out = _op("transpose", out, 0, 1)
     return out, weights
+
+
+# ---------------------------------------------------------------------------- __torch_function__ stubs
+# Tessera tensors have no __torch_function__ overrides, so code that asks whether to dispatch
+# (copied torch.nn.functional helpers, third-party layers) is always told no.
+def has_torch_function(relevant_args):
+    return False
+
+
+def has_torch_function_unary(input):
+    return False
+
+
+def has_torch_function_variadic(*args):
+    return False
+
+
+def handle_torch_function(public_api, relevant_args, *args, **kwargs):
+    """Never reached when has_torch_function is False; calls the function plainly if it is."""
+    return public_api(*args, **kwargs)
 
 
 # ---------------------------------------------------------------------------- shape helpers

@@ -1,10 +1,22 @@
 """Sequential, ModuleList, ModuleDict, ParameterList."""
 
-__all__ = ["ModuleDict", "ModuleList", "ParameterDict", "ParameterList", "Sequential"]
+__all__ = ["Container", "ModuleDict", "ModuleList", "ParameterDict", "ParameterList", "Sequential"]
 from collections import OrderedDict
 import operator
+import warnings
 
 from tessera.nn.modules.module import Module
+
+
+class Container(Module):
+    """torch's deprecated Module with its children passed as keyword arguments."""
+
+    def __init__(self, **kwargs):
+        super().__init__()
+        warnings.warn("`nn.Container` is deprecated. All of its functionality is now implemented in `nn.Module`. "
+                      "Subclass that instead.", FutureWarning, stacklevel=2)
+        for key, value in kwargs.items():
+            self.add_module(key, value)
 
 
 def _index(idx, n, kind):

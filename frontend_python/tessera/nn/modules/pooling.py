@@ -1,8 +1,8 @@
 """MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, their 1-D and 3-D forms, LPPool1d/2d/3d, AdaptiveMaxPool1d/2d/3d,
-MaxUnpool1d/2d/3d and FractionalMaxPool2d."""
+MaxUnpool1d/2d/3d and FractionalMaxPool2d/3d."""
 
-__all__ = ["AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d",
-           "AvgPool1d", "AvgPool2d", "AvgPool3d", "FractionalMaxPool2d", "LPPool1d", "LPPool2d", "LPPool3d",
+__all__ = ["AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d",
+           "AvgPool1d", "AvgPool2d", "AvgPool3d", "FractionalMaxPool2d", "FractionalMaxPool3d", "LPPool1d", "LPPool2d", "LPPool3d",
            "MaxPool1d", "MaxPool2d", "MaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d"]
 from tessera.nn import functional as F
 from tessera.nn.modules.module import Module
@@ -56,6 +56,11 @@ class AdaptiveAvgPool2d(Module):
 
     def extra_repr(self):
         return f"output_size={self.output_size}"
+
+
+class AdaptiveAvgPool1d(AdaptiveAvgPool2d):
+    def forward(self, input):
+        return F.adaptive_avg_pool1d(input, self.output_size)
 
 
 class MaxPool3d(MaxPool2d):
@@ -197,4 +202,29 @@ class FractionalMaxPool2d(Module):
 
     def forward(self, input):
         return F.fractional_max_pool2d(input, self.kernel_size, self.output_size, self.output_ratio,
+                                       self.return_indices, _random_samples=self._random_samples)
+
+
+class FractionalMaxPool3d(Module):
+    """FractionalMaxPool2d's 3-D form over (N, C, T, H, W) or (C, T, H, W) (see F.fractional_max_pool3d)."""
+
+    def __init__(self, kernel_size, output_size=None, output_ratio=None, return_indices=False, _random_samples=None):
+        super().__init__()
+        if (isinstance(kernel_size, int) and kernel_size <= 0) or \
+                (isinstance(kernel_size, (tuple, list)) and not all(k > 0 for k in kernel_size)):
+            raise ValueError(f"kernel_size must be greater than 0, but got {kernel_size}")
+        self.kernel_size = _triple(kernel_size)
+        self.return_indices = return_indices
+        self.register_buffer("_random_samples", _random_samples)
+        self.output_size = _triple(output_size) if output_size is not None else None
+        self.output_ratio = _triple(output_ratio) if output_ratio is not None else None
+        if output_size is None and output_ratio is None:
+            raise ValueError("FractionalMaxPool3d requires specifying either an output size, or a pooling ratio")
+        if output_size is not None and output_ratio is not None:
+            raise ValueError("only one of output_size and output_ratio may be specified")
+        if self.output_ratio is not None and not all(0 < r < 1 for r in self.output_ratio):
+            raise ValueError(f"output_ratio must be between 0 and 1 (got {output_ratio})")
+
+    def forward(self, input):
+        return F.fractional_max_pool3d(input, self.kernel_size, self.output_size, self.output_ratio,
                                        self.return_indices, _random_samples=self._random_samples)
