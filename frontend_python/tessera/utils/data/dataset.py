@@ -1,4 +1,5 @@
-"""Datasets: Dataset, IterableDataset, TensorDataset, ConcatDataset, Subset and random_split."""
+"""Datasets: Dataset, IterableDataset, TensorDataset, ConcatDataset, ChainDataset, StackDataset, Subset
+and random_split."""
 import bisect
 import numbers
 import random
@@ -23,6 +24,9 @@ class IterableDataset(Dataset):
 
     def __iter__(self):
         raise NotImplementedError("Subclasses of IterableDataset should implement __iter__.")
+
+    def __add__(self, other):
+        return ChainDataset([self, other])
 
 
 class TensorDataset(Dataset):
@@ -70,6 +74,69 @@ class ConcatDataset(Dataset):
         d = bisect.bisect_right(self.cumulative_sizes, idx)
         sample_idx = idx if d == 0 else idx - self.cumulative_sizes[d - 1]
         return self.datasets[d][sample_idx]
+
+
+class ChainDataset(IterableDataset):
+    """Iterable datasets one after another, chained lazily at each iteration."""
+
+    def __init__(self, datasets):
+        super().__init__()
+        self.datasets = datasets
+
+    def __iter__(self):
+        for d in self.datasets:
+            if not isinstance(d, IterableDataset):
+                raise AssertionError("ChainDataset only supports IterableDataset")
+            yield from d
+
+    def __len__(self):
+        total = 0
+        for d in self.datasets:
+            if not isinstance(d, IterableDataset):
+                raise AssertionError("ChainDataset only supports IterableDataset")
+            total += len(d)
+        return total
+
+
+class StackDataset(Dataset):
+    """Sample i is (d[i] for d in args) or {k: d[i] for k, d in kwargs} over datasets of one length."""
+
+    def __init__(self, *args, **kwargs):
+        if args and kwargs:
+            raise ValueError("Supported either ``tuple``- (via ``args``) or``dict``- (via ``kwargs``) like "
+                             "input/output, but both types are given.")
+        if not args and not kwargs:
+            raise ValueError("At least one dataset should be passed")
+        self.datasets = args if args else kwargs
+        parts = list(args) if args else list(kwargs.values())
+        self._length = len(parts[0])
+        if any(self._length != len(d) for d in parts):
+            raise ValueError("Size mismatch between datasets")
+
+    def __getitem__(self, index):
+        if isinstance(self.datasets, dict):
+            return {k: d[index] for k, d in self.datasets.items()}
+        return tuple(d[index] for d in self.datasets)
+
+    def __getitems__(self, indices):
+        # Batched reads from datasets that have __getitems__, one index at a time from the others.
+        def column(dataset):
+            if callable(getattr(dataset, "__getitems__", None)):
+                items = dataset.__getitems__(indices)
+                if len(items) != len(indices):
+                    raise ValueError(f"Nested dataset's output size mismatch. Expected {len(indices)}, got "
+                                     f"{len(items)}")
+                return items
+            return [dataset[i] for i in indices]
+
+        if isinstance(self.datasets, dict):
+            columns = {k: column(d) for k, d in self.datasets.items()}
+            return [{k: c[j] for k, c in columns.items()} for j in range(len(indices))]
+        columns = [column(d) for d in self.datasets]
+        return [tuple(c[j] for c in columns) for j in range(len(indices))]
+
+    def __len__(self):
+        return self._length
 
 
 class Subset(Dataset):

@@ -61,6 +61,65 @@ class RandomSampler(Sampler):
         return self.num_samples
 
 
+def _tessera_generator(generator):
+    """A torch-style generator argument as a tessera.Generator (None: the global one). An int
+    seeds a new one; a random.Random (the other samplers' convention) seeds one per draw."""
+    if generator is None or isinstance(generator, tessera.Generator):
+        return generator
+    if isinstance(generator, random.Random):
+        g = tessera.Generator()
+        g.manual_seed(generator.getrandbits(63))
+        return g
+    if isinstance(generator, int) and not isinstance(generator, bool):
+        g = tessera.Generator()
+        g.manual_seed(generator)
+        return g
+    raise TypeError(f"generator must be a tessera.Generator, a random.Random or an int seed, got "
+                    f"{type(generator).__name__}")
+
+
+class SubsetRandomSampler(Sampler):
+    """The given indices in a new random order at each iteration (a randperm from generator)."""
+
+    def __init__(self, indices, generator=None):
+        self.indices = indices
+        self.generator = generator
+
+    def __iter__(self):
+        for i in tessera.randperm(len(self.indices), generator=_tessera_generator(self.generator)).tolist():
+            yield self.indices[i]
+
+    def __len__(self):
+        return len(self.indices)
+
+
+class WeightedRandomSampler(Sampler):
+    """num_samples indices in [0, len(weights)) drawn with probabilities proportional to weights
+    (tessera.multinomial, with or without replacement) at each iteration."""
+
+    def __init__(self, weights, num_samples, replacement=True, generator=None):
+        if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples <= 0:
+            raise ValueError(f"num_samples should be a positive integer value, but got num_samples={num_samples}")
+        if not isinstance(replacement, bool):
+            raise ValueError(f"replacement should be a boolean value, but got replacement={replacement}")
+        weights_tensor = tessera.as_tensor(weights, dtype=tessera.float64)
+        if weights_tensor.ndim != 1:
+            raise ValueError(f"weights should be a 1d sequence but given weights have shape "
+                             f"{tuple(weights_tensor.shape)}")
+        self.weights = weights_tensor
+        self.num_samples = num_samples
+        self.replacement = replacement
+        self.generator = generator
+
+    def __iter__(self):
+        drawn = tessera.multinomial(self.weights, self.num_samples, self.replacement,
+                                    generator=_tessera_generator(self.generator))
+        yield from drawn.tolist()
+
+    def __len__(self):
+        return self.num_samples
+
+
 class BatchSampler(Sampler):
     """Groups a sampler's indices into lists of batch_size (the last shorter unless drop_last)."""
 
