@@ -3,10 +3,11 @@
 import tessera as ts
 
 __all__ = [
-    "Constraint", "boolean", "cat", "dependent", "dependent_property", "greater_than", "greater_than_eq",
-    "half_open_interval", "independent", "integer_interval", "interval", "is_dependent", "less_than",
-    "lower_cholesky", "lower_triangular", "nonnegative", "nonnegative_integer", "positive", "positive_definite",
-    "positive_integer", "real", "real_vector", "simplex", "square", "symmetric", "unit_interval",
+    "Constraint", "MixtureSameFamilyConstraint", "boolean", "cat", "corr_cholesky", "dependent", "dependent_property",
+    "greater_than", "greater_than_eq", "half_open_interval", "independent", "integer_interval", "interval",
+    "is_dependent", "less_than", "lower_cholesky", "lower_triangular", "multinomial", "nonnegative",
+    "nonnegative_integer", "one_hot", "positive", "positive_definite", "positive_semidefinite", "positive_integer",
+    "real", "real_vector", "simplex", "square", "stack", "symmetric", "unit_interval",
 ]
 
 
@@ -277,6 +278,102 @@ class _Cat(Constraint):
         return ts.cat(checks, self.dim)
 
 
+class _Stack(Constraint):
+    """Constraints applied to the slices value.select(dim, i), one per constraint (as torch.stack)."""
+
+    def __init__(self, cseq, dim=0):
+        self.cseq = list(cseq)
+        if not all(isinstance(c, Constraint) for c in self.cseq):
+            raise TypeError("stack: expected Constraints")
+        self.dim = dim
+        super().__init__()
+
+    @property
+    def is_discrete(self):
+        return any(c.is_discrete for c in self.cseq)
+
+    @property
+    def event_dim(self):
+        dim = max(c.event_dim for c in self.cseq)
+        # A negative stacking dimension inside the event adds one event dimension.
+        return dim + 1 if self.dim + dim < 0 else dim
+
+    def check(self, value):
+        if not -value.dim() <= self.dim < value.dim():
+            raise ValueError(f"stack: dim {self.dim} out of range for a value with {value.dim()} dimensions")
+        parts = [c.check(value.select(self.dim, i)) for i, c in zip(range(value.shape[self.dim]), self.cseq)]
+        return ts.stack(parts, self.dim)
+
+
+class _Multinomial(Constraint):
+    """Non-negative counts summing to at most upper_bound (the weaker check torch makes)."""
+    is_discrete = True
+    event_dim = 1
+
+    def __init__(self, upper_bound):
+        self.upper_bound = upper_bound
+        super().__init__()
+
+    def check(self, x):
+        return (x >= 0).all(-1) & (x.sum(-1) <= self.upper_bound)
+
+
+class _OneHot(Constraint):
+    is_discrete = True
+    event_dim = 1
+
+    def check(self, value):
+        is_boolean = (value == 0) | (value == 1)
+        return is_boolean.all(-1) & (value.sum(-1) == 1)
+
+
+class _PositiveSemidefinite(_Symmetric):
+    def check(self, value):
+        symmetric = super().check(value)
+        if not bool(symmetric.all()):
+            return symmetric
+        return (ts.linalg.eigvalsh(value) >= 0).all(-1)
+
+
+class _CorrCholesky(Constraint):
+    """Lower Cholesky factors of correlation matrices: lower triangular, positive diagonal, unit rows."""
+    event_dim = 2
+
+    def check(self, value):
+        tol = ts.finfo(value.dtype).eps * value.shape[-1] * 10
+        row_norm = ts.linalg.vector_norm(value.detach(), dim=-1)
+        unit_rows = ((row_norm - 1.0).abs() <= tol).all(-1)
+        return _LowerCholesky().check(value) & unit_rows
+
+
+class MixtureSameFamilyConstraint(Constraint):
+    """The component distribution's support with the mixture dimension added back before checking."""
+
+    def __init__(self, base_constraint):
+        if not isinstance(base_constraint, Constraint):
+            raise TypeError(f"base_constraint must be a Constraint, got {type(base_constraint).__name__}")
+        self.base_constraint = base_constraint
+        super().__init__()
+
+    @property
+    def is_discrete(self):
+        return self.base_constraint.is_discrete
+
+    @property
+    def event_dim(self):
+        return self.base_constraint.event_dim
+
+    def check(self, value):
+        result = self.base_constraint.check(value.unsqueeze(-1 - self.event_dim))
+        if value.dim() < self.event_dim:
+            raise ValueError(f"Expected value.dim() >= {self.event_dim} but got {value.dim()}")
+        keep = value.dim() - self.event_dim
+        return result.reshape(tuple(result.shape[:keep]) + (-1,)).all(-1)
+
+    def __repr__(self):
+        return f"{self.__class__.__name__}({self.base_constraint!r})"
+
+
 # The public instances and factories, under torch's names.
 dependent = _Dependent()
 independent = _IndependentConstraint
@@ -300,4 +397,9 @@ lower_cholesky = _LowerCholesky()
 square = _Square()
 symmetric = _Symmetric()
 positive_definite = _PositiveDefinite()
+positive_semidefinite = _PositiveSemidefinite()
+corr_cholesky = _CorrCholesky()
+one_hot = _OneHot()
+multinomial = _Multinomial
 cat = _Cat
+stack = _Stack

@@ -149,6 +149,21 @@ class Distribution:
                                       "__init__ method must also define a custom .expand() method.")
         return self.__new__(type(self)) if _instance is None else _instance
 
+    def _expand_params(self, cls, batch_shape, _instance, names, event_shape=None):
+        """expand() for a family whose parameters (named) each have shape batch_shape + event_shape:
+        a new instance of cls sharing them, expanded (not copied)."""
+        new = self._get_checked_instance(cls, _instance)
+        batch_shape = tuple(batch_shape)
+        event_shape = self._event_shape if event_shape is None else tuple(event_shape)
+        for name in names:
+            if name in self.__dict__:
+                value = self.__dict__[name]
+                param_shape = batch_shape + tuple(value.shape[len(self._batch_shape):])
+                new.__dict__[name] = value.expand(param_shape)
+        Distribution.__init__(new, batch_shape, event_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
     def __repr__(self):
         try:
             names = [k for k in self.arg_constraints if k in self.__dict__]
