@@ -1,66 +1,18 @@
-"""tessera.nn.utils: gradient clipping, parameter/vector conversion, parametrizations
-(parametrize, parametrizations) and the old weight_norm / spectral_norm hooks."""
-import math
-
-import tessera
-from tessera.nn import _autograd
-
-
-def _grads(parameters):
-    if isinstance(parameters, tessera.Tensor):
-        parameters = [parameters]
-    return [g for g in (getattr(p, "grad", None) for p in parameters) if g is not None]
-
-
-def _norm(t, norm_type):
-    if norm_type == math.inf:
-        return tessera.amax(tessera.abs(t)) if t.numel() else tessera.zeros((), dtype=t.dtype)
-    if norm_type == 2.0:
-        return tessera.sqrt(tessera.sum(t * t))
-    return tessera.pow(tessera.sum(tessera.pow(tessera.abs(t), norm_type)), 1.0 / norm_type)
-
-
-def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
-    """Scales the gradients in place so that their joint norm is at most max_norm; returns the
-    norm before clipping (a 0-dim tensor)."""
-    grads = _grads(parameters)
-    norm_type = float(norm_type)
-    if not grads:
-        return tessera.tensor(0.0)
-    with _autograd.no_grad():
-        norms = tessera.stack([_norm(g, norm_type).to(tessera.float64) for g in grads])
-        total = _norm(norms, norm_type)
-        if error_if_nonfinite and not math.isfinite(total.item()):
-            raise RuntimeError(f"The total norm of order {norm_type} for gradients from `parameters` is non-finite, so "
-                               "it cannot be clipped. To disable this error and scale the gradients by the "
-                               "non-finite norm anyway, set `error_if_nonfinite=False`")
-        coef = min(float(max_norm) / (total.item() + 1e-6), 1.0)
-        for g in grads:
-            g.mul_(coef)
-    return total.to(grads[0].dtype)
-
-
-def clip_grad_value_(parameters, clip_value, foreach=None):
-    """Clamps every gradient element to [-clip_value, clip_value] in place."""
-    clip_value = float(clip_value)
-    with _autograd.no_grad():
-        for g in _grads(parameters):
-            g.clamp_(-clip_value, clip_value)
-
-
-def parameters_to_vector(parameters):
-    return tessera.cat([p.reshape(-1) for p in parameters])
-
-
-def vector_to_parameters(vec, parameters):
-    offset = 0
-    with _autograd.no_grad():
-        for p in parameters:
-            n = p.numel()
-            p.copy_(vec[offset:offset + n].reshape(tuple(p.shape)))
-            offset += n
-
-
+"""tessera.nn.utils: gradient clipping, parameter/vector conversion, BatchNorm fusion, weight memory
+formats, skip_init, parametrizations (parametrize, parametrizations) and the old weight_norm /
+spectral_norm hooks, in torch.nn.utils' files."""
+from tessera.nn.utils import clip_grad, convert_parameters, fusion, init, memory_format, stateless  # noqa: F401
+from tessera.nn.utils.clip_grad import (  # noqa: F401
+    clip_grad_norm, clip_grad_norm_, clip_grad_value_, clip_grads_with_norm_, get_total_norm,
+)
+from tessera.nn.utils.convert_parameters import parameters_to_vector, vector_to_parameters  # noqa: F401
+from tessera.nn.utils.fusion import (  # noqa: F401
+    fuse_conv_bn_eval, fuse_conv_bn_weights, fuse_linear_bn_eval, fuse_linear_bn_weights,
+)
+from tessera.nn.utils.init import skip_init  # noqa: F401
+from tessera.nn.utils.memory_format import (  # noqa: F401
+    convert_conv2d_weight_memory_format, convert_conv3d_weight_memory_format,
+)
 from tessera.nn.utils import rnn  # noqa: E402,F401  (torch.nn.utils.rnn)
 from tessera.nn.utils import parametrizations, parametrize  # noqa: E402,F401
 # As in torch, the functions shadow their submodules' names (torch.nn.utils.weight_norm is the function).

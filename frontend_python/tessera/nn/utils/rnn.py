@@ -47,7 +47,7 @@ class PackedSequence(tuple):
 
     def __new__(cls, data, batch_sizes=None, sorted_indices=None, unsorted_indices=None):
         if unsorted_indices is None and sorted_indices is not None:
-            unsorted_indices = _invert_permutation(sorted_indices)
+            unsorted_indices = invert_permutation(sorted_indices)
         if batch_sizes is None:  # PackedSequence(*other) form
             data, batch_sizes = data
         if not isinstance(batch_sizes, tessera.Tensor) or batch_sizes.dim() != 1:
@@ -97,7 +97,8 @@ class PackedSequence(tuple):
                 f"sorted_indices={self.sorted_indices!r}, unsorted_indices={self.unsorted_indices!r})")
 
 
-def _invert_permutation(permutation):
+def invert_permutation(permutation):
+    """The permutation's inverse (inverse[permutation[i]] = i); None stays None."""
     if permutation is None:
         return None
     inverse = tessera.empty_like(permutation)
