@@ -2,6 +2,7 @@
 
 Each fills the tensor under no_grad from Tessera's global generator (ts.manual_seed makes it
 reproducible) and returns it."""
+import functools
 import math
 import warnings
 
@@ -49,7 +50,7 @@ def uniform_(tensor, a=0.0, b=1.0, generator=None):
     _check(tensor, "uniform_")
     if tensor.numel() == 0:
         return tensor
-    r = tessera.rand(tuple(tensor.shape), dtype=tensor.dtype, device=tensor.device)
+    r = tessera.rand(tuple(tensor.shape), dtype=tensor.dtype, device=tensor.device, generator=generator)
     return _fill(tensor, r * (b - a) + a)
 
 
@@ -58,7 +59,7 @@ def normal_(tensor, mean=0.0, std=1.0, generator=None):
     _check(tensor, "normal_")
     if tensor.numel() == 0:
         return tensor
-    r = tessera.randn(tuple(tensor.shape), dtype=tensor.dtype, device=tensor.device)
+    r = tessera.randn(tuple(tensor.shape), dtype=tensor.dtype, device=tensor.device, generator=generator)
     return _fill(tensor, r * std + mean)
 
 
@@ -72,7 +73,8 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
         return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
 
     lo, hi = norm_cdf((a - mean) / std), norm_cdf((b - mean) / std)
-    u = tessera.rand(tuple(tensor.shape), dtype=tessera.float64, device=tensor.device) * (hi - lo) + lo
+    u = tessera.rand(tuple(tensor.shape), dtype=tessera.float64, device=tensor.device, generator=generator)
+    u = u * (hi - lo) + lo
     # erfinv by Newton on erf (no erfinv operator): x_{k+1} = x_k - (erf(x_k) - y) / (2/sqrt(pi) e^{-x_k^2})
     y = u * 2 - 1
     y = tessera.clamp(y, -1 + 1e-12, 1 - 1e-12)
@@ -129,14 +131,14 @@ def xavier_uniform_(tensor, gain=1.0, generator=None):
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     std = gain * math.sqrt(2.0 / float(fan_in + fan_out))
     a = math.sqrt(3.0) * std
-    return uniform_(tensor, -a, a)
+    return uniform_(tensor, -a, a, generator)
 
 
 def xavier_normal_(tensor, gain=1.0, generator=None):
     """N(0, std^2) with std = gain * sqrt(2 / (fan_in + fan_out))."""
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     std = gain * math.sqrt(2.0 / float(fan_in + fan_out))
-    return normal_(tensor, 0.0, std)
+    return normal_(tensor, 0.0, std, generator)
 
 
 def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
@@ -148,7 +150,7 @@ def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gene
     gain = calculate_gain(nonlinearity, a)
     std = gain / math.sqrt(fan)
     bound = math.sqrt(3.0) * std
-    return uniform_(tensor, -bound, bound)
+    return uniform_(tensor, -bound, bound, generator)
 
 
 def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
@@ -159,7 +161,7 @@ def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gener
     fan = _calculate_correct_fan(tensor, mode)
     gain = calculate_gain(nonlinearity, a)
     std = gain / math.sqrt(fan)
-    return normal_(tensor, 0.0, std)
+    return normal_(tensor, 0.0, std, generator)
 
 
 def orthogonal_(tensor, gain=1, generator=None):
@@ -171,8 +173,67 @@ def orthogonal_(tensor, gain=1, generator=None):
     if tensor.numel() == 0:
         return tensor
     rows, cols = tensor.shape[0], tensor.numel() // tensor.shape[0]
-    flat = tessera.randn((rows, cols), dtype=tensor.dtype, device=tensor.device)
+    flat = tessera.randn((rows, cols), dtype=tensor.dtype, device=tensor.device, generator=generator)
     q, r = tessera.linalg.qr(flat.t() if rows < cols else flat)
     q = q * tessera.diagonal(r, 0).sign()  # unique factorisation: R's diagonal positive
     q = q.t() if rows < cols else q
     return _fill(tensor, q.reshape(tuple(tensor.shape)) * gain)
+
+
+def dirac_(tensor, groups=1):
+    """The identity of a 3-, 4- or 5-D convolution weight: per group, output channel d takes input
+    channel d at the kernel's centre (for the first min(out per group, in) channels), zero elsewhere."""
+    if tensor.ndim not in (3, 4, 5):
+        raise ValueError("Only tensors with 3, 4, or 5 dimensions are supported")
+    sizes = tuple(tensor.shape)
+    if sizes[0] % groups != 0:
+        raise ValueError("dim 0 must be divisible by groups")
+    per_group = sizes[0] // groups
+    centre = tuple(n // 2 for n in sizes[2:])
+    with _autograd.no_grad():
+        tensor.zero_()
+        for g in range(groups):
+            for d in range(min(per_group, sizes[1])):
+                tensor[(g * per_group + d, d) + centre] = 1
+    return tensor
+
+
+def sparse_(tensor, sparsity, std=0.01, generator=None):
+    """A 2-D tensor drawn from N(0, std^2) with ceil(sparsity * rows) random rows of each column zeroed."""
+    if tensor.ndim != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    rows, cols = tensor.shape
+    num_zeros = int(math.ceil(sparsity * rows))
+    normal_(tensor, 0.0, std, generator)
+    with _autograd.no_grad():
+        for col in range(cols):
+            zero_rows = tessera.randperm(rows, generator=generator)[:num_zeros]
+            tensor[zero_rows, col] = 0
+    return tensor
+
+
+def _deprecated(new):
+    """torch's old initialiser names (without the trailing _): the same, with a FutureWarning."""
+    old = new.__name__[:-1]
+
+    @functools.wraps(new)
+    def init(*args, **kwargs):
+        warnings.warn(f"`nn.init.{old}` is now deprecated in favor of `nn.init.{new.__name__}`.", FutureWarning,
+                      stacklevel=2)
+        return new(*args, **kwargs)
+
+    init.__name__ = init.__qualname__ = old
+    return init
+
+
+uniform = _deprecated(uniform_)
+normal = _deprecated(normal_)
+constant = _deprecated(constant_)
+eye = _deprecated(eye_)
+dirac = _deprecated(dirac_)
+xavier_uniform = _deprecated(xavier_uniform_)
+xavier_normal = _deprecated(xavier_normal_)
+kaiming_uniform = _deprecated(kaiming_uniform_)
+kaiming_normal = _deprecated(kaiming_normal_)
+orthogonal = _deprecated(orthogonal_)
+sparse = _deprecated(sparse_)
