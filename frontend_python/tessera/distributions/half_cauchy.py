@@ -1,0 +1,61 @@
+"""HalfCauchy(scale): |X| for X ~ Cauchy(0, scale) (torch.distributions.HalfCauchy)."""
+import math
+
+import tessera as ts
+from tessera.distributions import constraints
+from tessera.distributions.cauchy import Cauchy
+from tessera.distributions.transformed_distribution import TransformedDistribution
+from tessera.distributions.transforms import AbsTransform
+
+__all__ = ["HalfCauchy"]
+
+
+class HalfCauchy(TransformedDistribution):
+    """HalfCauchy(scale), scale > 0: the Cauchy density folded onto x >= 0 (no mean or variance:
+    both are reported as infinity)."""
+
+    arg_constraints = {"scale": constraints.positive}
+    support = constraints.nonnegative
+    has_rsample = True
+
+    def __init__(self, scale, validate_args=None):
+        base_dist = Cauchy(0, scale, validate_args=False)
+        super().__init__(base_dist, AbsTransform(), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(HalfCauchy, _instance)
+        return super().expand(batch_shape, _instance=new)
+
+    @property
+    def scale(self):
+        return self.base_dist.scale
+
+    @property
+    def mean(self):
+        return ts.full(self._extended_shape(), math.inf, dtype=self.scale.dtype, device=self.scale.device)
+
+    @property
+    def mode(self):
+        return ts.zeros_like(self.scale)
+
+    @property
+    def variance(self):
+        return self.base_dist.variance
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        value = ts.as_tensor(value, dtype=self.base_dist.scale.dtype, device=self.base_dist.scale.device)
+        log_prob = self.base_dist.log_prob(value) + math.log(2)
+        return ts.where(value >= 0, log_prob, ts.full_like(log_prob, -math.inf))
+
+    def cdf(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return 2 * self.base_dist.cdf(value) - 1
+
+    def icdf(self, prob):
+        return self.base_dist.icdf((prob + 1) / 2)
+
+    def entropy(self):
+        return self.base_dist.entropy() - math.log(2)
