@@ -1,27 +1,112 @@
 """torch.utils.checkpoint: activation checkpointing. The checkpointed function runs without
 recording a graph (its activations are not kept); the backward pass runs it again, with the
 random generator's state as it was (dropout draws the same masks), and backpropagates through
-that recomputation. Parameters the function uses get their gradients from it as usual."""
+that recomputation. Parameters the function uses get their gradients from it as usual.
+
+Selective activation checkpointing (a context_fn choosing per operator what to save) needs
+per-operator dispatch hooks that Tessera does not have: context_fn may only be noop_context_fn."""
+import contextlib
+import enum
 import warnings
 
 import tessera
 from tessera.autograd import Function
 
-__all__ = ["checkpoint", "checkpoint_sequential"]
+__all__ = ["CheckpointError", "CheckpointFunction", "CheckpointPolicy", "checkpoint", "checkpoint_sequential",
+           "create_selective_checkpoint_contexts", "detach_variable", "get_device_states", "noop_context_fn",
+           "set_checkpoint_debug_enabled", "set_checkpoint_early_stop", "set_device_states"]
+
+_flags = {"early_stop": True, "debug": None}  # recorded: the recomputation always runs the whole function
 
 
-def _detached_like(args):
-    """The tensor arguments detached, requiring grad where the originals did (the recomputation's
-    leaves); other arguments as they are."""
+class CheckpointError(RuntimeError):
+    """A checkpointed function's recomputation disagreed with its first run."""
+
+
+class CheckpointPolicy(enum.Enum):
+    MUST_SAVE = 0
+    PREFER_SAVE = 1
+    MUST_RECOMPUTE = 2
+    PREFER_RECOMPUTE = 3
+    MUST_CPU_OFFLOAD = 4
+    PREFER_CPU_OFFLOAD = 5
+
+
+def noop_context_fn():
+    """context_fn's default: no context around either the forward run or the recomputation."""
+    return contextlib.nullcontext(), contextlib.nullcontext()
+
+
+def create_selective_checkpoint_contexts(policy_fn_or_list, allow_cache_entry_mutation=False):
+    if not (callable(policy_fn_or_list) or isinstance(policy_fn_or_list, list)):
+        raise TypeError("policy_fn_or_list must be either a function or a list of ops.")
+    raise NotImplementedError("create_selective_checkpoint_contexts: selective activation checkpointing decides per "
+                              "operator call whether to save or recompute, which needs per-operator dispatch hooks "
+                              "that Tessera does not have; call checkpoint without context_fn (every activation is "
+                              "recomputed, with the same results)")
+
+
+@contextlib.contextmanager
+def set_checkpoint_early_stop(enable):
+    """Whether the recomputation may stop once it has what backward needs (recorded: Tessera's runs
+    the whole function either way, with the same results)."""
+    previous = _flags["early_stop"]
+    _flags["early_stop"] = bool(enable)
+    try:
+        yield
+    finally:
+        _flags["early_stop"] = previous
+
+
+@contextlib.contextmanager
+def set_checkpoint_debug_enabled(enabled):
+    """checkpoint's debug= overridden inside the block (None: each call's own)."""
+    previous = _flags["debug"]
+    _flags["debug"] = enabled
+    try:
+        yield
+    finally:
+        _flags["debug"] = previous
+
+
+def detach_variable(inputs):
+    """The tensors of tuple inputs detached, requiring grad where the originals did (the
+    recomputation's leaves); other elements as they are."""
+    if not isinstance(inputs, tuple):
+        raise RuntimeError(f"Only tuple of tensors is supported. Got Unsupported input type: {type(inputs).__name__}")
     out = []
-    for a in args:
+    for a in inputs:
         if isinstance(a, tessera.Tensor):
             d = a.detach()
             d.requires_grad_(a.requires_grad)
             out.append(d)
         else:
             out.append(a)
-    return out
+    return tuple(out)
+
+
+def _accelerator_devices(args):
+    devices = []
+    for a in args:
+        if isinstance(a, tessera.Tensor) and a.device.type != "cpu" and a.device not in devices:
+            devices.append(a.device)
+    return devices
+
+
+def get_device_states(*args):
+    """(device ids, RNG states) of the accelerator devices the tensor arguments are on."""
+    devices = _accelerator_devices(args)
+    return [d.index or 0 for d in devices], [tessera._C._default_generator(d).get_state() for d in devices]
+
+
+def set_device_states(devices, states, *, device_type=None):
+    """Restores get_device_states' RNG states."""
+    from tessera.accelerator import current_accelerator
+    if device_type is None:
+        accelerator = current_accelerator()
+        device_type = accelerator.type if accelerator is not None else "cuda"
+    for index, state in zip(devices, states):
+        tessera._C._default_generator(tessera.device(device_type, index)).set_state(state)
 
 
 class _CheckpointFunction(Function):
@@ -40,7 +125,7 @@ class _CheckpointFunction(Function):
         args = list(ctx.others)
         for i, t in zip(ctx.tensor_positions, ctx.saved_tensors):
             args[i] = t
-        inputs = _detached_like(args)
+        inputs = list(detach_variable(tuple(args)))
         saved_rng = tessera.get_rng_state() if ctx.preserve_rng_state else None
         try:
             if ctx.preserve_rng_state:
@@ -62,15 +147,29 @@ class _CheckpointFunction(Function):
         return (None, None, None) + input_grads
 
 
-def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism_check="default", debug=False,
-               preserve_rng_state=True, **kwargs):
+class CheckpointFunction(Function):
+    """torch's reentrant checkpoint as an autograd Function: apply(run_function, preserve_rng_state, *args)."""
+
+    @staticmethod
+    def forward(ctx, run_function, preserve_rng_state, *args):
+        return _CheckpointFunction.forward(ctx, run_function, preserve_rng_state, {}, *args)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return _CheckpointFunction.backward(ctx, *grads)[1:]  # no gradient slot for the kwargs
+
+
+def checkpoint(function, *args, use_reentrant=None, context_fn=noop_context_fn, determinism_check="default",
+               debug=False, preserve_rng_state=True, **kwargs):
     """function(*args, **kwargs) without keeping its activations: they are recomputed in backward.
     Tensors in args are checkpoint inputs; keyword arguments are passed through."""
     if use_reentrant is None:
         warnings.warn("torch.utils.checkpoint: the use_reentrant parameter should be passed explicitly; both "
                       "values run the same recomputation here", stacklevel=2)
-    if context_fn is not None:
-        raise ValueError("checkpoint: context_fn is not supported")
+    if context_fn is not None and context_fn is not noop_context_fn:
+        raise NotImplementedError("checkpoint: context_fn other than noop_context_fn (selective activation "
+                                  "checkpointing) is not supported: it needs per-operator dispatch hooks that Tessera "
+                                  "does not have")
     if not tessera.is_grad_enabled():
         return function(*args, **kwargs)
     return _CheckpointFunction.apply(function, preserve_rng_state, kwargs, *args)
