@@ -13,10 +13,21 @@ from tessera.distributions.gamma import Gamma
 from tessera.distributions.independent import Independent
 from tessera.distributions.multivariate_normal import MultivariateNormal, _batch_mahalanobis, _solve_lower
 from tessera.distributions.normal import Normal
+from tessera.distributions.binomial import Binomial
+from tessera.distributions.exp_family import ExponentialFamily
+from tessera.distributions.exponential import Exponential
+from tessera.distributions.geometric import Geometric
+from tessera.distributions.gumbel import Gumbel
+from tessera.distributions.half_normal import HalfNormal
+from tessera.distributions.laplace import Laplace
+from tessera.distributions.lowrank_multivariate_normal import LowRankMultivariateNormal
+from tessera.distributions.one_hot_categorical import OneHotCategorical
+from tessera.distributions.pareto import Pareto
+from tessera.distributions.poisson import Poisson
 from tessera.distributions.transformed_distribution import TransformedDistribution
 from tessera.distributions.transforms import _softplus
 from tessera.distributions.uniform import Uniform
-from tessera.distributions.utils import _sum_rightmost, broadcast_shapes, digamma
+from tessera.distributions.utils import _sum_rightmost, broadcast_shapes, digamma, euler_constant
 
 __all__ = ["kl_divergence", "register_kl"]
 
@@ -245,3 +256,112 @@ def _kl_beta_gamma(p, q):
     mean_log_x = digamma(a1) - digamma(a1 + b1)
     a, r = q.concentration, q.rate
     return -p.entropy() - a * r.log() + a.lgamma() - (a - 1) * mean_log_x + r * p.mean
+
+
+# ---------------------------------------------------------------------------- the further families
+@register_kl(ExponentialFamily, ExponentialFamily)
+def _kl_expfamily_expfamily(p, q):
+    # The Bregman divergence of the log normalizer F: F(theta_q) - F(theta_p) - <theta_q - theta_p, grad F(theta_p)>.
+    if type(p) is not type(q):
+        raise NotImplementedError("The cross KL-divergence between different exponential families cannot be computed "
+                                  "using Bregman divergences")
+    p_nparams = [t.detach().requires_grad_() for t in p._natural_params]
+    q_nparams = q._natural_params
+    with ts.enable_grad():
+        lg_normal = p._log_normalizer(*p_nparams)
+        gradients = ts.autograd.grad(lg_normal.sum(), p_nparams, create_graph=True)
+    result = q._log_normalizer(*q_nparams) - lg_normal
+    for pnp, qnp, g in zip(p_nparams, q_nparams, gradients):
+        result = result - _sum_rightmost((qnp - pnp) * g, len(q.event_shape))
+    return result
+
+
+@register_kl(Exponential, Exponential)
+def _kl_exponential_exponential(p, q):
+    rate_ratio = q.rate / p.rate
+    return rate_ratio - rate_ratio.log() - 1
+
+
+@register_kl(Laplace, Laplace)
+def _kl_laplace_laplace(p, q):
+    scale_ratio = p.scale / q.scale
+    loc_abs_diff = (p.loc - q.loc).abs()
+    return -scale_ratio.log() + loc_abs_diff / q.scale + scale_ratio * (-loc_abs_diff / p.scale).exp() - 1
+
+
+@register_kl(Poisson, Poisson)
+def _kl_poisson_poisson(p, q):
+    return p.rate * (p.rate.log() - q.rate.log()) - (p.rate - q.rate)
+
+
+@register_kl(Geometric, Geometric)
+def _kl_geometric_geometric(p, q):
+    return -p.entropy() - (-q.probs).log1p() / p.probs - q.logits
+
+
+@register_kl(Binomial, Binomial)
+def _kl_binomial_binomial(p, q):
+    if bool((p.total_count < q.total_count).any()):
+        raise NotImplementedError("KL between Binomials where q.total_count > p.total_count is not implemented")
+    kl = p.total_count * (p.probs * (p.logits - q.logits) + (-p.probs).log1p() - (-q.probs).log1p())
+    # More trials in p than in q: p reaches counts q cannot.
+    return ts.where(p.total_count > q.total_count, ts.full_like(kl, math.inf), kl)
+
+
+@register_kl(OneHotCategorical, OneHotCategorical)
+def _kl_onehotcategorical_onehotcategorical(p, q):
+    return _kl_categorical_categorical(p._categorical, q._categorical)
+
+
+@register_kl(Gumbel, Gumbel)
+def _kl_gumbel_gumbel(p, q):
+    ct1 = p.scale / q.scale
+    ct2 = q.loc / q.scale
+    ct3 = p.loc / q.scale
+    t1 = -ct1.log() - ct2 + ct3
+    t2 = ct1 * euler_constant
+    t3 = (ct2 + (1 + ct1).lgamma() - ct3).exp()
+    return t1 + t2 + t3 - (1 + euler_constant)
+
+
+@register_kl(HalfNormal, HalfNormal)
+def _kl_halfnormal_halfnormal(p, q):
+    return _kl_normal_normal(p.base_dist, q.base_dist)
+
+
+@register_kl(Pareto, Pareto)
+def _kl_pareto_pareto(p, q):
+    scale_ratio = p.scale / q.scale
+    alpha_ratio = q.alpha / p.alpha
+    result = q.alpha * scale_ratio.log() - alpha_ratio.log() + alpha_ratio - 1
+    # p's support starting below q's: infinite.
+    return ts.where(p.scale < q.scale, ts.full_like(result, math.inf), result)
+
+
+@register_kl(Exponential, Gamma)
+def _kl_exponential_gamma(p, q):
+    ratio = q.rate / p.rate
+    return (-q.concentration * ratio.log() + ratio + q.concentration.lgamma() + q.concentration * euler_constant
+            - (1 + euler_constant))
+
+
+@register_kl(Gamma, Exponential)
+def _kl_gamma_exponential(p, q):
+    return -p.entropy() - q.rate.log() + q.rate * p.concentration / p.rate
+
+
+def _as_full_mvn(d):
+    # A low-rank Gaussian as a dense one: the KL formulas then reuse MultivariateNormal's.
+    if isinstance(d, LowRankMultivariateNormal):
+        return MultivariateNormal(d.loc, covariance_matrix=d.covariance_matrix, validate_args=False)
+    return d
+
+
+@register_kl(LowRankMultivariateNormal, LowRankMultivariateNormal)
+@register_kl(LowRankMultivariateNormal, MultivariateNormal)
+@register_kl(MultivariateNormal, LowRankMultivariateNormal)
+def _kl_lowrank_mvn(p, q):
+    if p.event_shape != q.event_shape:
+        raise ValueError("KL-divergence between two (Low Rank) Multivariate Normals with different event shapes "
+                         f"cannot be computed: {p.event_shape} vs {q.event_shape}")
+    return _kl_mvn_mvn(_as_full_mvn(p), _as_full_mvn(q))
