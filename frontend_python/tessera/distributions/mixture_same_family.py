@@ -100,8 +100,11 @@ class MixtureSameFamily(Distribution):
             es = self.event_shape
             mix_sample = self.mixture_distribution.sample(sample_shape)
             comp_samples = self.component_distribution.sample(sample_shape)
-            # The chosen component's index, broadcast over the event, picks along the component dimension.
-            index = mix_sample.reshape(tuple(mix_sample.shape) + (1,) * (len(es) + 1))
+            # The chosen component's index, broadcast over the batch (the mixture's may be shorter)
+            # and the event, picks along the component dimension.
+            mix_batch = tuple(mix_sample.shape[len(sample_shape):])
+            pad = (1,) * (len(self.batch_shape) - len(mix_batch))
+            index = mix_sample.reshape(sample_shape + pad + mix_batch + (1,) * (len(es) + 1))
             index = index.expand(tuple(comp_samples.shape[:gather_dim]) + (1,) + es)
             return comp_samples.gather(gather_dim, index).squeeze(gather_dim)
 
