@@ -4,6 +4,7 @@ from numbers import Number
 import tessera as ts
 from tessera.distributions import constraints
 from tessera.distributions.distribution import Distribution
+from tessera.distributions.exp_family import ExponentialFamily
 from tessera.distributions.utils import broadcast_all, lazy_property, logits_to_probs, probs_to_logits
 
 __all__ = ["Bernoulli"]
@@ -14,13 +15,14 @@ def _bce_with_logits(logits, target):
     return logits.clamp(min=0) - logits * target + (-logits.abs()).exp().log1p()
 
 
-class Bernoulli(Distribution):
+class Bernoulli(ExponentialFamily):
     """Bernoulli(probs=p) or Bernoulli(logits=l) (exactly one); samples are 0. or 1. in the
     parameter's dtype."""
 
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
     support = constraints.boolean
     has_enumerate_support = True
+    _mean_carrier_measure = 0
 
     def __init__(self, probs=None, logits=None, validate_args=None):
         if (probs is None) == (logits is None):
@@ -96,3 +98,10 @@ class Bernoulli(Distribution):
         if expand:
             values = values.expand((-1,) + self._batch_shape)
         return values
+
+    @property
+    def _natural_params(self):
+        return (self.logits,)
+
+    def _log_normalizer(self, x):
+        return x.clamp(min=0) + (-x.abs()).exp().log1p()

@@ -5,12 +5,13 @@ import tessera as ts
 from tessera.distributions import constraints
 from tessera.distributions.dirichlet import Dirichlet
 from tessera.distributions.distribution import Distribution
+from tessera.distributions.exp_family import ExponentialFamily
 from tessera.distributions.utils import broadcast_all
 
 __all__ = ["Beta"]
 
 
-class Beta(Distribution):
+class Beta(ExponentialFamily):
     """Beta(concentration1, concentration0) (alpha and beta, both > 0): density proportional to
     x^(alpha-1) (1-x)^(beta-1). It is the first coordinate of Dirichlet([alpha, beta]), which
     supplies sampling (with gradients), log_prob and entropy."""
@@ -69,3 +70,10 @@ class Beta(Distribution):
 
     def entropy(self):
         return self._dirichlet.entropy()
+
+    @property
+    def _natural_params(self):
+        return (self.concentration1, self.concentration0)
+
+    def _log_normalizer(self, x, y):
+        return x.lgamma() + y.lgamma() - (x + y).lgamma()

@@ -79,7 +79,8 @@ def _transform_to_interval(constraint):
     lower, upper = constraint.lower_bound, constraint.upper_bound
     if isinstance(lower, Number) and lower == 0 and isinstance(upper, Number) and upper == 1:
         return transforms.SigmoidTransform()
-    return transforms.ComposeTransform([transforms.SigmoidTransform(), transforms.AffineTransform(lower, upper - lower)])
+    return transforms.ComposeTransform([transforms.SigmoidTransform(),
+                                        transforms.AffineTransform(lower, upper - lower)])
 
 
 @biject_to.register(constraints.simplex)

@@ -2,12 +2,13 @@
 import tessera as ts
 from tessera.distributions import constraints
 from tessera.distributions.distribution import Distribution
+from tessera.distributions.exp_family import ExponentialFamily
 from tessera.distributions.utils import _standard_gamma, digamma
 
 __all__ = ["Dirichlet"]
 
 
-class Dirichlet(Distribution):
+class Dirichlet(ExponentialFamily):
     """Dirichlet(concentration): concentration (> 0) has the K categories in its last dimension;
     samples are K-vectors that sum to one. rsample normalises independent Gamma(concentration_k, 1)
     draws, so its gradients are the gamma draws' implicit reparameterisation gradients carried
@@ -68,3 +69,10 @@ class Dirichlet(Distribution):
         k = c.shape[-1]
         c0 = c.sum(-1)
         return c.lgamma().sum(-1) - c0.lgamma() - (k - c0) * digamma(c0) - ((c - 1.0) * digamma(c)).sum(-1)
+
+    @property
+    def _natural_params(self):
+        return (self.concentration,)
+
+    def _log_normalizer(self, x):
+        return x.lgamma().sum(-1) - x.sum(-1).lgamma()

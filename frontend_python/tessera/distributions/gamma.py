@@ -5,6 +5,7 @@ import tessera as ts
 from tessera._generator import using
 from tessera.distributions import constraints
 from tessera.distributions.distribution import Distribution
+from tessera.distributions.exp_family import ExponentialFamily
 from tessera.distributions.utils import _gammainc, _standard_gamma, _tiny, broadcast_all, digamma
 
 __all__ = ["Gamma"]
@@ -16,7 +17,7 @@ def _keep_above_tiny(value):
     return value + (value.detach().clamp(min=_tiny(value.dtype)) - value.detach())
 
 
-class Gamma(Distribution):
+class Gamma(ExponentialFamily):
     """Gamma(concentration, rate): density rate^a x^(a-1) e^(-rate x) / Gamma(a), both > 0.
     rsample's gradient in concentration is the implicit reparameterisation gradient (see
     distributions.utils._standard_gamma_grad); in rate it is exact (x = standard_gamma / rate)."""
@@ -24,6 +25,7 @@ class Gamma(Distribution):
     arg_constraints = {"concentration": constraints.positive, "rate": constraints.positive}
     support = constraints.nonnegative
     has_rsample = True
+    _mean_carrier_measure = 0
 
     def __init__(self, concentration, rate, validate_args=None):
         self.concentration, self.rate = broadcast_all(concentration, rate)
@@ -79,3 +81,10 @@ class Gamma(Distribution):
         if self._validate_args:
             self._validate_sample(value)
         return _gammainc(self.concentration, self.rate * value)
+
+    @property
+    def _natural_params(self):
+        return (self.concentration - 1, -self.rate)
+
+    def _log_normalizer(self, x, y):
+        return (x + 1).lgamma() + (x + 1) * (-y.reciprocal()).log()

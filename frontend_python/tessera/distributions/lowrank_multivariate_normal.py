@@ -56,9 +56,11 @@ class LowRankMultivariateNormal(Distribution):
         if tuple(cov_diag.shape[-1:]) != event_shape:
             raise ValueError(f"cov_diag must be a batch of vectors with shape {event_shape}")
         try:
-            loc_, self.cov_factor, cov_diag_ = ts.broadcast_tensors(loc.unsqueeze(-1), cov_factor, cov_diag.unsqueeze(-1))
+            loc_, self.cov_factor, cov_diag_ = ts.broadcast_tensors(loc.unsqueeze(-1), cov_factor,
+                                                                    cov_diag.unsqueeze(-1))
         except (RuntimeError, ValueError) as e:
-            raise ValueError(f"Incompatible batch shapes: loc {tuple(loc.shape)}, cov_factor {tuple(cov_factor.shape)}, "
+            raise ValueError(f"Incompatible batch shapes: loc {tuple(loc.shape)}, "
+                             f"cov_factor {tuple(cov_factor.shape)}, "
                              f"cov_diag {tuple(cov_diag.shape)}") from e
         self.loc = loc_[..., 0]
         self.cov_diag = cov_diag_[..., 0]

@@ -5,6 +5,7 @@ from numbers import Number
 import tessera as ts
 from tessera.distributions import constraints
 from tessera.distributions.distribution import Distribution
+from tessera.distributions.exp_family import ExponentialFamily
 from tessera.distributions.utils import _standard_normal, broadcast_all
 
 __all__ = ["Normal"]
@@ -12,12 +13,13 @@ __all__ = ["Normal"]
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 
-class Normal(Distribution):
+class Normal(ExponentialFamily):
     """Normal(loc, scale): mean loc, standard deviation scale (> 0); numbers or tensors, broadcast."""
 
     arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
     support = constraints.real
     has_rsample = True
+    _mean_carrier_measure = 0
 
     def __init__(self, loc, scale, validate_args=None):
         self.loc, self.scale = broadcast_all(loc, scale)
@@ -74,3 +76,10 @@ class Normal(Distribution):
 
     def entropy(self):
         return 0.5 + _LOG_SQRT_2PI + self.scale.log()
+
+    @property
+    def _natural_params(self):
+        return (self.loc / self.scale.pow(2), -0.5 * self.scale.pow(2).reciprocal())
+
+    def _log_normalizer(self, x, y):
+        return -0.25 * x.pow(2) / y + 0.5 * (-math.pi / y).log()
