@@ -119,3 +119,13 @@ from tessera._legacy import (  # noqa: E402,F401  (torch.FloatTensor(...) and fr
 get_num_threads = _C.get_num_threads
 set_num_threads = _C.set_num_threads
 from tessera._interop_threads import get_num_interop_threads, set_num_interop_threads  # noqa: E402,F401
+from tessera._global_flags import (  # noqa: E402,F401  (process-wide switches torch programs set at start-up)
+    are_deterministic_algorithms_enabled, get_default_device, get_deterministic_debug_mode,
+    get_float32_matmul_precision, is_anomaly_check_nan_enabled, is_anomaly_enabled,
+    is_deterministic_algorithms_warn_only_enabled, is_inference_mode_enabled, is_warn_always_enabled,
+    set_anomaly_enabled, set_default_device, set_default_tensor_type, set_deterministic_debug_mode,
+    set_float32_matmul_precision, set_flush_denormal, set_warn_always, use_deterministic_algorithms,
+)
+from tessera import _torch_functions_more  # noqa: E402  (more torch.* functions; after nn, which it uses)
+_torch_functions_more._install(globals())
+from tessera import _tensor_methods_more  # noqa: E402,F401  (more Tensor methods)

@@ -5,6 +5,7 @@ import functools
 
 from tessera import _C, _memory_format
 from tessera._generator import using
+from tessera._global_flags import default_device as _default_device
 
 _call = _C.call_op
 _E = {}
@@ -40,6 +41,8 @@ def _float_dtype(dtype):
 
 
 def _kw(dtype, device):
+    if device is None:
+        device = _default_device()  # ts.set_default_device; None (the CPU) unless set
     if dtype is None and device is None:
         return _E
     kw = {}
@@ -201,7 +204,7 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
     array (NumPy or anything with __array__). Inference as PyTorch: bools -> bool, ints -> int64,
     any float -> the default dtype; an array keeps its dtype. pin_memory: a CPU tensor in
     page-locked memory (see Tensor.pin_memory)."""
-    t = _copy_data(data, dtype, device)
+    t = _copy_data(data, dtype, device if device is not None else _default_device())
     return t.pin_memory() if pin_memory else t
 
 

@@ -1,8 +1,11 @@
 """Grad mode: no_grad, enable_grad, set_grad_enabled, inference_mode (context managers and
 decorators, thread-local like PyTorch's)."""
 import functools
+import threading
 
 from tessera.autograd import _plugin
+
+_inference = threading.local()  # whether an inference_mode(True) block is active (is_inference_mode_enabled)
 
 
 def is_grad_enabled():
@@ -53,6 +56,15 @@ class inference_mode(_Mode):
     def __init__(self, mode=True):
         self.enabled = not mode
 
+    def __enter__(self):
+        self._prev_inference = is_inference_mode_enabled()
+        _inference.on = not self.enabled
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        _inference.on = self._prev_inference
+        return super().__exit__(*exc)
+
     def __call__(self, fn):
         mode = not self.enabled
 
@@ -62,6 +74,10 @@ class inference_mode(_Mode):
                 return fn(*args, **kwargs)
 
         return wrapper
+
+
+def is_inference_mode_enabled():
+    return getattr(_inference, "on", False)
 
 
 class set_grad_enabled:
