@@ -91,10 +91,6 @@ CASES = {
 }
 
 
-def _value(name, value, tensor):
-    return tensor(value)
-
-
 @pytest.mark.torch
 @pytest.mark.parametrize("name", list(CASES))
 def test_matches_torch(name):
@@ -369,7 +365,6 @@ def _fd_grad(f, x, h=1e-6):
 def test_rsample_gradients_by_finite_differences(name, make, params):
     """With the generator reseeded, rsample is a deterministic function of the parameters: its
     autograd gradient (of a weighted sum) matches central finite differences."""
-    weights = None
     for i in range(len(params)):
         def f(x, i=i):
             ps = [T(p) for p in params]

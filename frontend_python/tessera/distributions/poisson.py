@@ -1,6 +1,5 @@
 """Poisson(rate): counts of events at a given rate (torch.distributions.Poisson), and the vectorised
 Poisson sampler the count families share."""
-import math
 from numbers import Number
 
 import tessera as ts

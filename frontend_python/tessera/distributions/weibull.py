@@ -1,11 +1,10 @@
 """Weibull(scale, concentration) (torch.distributions.Weibull)."""
+import tessera as ts
 from tessera.distributions import constraints
 from tessera.distributions.exponential import Exponential
 from tessera.distributions.transformed_distribution import TransformedDistribution
 from tessera.distributions.transforms import AffineTransform, PowerTransform
 from tessera.distributions.utils import broadcast_all, euler_constant
-
-import tessera as ts
 
 __all__ = ["Weibull"]
 
