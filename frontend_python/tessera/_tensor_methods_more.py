@@ -229,7 +229,7 @@ def _install():
     for op in ("eq", "ne", "lt", "le", "gt", "ge", "greater", "greater_equal", "less", "less_equal", "not_equal",
                "logical_and", "logical_or", "logical_xor", "logical_not", "addmm", "addmv", "addr", "baddbmm",
                "addbmm", "masked_scatter", "scatter_reduce", "heaviside", "clamp_min", "clamp_max", "fmax", "fmin",
-               "gcd", "lcm", "ldexp", "nextafter", "i0", "mvlgamma", "renorm", "index_fill"):
+               "gcd", "lcm", "ldexp", "nextafter", "i0", "mvlgamma", "renorm", "index_fill", "igamma", "igammac"):
         put_method(op + "_", _inplace_via(op))
     for alias, base in {"arctan2_": "atan2_", "arccosh_": "acosh_", "arcsinh_": "asinh_", "arctanh_": "atanh_",
                         "unsafe_chunk": "chunk", "unsafe_split": "split",
@@ -237,7 +237,8 @@ def _install():
         if base is not None and hasattr(T, base):
             put_method(alias, _alias(base))
     # functions that are also methods (self first)
-    for name in ("fmax", "fmin", "gcd", "lcm", "float_power", "ldexp", "frexp", "nextafter", "i0", "mvlgamma"):
+    for name in ("fmax", "fmin", "gcd", "lcm", "float_power", "ldexp", "frexp", "nextafter", "i0", "mvlgamma",
+                 "igamma", "igammac"):
         put_method(name, getattr(_em, name))
     for name in ("cov", "corrcoef", "det", "logdet", "slogdet", "inverse", "pinverse", "matrix_power", "matrix_exp",
                  "quantile", "nanquantile", "dist", "inner", "diagflat", "argwhere", "hsplit", "vsplit", "dsplit",

@@ -1321,7 +1321,7 @@ _INPLACE_METHODS = (
     "clamp_max_ clamp_min_ clip_ conj_physical_ cos_ cosh_ deg2rad_ erf_ erfc_ exp2_ exp_ expm1_ fill_ fix_ floor_ "
     "frac_ gcd_ i0_ lcm_ ldexp_ log10_ log1p_ log2_ log_ logit_ nan_to_num_ neg_ negative_ rad2deg_ reciprocal_ "
     "relu_ round_ rsqrt_ sigmoid_ sin_ sinc_ sinh_ sqrt_ square_ tan_ tanh_ trunc_ xlogy_ zero_ index_put_ "
-    "resize_as_ detach_ sgn_ sign_ digamma_ lgamma_ erfinv_ fmod_ remainder_ hypot_ copysign_ heaviside_ "
+    "detach_ sgn_ sign_ digamma_ lgamma_ erfinv_ fmod_ remainder_ hypot_ copysign_ heaviside_ "
     "logical_not_ bitwise_not_ polygamma_ mvlgamma_ float_power_ nextafter_ renorm_"
 ).split()
 
@@ -1366,5 +1366,5 @@ def _install(namespace):
         if name not in ts:
             ts[name] = _inplace_function(name)
     for name in ("fmax", "fmin", "gcd", "lcm", "float_power", "ldexp", "frexp", "nextafter", "i0", "polygamma",
-                 "mvlgamma"):
+                 "mvlgamma", "igamma", "igammac"):
         ts.setdefault(name, getattr(_elementwise_more, name))

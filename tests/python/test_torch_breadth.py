@@ -1002,3 +1002,25 @@ def test_method_spellings(torch):
     u = ts.tensor(np.array([1.5, 2.0]))
     u.polygamma_(1)
     _compare(u, torch.tensor(np.array([1.5, 2.0])).polygamma_(1), rtol=1e-10)
+
+
+def test_every_top_level_inplace_form_has_its_method():
+    from tessera import _torch_functions_more
+    missing = [n for n in _torch_functions_more._INPLACE_METHODS if not hasattr(ts.Tensor, n)]
+    assert not missing, missing
+
+
+def test_igamma_igammac(torch):
+    rng = np.random.default_rng(3)
+    a = np.concatenate([rng.uniform(0, 5, 40), rng.uniform(5, 500, 40), [0, 0, 1, 2, np.inf, 3, -1, 0.5, np.nan]])
+    x = np.concatenate([rng.uniform(0, 10, 40), rng.uniform(0, 800, 40), [1, 0, 0, np.inf, 2, 1e-300, 1, 1e-3, 1]])
+    for name in ("igamma", "igammac"):
+        check(torch, name, a, x, rtol=1e-8, atol=1e-300)
+        check(torch, name, a[:80].astype(np.float32), x[:80].astype(np.float32), rtol=1e-5, atol=1e-12)
+        _compare(getattr(ts.tensor(a), name)(ts.tensor(x)), getattr(torch.tensor(a), name)(torch.tensor(x)),
+                 rtol=1e-8, atol=1e-300)
+    t = ts.tensor(a[:5])
+    t.igamma_(ts.tensor(x[:5]))
+    _compare(t, torch.tensor(a[:5]).igamma_(torch.tensor(x[:5])), rtol=1e-8)
+    with pytest.raises(NotImplementedError, match="not implemented for 'Long'"):
+        ts.igamma(ts.tensor([1]), ts.tensor([1]))
