@@ -456,6 +456,8 @@ def cholesky_inverse(L, upper=False, *, out=None):
 
 def triangular_solve(b, A, upper=True, transpose=False, unitriangular=False, *, out=None):
     """Deprecated in torch: X with op(A) X = b for triangular A; (solution, a copy of A)."""
+    warnings.warn("torch.triangular_solve is deprecated in favor of torch.linalg.solve_triangular and will be "
+                  "removed in a future PyTorch release.", UserWarning, stacklevel=2)
     T = _call("triu", (A, 0), _E) if upper else _call("tril", (A, 0), _E)
     if unitriangular:
         n = A.shape[-1]
