@@ -19,6 +19,7 @@ void bind_serialization(pybind11::module_& m);  // _save_safetensors / _load_saf
 void bind_guards(pybind11::module_& m);          // _guard_signature (ts.compile's fast guards)   (guards.cpp)
 void bind_distributed(pybind11::module_& m);     // stores, process groups, work (distributed.cpp)
 void bind_shared_memory(pybind11::module_& m);   // _share_memory, _open_shared_memory (shared_memory.cpp)
+void bind_tensor_geometry(pybind11::module_& m);  // _set_geometry, _set_storage, _storage_as_tensor (tensor_geometry.cpp)
 
 // Raises for a batched tensor (vmap); tells ts.compile's capture about a data-dependent read.
 void note_data_read(const char* what, const Tensor& t);

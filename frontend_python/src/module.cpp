@@ -15,4 +15,5 @@ PYBIND11_MODULE(_C, m) {
   tessera::python::bind_streams(m);
   tessera::python::bind_distributed(m);
   tessera::python::bind_shared_memory(m);
+  tessera::python::bind_tensor_geometry(m);
 }

@@ -129,3 +129,4 @@ from tessera._global_flags import (  # noqa: E402,F401  (process-wide switches t
 from tessera import _torch_functions_more  # noqa: E402  (more torch.* functions; after nn, which it uses)
 _torch_functions_more._install(globals())
 from tessera import _tensor_methods_more  # noqa: E402,F401  (more Tensor methods)
+from tessera import _tensor_geometry_methods  # noqa: E402,F401  (set_, resize_, t_, unsqueeze_, ...)
