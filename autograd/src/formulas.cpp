@@ -186,6 +186,47 @@ TensorRef diagonal_backward(const TensorRef& grad, const IntList& sizes, int64_t
   return out;
 }
 
+// as_strided's elements are positions in its input's storage; both directions work in that
+// storage space: the positions of the input's elements and of the output's, counted from the
+// lowest either addresses (an arange viewed with each geometry).
+StridedPositions strided_positions(const TensorRef& self, const IntList& size, const IntList& stride,
+                                   std::optional<int64_t> storage_offset) {
+  const IntList in_sizes = self.shape_vector();
+  const IntList in_strides(self.strides().begin(), self.strides().end());
+  const int64_t in_offset = self.storage_offset(), out_offset = storage_offset.value_or(in_offset);
+  auto last_position = [](const IntList& sizes, const IntList& strides, int64_t offset) {
+    int64_t last = offset;
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      if (sizes[d] == 0) return offset - 1;  // empty: addresses nothing
+      last += (sizes[d] - 1) * strides[d];
+    }
+    return last;
+  };
+  const int64_t base = std::min(in_offset, out_offset);
+  const int64_t end =
+      std::max(last_position(in_sizes, in_strides, in_offset), last_position(size, stride, out_offset)) + 1;
+  StridedPositions p;
+  p.extent = std::max<int64_t>(end - base, 0);
+  TensorRef positions = ops::arange(Scalar(p.extent), TS_INT64, self.device());
+  p.input = ops::reshape(ops::as_strided(positions, in_sizes, in_strides, in_offset - base), {-1});
+  p.output = ops::reshape(ops::as_strided(positions, size, stride, out_offset - base), {-1});
+  return p;
+}
+
+// Every output position adds its gradient to the storage (index_add sums a position several
+// outputs share); every input element reads its position, divided by how many input elements
+// share it (an expanded input), as torch's as_strided backward.
+TensorRef as_strided_backward(const TensorRef& grad, const TensorRef& self, const IntList& size, const IntList& stride,
+                              std::optional<int64_t> storage_offset) {
+  const StridedPositions p = strided_positions(self, size, stride, storage_offset);
+  auto storage_zeros = [&] { return ops::zeros({p.extent}, grad.dtype(), grad.device()); };
+  TensorRef storage = ops::index_add(storage_zeros(), 0, p.output, ops::reshape(grad, {-1}));
+  TensorRef ones = ops::ones({int64_t(p.input.numel())}, grad.dtype(), grad.device());
+  TensorRef sharing = ops::index_add(storage_zeros(), 0, p.input, ones);
+  TensorRef per_element = ops::div(ops::index_select(storage, 0, p.input), ops::index_select(sharing, 0, p.input));
+  return ops::reshape(per_element, self.shape_vector());
+}
+
 TensorRef maybe_multiply(const TensorRef& grad, const Scalar& s) {
   if (s.tag != TS_VALUE_DOUBLE && s.i == 1) return grad;
   if (s.tag == TS_VALUE_DOUBLE && s.d == 1.0) return grad;

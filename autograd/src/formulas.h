@@ -18,6 +18,15 @@ using IntList = std::vector<int64_t>;
 TensorRef sum_to(const TensorRef& grad, const IntList& sizes);
 TensorRef maybe_multiply(const TensorRef& grad, const Scalar& s);
 TensorRef zeros_like(const TensorRef& t);
+// as_strided in storage space: the positions of the input's and the output's elements.
+struct StridedPositions {
+  TensorRef input, output;  // int64, flattened
+  int64_t extent = 0;       // storage elements spanned
+};
+StridedPositions strided_positions(const TensorRef& self, const IntList& size, const IntList& stride,
+                                   std::optional<int64_t> storage_offset);
+TensorRef as_strided_backward(const TensorRef& grad, const TensorRef& self, const IntList& size, const IntList& stride,
+                              std::optional<int64_t> storage_offset);
 TensorRef scalar_like(const TensorRef& t, double value);
 // The complex conjugate of a complex tensor; a real tensor unchanged. Complex gradients follow
 // PyTorch's convention (conjugate Wirtinger derivatives): d(a * b)/da flows as grad * conj(b).
@@ -107,6 +116,8 @@ TensorRef minmax_jvp(const TensorRef& self_t, const TensorRef& other_t, const Te
                      bool is_max);
 TensorRef softmax_jvp(const TensorRef& self_t, const TensorRef& result, int64_t dim);
 TensorRef log_softmax_jvp(const TensorRef& self_t, const TensorRef& result, int64_t dim);
+TensorRef as_strided_jvp(const TensorRef& self_t, const TensorRef& self, const IntList& size, const IntList& stride,
+                         std::optional<int64_t> storage_offset);
 TensorRef softmax_backward_data_jvp(const TensorRef& grad_output_t, const TensorRef& output_t,
                                     const TensorRef& grad_output, const TensorRef& output, int64_t dim);
 TensorRef log_softmax_backward_data_jvp(const TensorRef& grad_output_t, const TensorRef& output_t,

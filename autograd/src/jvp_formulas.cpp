@@ -29,6 +29,16 @@ TensorRef softmax_jvp(const TensorRef& self_t, const TensorRef& result, int64_t 
   return ops::mul(result, ops::sub(self_t, mixed));
 }
 
+// The tangent laid into the input's storage positions, read at the output's (the tangent may
+// have any layout of its own, so as_strided cannot run on it directly).
+TensorRef as_strided_jvp(const TensorRef& self_t, const TensorRef& self, const IntList& size, const IntList& stride,
+                         std::optional<int64_t> storage_offset) {
+  const StridedPositions p = strided_positions(self, size, stride, storage_offset);
+  TensorRef storage = ops::index_copy(ops::zeros({p.extent}, self_t.dtype(), self_t.device()), 0, p.input,
+                                      ops::reshape(self_t, {-1}));
+  return ops::reshape(ops::index_select(storage, 0, p.output), size);
+}
+
 TensorRef log_softmax_jvp(const TensorRef& self_t, const TensorRef& result, int64_t dim) {
   return ops::sub(self_t, ops::sum(ops::mul(ops::exp(result), self_t), IntList{dim}, true));
 }

@@ -50,11 +50,7 @@ def t_(self):
 def as_strided_(self, size, stride, storage_offset=None):
     offset = self.storage_offset() if storage_offset is None else int(storage_offset)
     if _records_history(self, "as_strided_"):
-        view = self.as_strided(size, stride, offset)
-        if not view.requires_grad:  # as_strided has no derivative here: refuse rather than drop the history
-            raise RuntimeError("as_strided_: a tensor with autograd history cannot be restrided in place (as_strided "
-                               "has no derivative in Tessera); detach it or use torch.no_grad()")
-        _C._rebind(self, view)
+        _C._rebind(self, self.as_strided(size, stride, offset))
         return self
     _C._set_geometry(self, [int(s) for s in size], [int(s) for s in stride], offset, "as_strided_")
     return self

@@ -679,3 +679,56 @@ def test_grad_nobody_else_holds_becomes_dot_grad_without_a_copy():
     t = rnd(3, 4)
     t.T.sum().backward()  # a gradient in another layout than the leaf's is copied into its layout
     assert t.grad.stride() == t.stride()
+
+
+# as_strided: the gradient sums the outputs that share a storage position and splits a position
+# that several input elements share (an expanded input); the NumPy oracle adds in storage space.
+AS_STRIDED_CASES = [
+    ((4, 6), None, (3, 2), (4, 1), 5),
+    ((4, 6), None, (2, 2), (1, 2), None),
+    ((10,), None, (3, 3), (1, 1), 0),  # overlapping windows
+    ((2, 3, 4), None, (2, 2), (0, 1), 3),  # a repeated row
+    ((4, 6), "t", (3, 2), (1, 6), 8),  # of a transposed view
+    ((4, 6), "rows", (3, 2), (1, 6), 8),  # of a view with an offset
+]
+
+
+@pytest.mark.parametrize("shape, view, size, stride, offset", AS_STRIDED_CASES)
+def test_as_strided_gradient(shape, view, size, stride, offset):
+    base = np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape) * 0.5
+    x = ts.tensor(base, requires_grad=True)
+    v = {None: lambda t: t * 1, "t": lambda t: t.t(), "rows": lambda t: t[1:]}[view](x)
+    y = v.as_strided(size, stride) if offset is None else v.as_strided(size, stride, offset)
+    w = np.arange(1, int(np.prod(size)) + 1, dtype=np.float64).reshape(size)
+    (y * ts.tensor(w)).sum().backward()
+    # Oracle: every output element's weight lands on the storage position it reads.
+    expected = np.zeros(base.size)
+    start = (v.storage_offset() if offset is None else offset)
+    for index in np.ndindex(*size):
+        expected[start + sum(i * s for i, s in zip(index, stride))] += w[index]
+    np.testing.assert_allclose(x.grad.numpy(), expected.reshape(shape))
+    assert gradcheck(lambda t: (t * 1).as_strided(size, stride, 0 if offset is None else offset)
+                     if view is None else t, (ts.tensor(base, requires_grad=True),))
+
+
+def test_as_strided_of_an_expanded_input_splits_the_gradient():
+    a = ts.ones(3, requires_grad=True)
+    e = a.expand(2, 3)
+    (e.as_strided((3,), (1,), 0) * ts.tensor([1.0, 2.0, 3.0])).sum().backward()
+    assert a.grad.tolist() == [1.0, 2.0, 3.0]
+    torch = pytest.importorskip("torch")
+    b = torch.ones(3, requires_grad=True)
+    (b.expand(2, 3).as_strided((3,), (1,), 0) * torch.tensor([1.0, 2.0, 3.0])).sum().backward()
+    assert b.grad.tolist() == a.grad.tolist()
+
+
+def test_as_strided_tangent_of_a_transposed_view():
+    import tessera.autograd.forward_ad as fwAD
+    x = np.arange(24, dtype=np.float64).reshape(4, 6)
+    t = np.cos(x)
+    with fwAD.dual_level():
+        d = fwAD.make_dual(ts.tensor(x), ts.tensor(t))
+        tangent = fwAD.unpack_dual(d.t().as_strided((3, 2), (1, 6), 8)).tangent
+    # The output reads storage positions 8 + i + 6 j of x's row-major storage; so does its tangent.
+    expected = np.array([[t.flat[8 + i + 6 * j] for j in range(2)] for i in range(3)])
+    np.testing.assert_allclose(tangent.numpy(), expected)
