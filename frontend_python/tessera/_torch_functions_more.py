@@ -374,56 +374,12 @@ def pinverse(input, rcond=1e-15):
     return linalg.pinv(input, rtol=rcond)
 
 
-def _square_batches(A, fname):
-    if A.ndim < 2:
-        raise RuntimeError(f"{fname}: The input tensor A must have at least 2 dimensions.")
-    if A.shape[-1] != A.shape[-2]:
-        raise RuntimeError(f"{fname}: A must be batches of square matrices, but they are {A.shape[-2]} by "
-                           f"{A.shape[-1]} matrices")
-
-
-def _batched_eye(A):
-    n = A.shape[-1]
-    eye = _call("eye", (n, None), {"dtype": A.dtype, "device": A.device})
-    return _call("expand", (eye, tuple(A.shape)), _E)
-
-
 def matrix_power(input, n, *, out=None):
-    """input ** n by repeated squaring (n < 0: of the inverse); n == 0 gives identities."""
-    _square_batches(input, "linalg.matrix_power")
-    if not isinstance(n, builtins.int) or isinstance(n, builtins.bool):
-        raise TypeError(f"matrix_power(): argument 'n' must be int, not {type(n).__name__}")
-    if n == 0:
-        return _out(_batched_eye(input).clone(), out, "matrix_power")
-    a = linalg.inv(input) if n < 0 else input
-    n = builtins.abs(n)
-    result = None
-    while n:
-        if n & 1:
-            result = a if result is None else _call("matmul", (result, a), _E)
-        n >>= 1
-        if n:
-            a = _call("matmul", (a, a), _E)
-    return _out(result, out, "matrix_power")
+    return linalg.matrix_power(input, n, out=out)
 
 
 def matrix_exp(input):
-    """exp(A) by scaling and squaring: A / 2**s has a norm below 1/2, its Taylor series to degree 18
-    (below float64 rounding there), then s squarings."""
-    _square_batches(input, "linalg.matrix_exp")
-    if input.shape[-1] == 0:
-        return input.clone()
-    norm = _call("amax", (_call("sum", (_call("abs", (input.detach(),), _E), [-1]), _E), []), _E).item()
-    s = builtins.max(0, int(math.ceil(math.log2(norm / 0.5))) if norm > 0 and math.isfinite(norm) else 0)
-    a = _call("div", (input, float(2 ** s)), _E)
-    result = _batched_eye(input)
-    term = result
-    for k in builtins.range(1, 19):
-        term = _call("div", (_call("matmul", (term, a), _E), float(k)), _E)
-        result = _call("add", (result, term), _E)
-    for _ in builtins.range(s):
-        result = _call("matmul", (result, result), _E)
-    return result
+    return linalg.matrix_exp(input)
 
 
 def svd(input, some=True, compute_uv=True, *, out=None):
@@ -458,14 +414,10 @@ def triangular_solve(b, A, upper=True, transpose=False, unitriangular=False, *, 
     """Deprecated in torch: X with op(A) X = b for triangular A; (solution, a copy of A)."""
     warnings.warn("torch.triangular_solve is deprecated in favor of torch.linalg.solve_triangular and will be "
                   "removed in a future PyTorch release.", UserWarning, stacklevel=2)
-    T = _call("triu", (A, 0), _E) if upper else _call("tril", (A, 0), _E)
-    if unitriangular:
-        n = A.shape[-1]
-        eye = _call("eye", (n, None), {"dtype": A.dtype, "device": A.device})
-        T = _call("add", (_call("mul", (T, _call("logical_not", (eye.to(_BOOL),), _E)), _E), eye), _E)
-    if transpose:
-        T = _call("transpose", (T, -2, -1), _E)
-    return TriangularSolveResult(linalg.solve(T, b), A.clone())
+    if transpose:  # op(A) = A^T: the other triangle of the transpose
+        return TriangularSolveResult(linalg.solve_triangular(_call("transpose", (A, -2, -1), _E), b, upper=not upper,
+                                                             unitriangular=unitriangular), A.clone())
+    return TriangularSolveResult(linalg.solve_triangular(A, b, upper=upper, unitriangular=unitriangular), A.clone())
 
 
 def _removed(name, message):
@@ -869,10 +821,7 @@ def vander(x, N=None, increasing=False):
     ts = _ts()
     if N == 0:
         return ts.empty((x.shape[0], 0), dtype=x.dtype, device=x.device)
-    cols = [ts.ones_like(x)]
-    for _ in builtins.range(N - 1):
-        cols.append(_call("mul", (cols[-1], x), _E))
-    r = _call("stack", (cols, 1), _E)
+    r = linalg._powers(x, N)  # linalg.vander's increasing powers
     return r if increasing else _call("flip", (r, [1]), _E)
 
 

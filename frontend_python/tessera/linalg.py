@@ -1,6 +1,7 @@
 """tessera.linalg: PyTorch's torch.linalg over Tessera's operators. The factorizations (LU,
 Cholesky, QR, eigh, SVD) are LAPACK on the CPU; the solvers built on them are composites, so a
-device that implements the factorizations gets them all. Real dtypes (float32, float64)."""
+device that implements the factorizations gets them all. Real dtypes (float32, float64). The rest
+(triangular solves, LU with P, matrix functions, ...) is in _linalg_more."""
 import builtins
 from collections import namedtuple
 
@@ -53,14 +54,6 @@ def vecdot(x, y, *, dim=-1):
     return (x * y).sum(dim)
 
 
-def inv(A):
-    return _call("linalg_inv", (A,), _E)
-
-
-def solve(A, B, *, left=True):
-    return _call("linalg_solve", (A, B), {"left": left})
-
-
 def det(A):
     return _call("linalg_det", (A,), _E)
 
@@ -109,18 +102,13 @@ def lstsq(A, B, rcond=None, *, driver=None):
     return LstsqResult(*_call("linalg_lstsq", (A, B, rcond), {"driver": driver}))
 
 
-def lu_factor_ex(A, *, pivot=True, check_errors=False):
-    return LUFactorExResult(*_call("linalg_lu_factor_ex", (A,), {"pivot": pivot, "check_errors": check_errors}))
-
-
-def lu_factor(A, *, pivot=True):
-    LU, pivots, info = lu_factor_ex(A, pivot=pivot)
-    bad = [i for i in info.reshape(-1).tolist() if i > 0]
-    if bad:
-        raise ValueError(f"linalg.lu_factor: The factorization could not be completed because the input is singular "
-                         f"(U[{bad[0]},{bad[0]}] is zero: LAPACK getrf info = {bad[0]})")
-    return LUFactorResult(LU, pivots)
-
-
 def lu_solve(LU, pivots, B, *, left=True, adjoint=False):
     return _call("linalg_lu_solve", (LU, pivots, B), {"left": left, "adjoint": adjoint})
+
+
+# the composites over the functions above (inv, solve and the LU factorizations included, for their errors
+# and gradients); torch's top-level matrix_power, matrix_exp, triangular_solve share them
+from tessera._linalg_more import (  # noqa: E402,F401
+    LinAlgError, LUResult, InvExResult, SolveExResult, PolarResult, matmul, diagonal, inv, solve, inv_ex, solve_ex,
+    solve_triangular, lu, lu_factor, lu_factor_ex, matrix_power, matrix_exp, matrix_sqrth, polar, cond, multi_dot,
+    tensorinv, tensorsolve, vander, householder_product, _powers)
