@@ -97,6 +97,11 @@ def _solve_message(bad):
     return f"torch.linalg.solve: {_batch_prefix(bad)}The solver failed because the input matrix is singular."
 
 
+def _getrf(bad):
+    """Tessera's detail after torch's message (callers may match either)."""
+    return f" (U[{bad[1]},{bad[1]}] is zero: LAPACK getrf info = {bad[1]})"
+
+
 def _singular_info(A):
     return _call("linalg_lu_factor_ex", (A.detach(),), {"pivot": True, "check_errors": False})[2]
 
@@ -119,7 +124,7 @@ def inv(A, *, out=None):
         if "singular" not in str(e):
             raise
         bad = _first_bad(_singular_info(A))
-        raise LinAlgError(_inv_message("linalg.inv", bad) if bad else str(e)) from None
+        raise LinAlgError(_inv_message("linalg.inv", bad) + _getrf(bad) if bad else str(e)) from None
     return _out(r, out, "linalg.inv")
 
 
@@ -130,7 +135,7 @@ def solve(A, B, *, left=True, out=None):
         if "singular" not in str(e):
             raise
         bad = _first_bad(_singular_info(A))
-        raise LinAlgError(_solve_message(bad) if bad else str(e)) from None
+        raise LinAlgError(_solve_message(bad) + _getrf(bad) if bad else str(e)) from None
     return _out(r, out, "linalg.solve")
 
 
@@ -529,11 +534,11 @@ def tensorsolve(A, B, dims=None, *, out=None):
         keep = [d for d in builtins.range(A.ndim) if d not in dims]
         A = A.permute(keep + dims)
     rest = tuple(A.shape[B.ndim:])
-    m, n = _prod(tuple(A.shape[:B.ndim])), _prod(rest)
-    if m != n:
+    n = _prod(rest)
+    if n != B.numel():
         raise RuntimeError(f"Expected self to satisfy the requirement prod(self.shape[other.ndim:]) == "
-                           f"prod(self.shape[:other.ndim]), but got {n} != {m}")
-    return _out(solve(A.reshape(m, n), B.reshape(m)).reshape(rest), out, "linalg.tensorsolve")
+                           f"prod(self.shape[:other.ndim]), but got {n} != {B.numel()}")
+    return _out(solve(A.reshape(-1, n), B.reshape(-1)).reshape(rest), out, "linalg.tensorsolve")
 
 
 def _powers(x, N):
