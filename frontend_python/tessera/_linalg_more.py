@@ -238,7 +238,10 @@ def _eliminate(A):
     M = A
     for j in builtins.range(k):
         u = M[..., 0:1, :]
-        l = _call("div", (M[..., 1:, 0:1], M[..., 0:1, 0:1]), _E)
+        p = M[..., 0:1, 0:1]
+        # a zero pivot has zeros below it (LAPACK chose the largest): leave that column of L zero, as getrf does
+        p = _call("where", (_call("eq", (p, 0), _E), _ts().ones_like(p), p), _E)
+        l = _call("div", (M[..., 1:, 0:1], p), _E)
         rows.append(ts.cat([ts.zeros(batch + (1, j), dtype=A.dtype, device=A.device), u], -1) if j else u)
         one = ts.ones(batch + (1, 1), dtype=A.dtype, device=A.device)
         col = ts.cat([one, l], -2)
@@ -269,7 +272,7 @@ def lu(A, *, pivot=True, out=None):
     if A.ndim < 2:
         raise RuntimeError(f"linalg.lu: Expected tensor with 2 or more dimensions. Got size: {list(A.shape)} instead")
     if not pivot:
-        raise RuntimeError("linalg.lu: LU without pivoting is not implemented on the CPU")
+        raise RuntimeError("linalg.lu_factor: LU without pivoting is not implemented on the CPU")
     m = A.shape[-2]
     LU, pivots, _ = _call("linalg_lu_factor_ex", (A.detach(),), {"pivot": True, "check_errors": False})
     P = _permutation_matrix(pivots, m, A)

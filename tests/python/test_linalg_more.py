@@ -181,6 +181,19 @@ def test_lu_against_torch(dtype, shape, grad):
 
 
 @pytest.mark.torch
+def test_lu_of_singular_and_empty_matrices_as_torch():
+    torch = torch_mod()
+    for a in (np.array([[0.0, 0.0, 1.0], [0.0, 0.0, 2.0], [1.0, 1.0, 1.0]]), np.ones((2, 3, 3)), np.zeros((3, 0)),
+              np.zeros((0, 2))):
+        theirs = torch.linalg.lu(torch.from_numpy(a))
+        for grad in (False, True):
+            ours = LA.lu(from_np(a).requires_grad_(grad))
+            for o, t in zip(ours, theirs):
+                assert tuple(o.shape) == tuple(t.shape)
+                close(o, t)
+
+
+@pytest.mark.torch
 @pytest.mark.parametrize("shape", [(2, 4, 4), (5, 3), (3, 5)])
 def test_lu_factor_gradients_against_torch(shape):
     torch = torch_mod()
@@ -325,6 +338,7 @@ BAD = [
     ("matrix_power_rank", lambda L: L.linalg.matrix_power(L.ones(3), 2)),
     ("matrix_power_float", lambda L: L.linalg.matrix_power(L.eye(2), 2.0)),
     ("lu_rank", lambda L: L.linalg.lu(L.ones(3))),
+    ("lu_no_pivot", lambda L: L.linalg.lu(L.eye(3), pivot=False)),
     ("inv_ex_square", lambda L: L.linalg.inv_ex(L.ones(3, 2))),
     ("cond_rank", lambda L: L.linalg.cond(L.ones(3))),
     ("cond_square", lambda L: L.linalg.cond(L.ones(2, 3), 1)),
