@@ -586,4 +586,4 @@ def householder_product(A, tau, *, out=None):
         v = V[..., :, i:i + 1]
         t = tau[..., i:i + 1].unsqueeze(-1)
         X = _call("sub", (X, _mm(v * t, _mm(_mT(v), X))), _E)
-    return _out(X.contiguous() if hasattr(X, "contiguous") else X, out, "linalg.householder_product")
+    return _out(X.contiguous(), out, "linalg.householder_product")
