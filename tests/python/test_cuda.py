@@ -747,3 +747,36 @@ def test_fused_adam_matches_the_cpu_step(cls, kw, dtype, monkeypatch):
     assert calls.count("_fused_adam_") == 2 * len(grads)  # the fused step on both devices
     tol = 1e-5 if dtype == "float32" else 1e-12
     np.testing.assert_allclose(results["cuda"], results["cpu"], rtol=tol, atol=tol)
+
+
+@needs_gpu
+@pytest.mark.parametrize("mode", ["RNN", "LSTM", "GRU"])
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_recurrent_layers_on_cudnn_match_the_cpu(mode, bidirectional, monkeypatch):
+    """nn.RNN / LSTM / GRU on CUDA run cuDNN's RNN (_rnn_layer on the device) and give the CPU's
+    outputs, states and gradients, from the same weights, for 2 layers, both directions, batch_first."""
+    from tessera.nn import _rnn
+    devices = []
+    real = _rnn._fused_segment
+    monkeypatch.setattr(_rnn, "_fused_segment", lambda mode_, x, *a: devices.append(x.device.type) or real(mode_, x, *a))
+    rng = np.random.default_rng(3)
+    x0 = rng.standard_normal((4, 7, 5)).astype(np.float32)
+    grads = {}
+    for device in ("cpu", "cuda"):
+        ts.manual_seed(0)
+        layer = getattr(ts.nn, mode)(5, 6, num_layers=2, batch_first=True, bidirectional=bidirectional)
+        layer = layer.to(device)
+        x = ts.tensor(x0, device=device, requires_grad=True)
+        out, state = layer(x)
+        h = state[0] if mode == "LSTM" else state
+        loss = (out * out).sum() + (h * h).sum()
+        loss.backward()
+        grads[device] = [out.detach().cpu().numpy(), h.detach().cpu().numpy(), x.grad.cpu().numpy()] + \
+                        [p.grad.cpu().numpy() for p in layer.parameters()]
+    assert "cuda" in devices  # the cuDNN kernel ran, not the per-step composite
+    for got, want in zip(grads["cuda"], grads["cpu"]):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="_rnn_layer: expected weight_ih of shape"):
+        ts._C.call_op("_rnn_layer", (ts.zeros(3, 2, 5, device="cuda"), ts.zeros(24, 4, device="cuda"),
+                                     ts.zeros(24, 6, device="cuda"), None, None, ts.zeros(2, 6, device="cuda"),
+                                     ts.zeros(2, 6, device="cuda"), 2, False, False), {})

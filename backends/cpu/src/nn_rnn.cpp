@@ -14,6 +14,8 @@
 #include "strided.h"
 #include "tensor_iterator.h"
 
+#include <tessera/sdk/rnn_geometry.h>
+
 #include <dnnl.hpp>
 
 #include <array>
@@ -303,20 +305,12 @@ struct Operands {
   TensorRef input, w_ih, w_hh, b_ih, b_hh, hx, cx;  // b_*, cx may be undefined
 };
 
-void expect_shape(const char* op, const char* what, const TensorRef& t, std::vector<int64_t> shape,
-                  const char* meaning) {
-  if (t.shape_vector() != shape)
-    fail(TS_ERROR_VALUE, op, ": expected ", what, " of shape ", str(shape), " (", meaning, "), got ", str(t.sizes()));
-}
-
-// The forward's seven tensors sit at 0..6 in both operators; mode and reverse where given.
+// The forward's seven tensors sit at 0..6 in both operators; mode and reverse where given. The
+// shape rules are the SDK's (every device's kernel checks the same); dtype and device are ours.
 Operands operands(Args& a, const char* op, int mode_at, int reverse_at) {
   Operands o;
   TensorRef input = a.tensor(0), w_ih = a.tensor(1), w_hh = a.tensor(2), hx = a.tensor(5);
   std::optional<TensorRef> b_ih = a.optional_tensor(3), b_hh = a.optional_tensor(4), cx = a.optional_tensor(6);
-  const int64_t mode = a.to_int(mode_at);
-  if (mode < kRnnTanh || mode > kGru)
-    fail(TS_ERROR_VALUE, op, ": expected mode 0 (RNN_TANH), 1 (RNN_RELU), 2 (LSTM) or 3 (GRU), got ", mode);
   std::vector<const TensorRef*> all{&input, &w_ih, &w_hh, &hx};
   for (auto* t : {&b_ih, &b_hh, &cx})
     if (*t) all.push_back(&**t);
@@ -325,23 +319,10 @@ Operands operands(Args& a, const char* op, int mode_at, int reverse_at) {
     if (t->dtype() != TS_FLOAT32)
       fail(TS_ERROR_TYPE, op, ": expected float32 tensors (other dtypes take the composite path), got ",
            sdk::dtype_name(t->dtype()));
-  if (input.dim() != 3)
-    fail(TS_ERROR_VALUE, op, ": expected input of rank 3 [seq_len, batch, input_size], got shape ", str(input.sizes()));
-  if (w_hh.dim() != 2)
-    fail(TS_ERROR_VALUE, op, ": expected weight_hh of rank 2 [gates * hidden_size, hidden_size], got shape ",
-         str(w_hh.sizes()));
-  const int64_t G = gates_of(mode), H = w_hh.size(1);
-  o.g = Geometry{mode, input.size(0), input.size(1), input.size(2), H, a.to_bool(reverse_at)};
-  if (H == 0 || o.g.I == 0) fail(TS_ERROR_VALUE, op, ": hidden_size and input_size must be positive, got ", H, " and ", o.g.I);
-  expect_shape(op, "weight_ih", w_ih, {G * H, o.g.I}, "gates * hidden_size, input_size");
-  expect_shape(op, "weight_hh", w_hh, {G * H, H}, "gates * hidden_size, hidden_size");
-  if (b_ih) expect_shape(op, "bias_ih", *b_ih, {G * H}, "gates * hidden_size");
-  if (b_hh) expect_shape(op, "bias_hh", *b_hh, {G * H}, "gates * hidden_size");
-  expect_shape(op, "hx", hx, {o.g.N, H}, "batch, hidden_size");
-  if (mode == kLstm) {
-    if (!cx) fail(TS_ERROR_VALUE, op, ": an LSTM needs cx");
-    expect_shape(op, "cx", *cx, {o.g.N, H}, "batch, hidden_size");
-  }
+  const sdk::RnnGeometry rg =
+      sdk::rnn_geometry(op, input, w_ih, w_hh, b_ih, b_hh, hx, cx, a.to_int(mode_at), a.to_bool(reverse_at));
+  const int64_t mode = rg.mode;
+  o.g = Geometry{rg.mode, rg.T, rg.N, rg.I, rg.H, rg.reverse};
   o.input = dense(a.call(), input);
   o.w_ih = dense(a.call(), w_ih);
   o.w_hh = dense(a.call(), w_hh);

@@ -8,6 +8,7 @@
 // results match the CPU to float32 precision by default; float16/bfloat16 use tensor cores and
 // accumulate in float; float64 runs cuDNN's double kernels.
 #include "cuda_plugin.h"
+#include "cudnn_support.h"
 #include "workspace.h"
 
 #include <tessera/sdk/conv_geometry.h>
@@ -24,65 +25,6 @@ namespace tessera::gpu {
 
 namespace {
 
-void check_dnn(cudnnStatus_t s, const char* what) {
-  TS_SDK_CHECK(s == CUDNN_STATUS_SUCCESS, s == CUDNN_STATUS_ALLOC_FAILED ? TS_ERROR_OUT_OF_MEMORY : TS_ERROR, kName,
-               ": ", what, " failed: ", cudnnGetErrorString(s));
-}
-
-// ---- handles: one per (thread, device). A handle carries the stream it queues on, so a handle
-// shared between threads would need a lock around set-stream + call (as cuBLAS's does); one per
-// thread does not. When a thread ends its handles go back to a pool, not destroyed: creating
-// one is costly and destroying at process exit can race the runtime's own teardown.
-struct HandlePool {
-  std::mutex mutex;
-  std::vector<std::vector<cudnnHandle_t>> free;  // per device
-};
-HandlePool& handle_pool() {
-  static auto* pool = new HandlePool;  // kept for the process: thread exits may come after static destruction
-  return *pool;
-}
-struct ThreadHandles {
-  std::vector<cudnnHandle_t> by_device;
-  ~ThreadHandles() {
-    HandlePool& pool = handle_pool();
-    std::lock_guard lock(pool.mutex);
-    for (size_t d = 0; d < by_device.size(); ++d) {
-      if (!by_device[d]) continue;
-      if (pool.free.size() <= d) pool.free.resize(d + 1);
-      pool.free[d].push_back(by_device[d]);
-    }
-  }
-};
-
-// The calling thread's handle for device `index` (the current device), set to its current stream.
-cudnnHandle_t handle_for(int32_t index) {
-  thread_local ThreadHandles mine;
-  if (mine.by_device.size() <= size_t(index)) mine.by_device.resize(size_t(index) + 1, nullptr);
-  cudnnHandle_t& h = mine.by_device[size_t(index)];
-  if (!h) {
-    HandlePool& pool = handle_pool();
-    std::lock_guard lock(pool.mutex);
-    if (size_t(index) < pool.free.size() && !pool.free[size_t(index)].empty()) {
-      h = pool.free[size_t(index)].back();
-      pool.free[size_t(index)].pop_back();
-    }
-  }
-  if (!h) check_dnn(cudnnCreate(&h), "cudnnCreate");
-  check_dnn(cudnnSetStream(h, stream_for(index)), "cudnnSetStream");
-  return h;
-}
-
-// ---- descriptors (RAII)
-// One cuDNN descriptor, created and destroyed with the object.
-template <class Handle, cudnnStatus_t (*Create)(Handle*), cudnnStatus_t (*Destroy)(Handle)>
-struct Descriptor {
-  Handle d = nullptr;
-  Descriptor() { check_dnn(Create(&d), "creating a cuDNN descriptor"); }
-  ~Descriptor() { Destroy(d); }
-  Descriptor(const Descriptor&) = delete;
-  Descriptor& operator=(const Descriptor&) = delete;
-};
-using TensorDesc = Descriptor<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
 using FilterDesc = Descriptor<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor>;
 using ConvDesc = Descriptor<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor,
                             cudnnDestroyConvolutionDescriptor>;
@@ -102,15 +44,6 @@ void check_int_sized(const char* op, const Geometry& g) {
   for (int64_t v : {g.n * g.c_in * g.in_plane(), g.n * g.c_out * g.out_plane(), g.c_out * g.patch()})
     TS_SDK_CHECK(v <= INT_MAX, TS_ERROR_VALUE, op, ": a tensor of ", v, " elements is larger than cuDNN's limit of ",
                  INT_MAX, " elements on ", kName);
-}
-
-cudnnDataType_t dnn_type(int32_t dtype) {
-  switch (dtype) {
-    case TS_FLOAT64: return CUDNN_DATA_DOUBLE;
-    case TS_FLOAT16: return CUDNN_DATA_HALF;
-    case TS_BFLOAT16: return CUDNN_DATA_BFLOAT16;
-    default: return CUDNN_DATA_FLOAT;
-  }
 }
 
 // A contiguous 5-D (NCDHW) tensor descriptor.

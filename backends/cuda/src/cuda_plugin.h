@@ -135,6 +135,7 @@ void register_reduction_kernels(sdk::Registrar& reg, ts_dispatch_key key);    //
 void register_blas_kernels(sdk::Registrar& reg, ts_dispatch_key key);         // blas.cpp
 #if defined(TESSERA_HAS_CUDNN)
 void register_conv_kernels(sdk::Registrar& reg, ts_dispatch_key key);         // conv_cudnn.cpp
+void register_rnn_kernels(sdk::Registrar& reg, ts_dispatch_key key);          // rnn_cudnn.cpp
 #endif
 #if defined(TESSERA_HAS_CUFFT)
 void register_fft_kernels(sdk::Registrar& reg, ts_dispatch_key key);          // fft_cufft.cpp

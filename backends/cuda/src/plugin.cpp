@@ -20,6 +20,7 @@ void register_gpu(tessera::sdk::Registrar& reg) {
   register_blas_kernels(reg, key);
 #if defined(TESSERA_HAS_CUDNN)
   register_conv_kernels(reg, key);  // else convolution runs on the CPU (the host's fallback)
+  register_rnn_kernels(reg, key);   // else _rnn_layer too
 #endif
   register_activation_kernels(reg, key);
   register_pool_kernels(reg, key);

@@ -4,7 +4,7 @@ A sequence is always handled as PyTorch's packed layout: `data` holds the time s
 another, step t holding the first batch_sizes[t] sequences (sorted longest first). A padded batch
 is the special case of one length. Time splits into segments where the batch size is constant;
 each segment of each layer and direction is one `_rnn_layer` call (oneDNN's RNN primitive on the
-CPU, every step of the segment in one call), or, for dtypes and devices without that kernel, a
+CPU, cuDNN's on CUDA, every step of the segment in one call), or, for dtypes and devices without that kernel, a
 loop of per-step cells built from ordinary operators (which autograd and every device support).
 A direction running right to left visits the segments last to first, starting each newly active
 sequence from its initial state, which is how a packed sequence's reverse direction begins at
@@ -33,9 +33,14 @@ def segments(batch_sizes):
     return out
 
 
+# The devices whose plugin runs _rnn_layer itself: the CPU (oneDNN) and CUDA (cuDNN).
+_FUSED_DEVICES = ("cpu", "cuda")
+
+
 def _fused_ok(mode, x, weights, proj):
-    return (x.device.type == "cpu" and x.dtype == tessera.float32 and not proj
-            and all(w is None or (w.dtype == tessera.float32 and w.device.type == "cpu") for w in weights))
+    device = x.device.type
+    return (device in _FUSED_DEVICES and x.dtype == tessera.float32 and not proj
+            and all(w is None or (w.dtype == tessera.float32 and w.device.type == device) for w in weights))
 
 
 # ---- per-step cells from ordinary operators (the composite path; also RNNCell and friends)
