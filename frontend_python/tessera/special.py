@@ -62,3 +62,14 @@ def log_softmax(input, dim, *, dtype=None):
 
 def logsumexp(input, dim, keepdim=False):
     return _call("logsumexp", (input, dim, keepdim), _E)
+
+
+# Bessel, Airy, erfcx, zeta, the orthogonal polynomials, and the functions shared with the top level
+# (i0, polygamma, multigammaln = mvlgamma, gammainc/gammaincc = igamma/igammac): composites in _special_functions.
+from tessera._special_functions import (  # noqa: E402
+    airy_ai, bessel_j0, bessel_j1, bessel_y0, bessel_y1, chebyshev_polynomial_t, chebyshev_polynomial_u,
+    chebyshev_polynomial_v, chebyshev_polynomial_w, erfcx, gammainc, gammaincc, hermite_polynomial_h,
+    hermite_polynomial_he, i0, i0e, i1, i1e, laguerre_polynomial_l, legendre_polynomial_p, modified_bessel_i0,
+    modified_bessel_i1, modified_bessel_k0, modified_bessel_k1, multigammaln, polygamma, scaled_modified_bessel_k0,
+    scaled_modified_bessel_k1, shifted_chebyshev_polynomial_t, shifted_chebyshev_polynomial_u,
+    shifted_chebyshev_polynomial_v, shifted_chebyshev_polynomial_w, spherical_bessel_j0, zeta)
