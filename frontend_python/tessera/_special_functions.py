@@ -430,7 +430,7 @@ def _hurwitz_zeta(s, q):
     q_int = q == _f("floor", q)
     r = _where((q < 0.0) & ~q_int & (s != _f("floor", s)), _nan_like(r), r)
     r = _where((q <= 0.0) & q_int, _inf_like(r), r)
-    r = _where(s < 1.0, _nan_like(r), r)
+    r = _where((s < 1.0) | _f("isposinf", s), _nan_like(r), r)  # torch: NaN at x = inf too
     return _where(s == 1.0, _inf_like(r), r)
 
 
@@ -450,7 +450,7 @@ def _poly_args(input, n, fname):
 
 def _recurrence(n, p0, p1, step, active):
     """P_n from P_0 = p0, P_1 = p1 and P_{k+1} = step(k, P_{k-1}, P_k), for the elements in active."""
-    zero = _f("mul", p1, 0.0)
+    zero = _f("full_like", p1, 0.0)  # not p1 * 0: x may be infinite
     r = _where(n == 0.0, p0 + zero, _where(n == 1.0, p1, zero))
     need = _where(active, n, zero)
     top = int(_f("amax", need, []).item()) if need.numel() else 0
