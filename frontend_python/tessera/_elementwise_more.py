@@ -259,30 +259,10 @@ _ZETA_A = [12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606
 
 
 def _zeta(s, q):
-    """The Hurwitz zeta function sum_k (q + k) ** -s for an integer s > 1 (a Python int) and a tensor q."""
-    # Sum the first n terms directly, n large enough that q + n > 9 where the expansion is accurate.
-    n = builtins.max(9, int(math.ceil(9.0 - _call("amin", (q, []), _E).item())) + 1) if q.numel() else 9
-    total = _call("mul", (q, 0.0), _E)
-    for k in builtins.range(n):
-        total = _call("add", (total, _call("pow", (_call("add", (q, float(k)), _E), -float(s)), _E)), _E)
-    w = _call("add", (q, float(n)), _E)
-    total = _call("add", (total, _call("div", (_call("pow", (w, 1.0 - s), _E), s - 1.0), _E)), _E)
-    total = _call("add", (total, _call("mul", (_call("pow", (w, -float(s)), _E), 0.5), _E)), _E)
-    a = 1.0
-    k = 0.0
-    wk = _call("pow", (w, -float(s)), _E)  # w ** (-s - k) with k = 0, 2, 4, ...
-    inv_w = _call("reciprocal", (w,), _E)
-    for coeff in _ZETA_A:
-        a *= s + k
-        wk = _call("mul", (wk, inv_w), _E)
-        total = _call("add", (total, _call("mul", (wk, a / coeff), _E)), _E)
-        k += 1.0
-        a *= s + k
-        wk = _call("mul", (wk, inv_w), _E)
-        k += 1.0
-    # q at a non-positive integer: a pole.
-    pole = _call("logical_and", (_call("le", (q, 0), _E), _call("eq", (q, _call("floor", (q,), _E)), _E)), _E)
-    return _where(pole, _C.tensor(math.inf, dtype=q.dtype, device=q.device), total)
+    """The Hurwitz zeta function sum_k (q + k) ** -s for an integer s > 1 (a Python int) and a tensor q:
+    special.zeta's implementation (one Euler-Maclaurin summation for both)."""
+    from tessera._special_functions import _hurwitz_zeta
+    return _hurwitz_zeta(_call("full_like", (q, float(s)), _E), q)
 
 
 def polygamma(n, input, *, out=None):

@@ -19,7 +19,6 @@ _call = _C.call_op
 _E = {}
 _Tensor = _C.Tensor
 _F64 = _C.dtypes["float64"]
-_F32 = _C.dtypes["float32"]
 
 
 def _f(op, *args, **kwargs):
