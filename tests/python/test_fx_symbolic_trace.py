@@ -428,3 +428,28 @@ def test_transformer_rewrites_the_graph():
     x = ts.randn(2, 4, 3, 3)
     y = F.gelu(m.block.conv(x)) * m.block.scale + x
     close(new(x)[0], m.head(y.view(2, 4, -1).transpose(1, 2).mean(dim=1))[:, 0])
+
+
+class KeywordsAndDtypes(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x, *, scale):
+        y = self.fc(x.to(ts.float64).to(dtype=ts.float32)) * scale
+        return {"y": y, "zeros": x.new_zeros(2, device=ts.device("cpu"))}
+
+
+def test_keyword_only_arguments_dtypes_retracing_and_compiling():
+    m = KeywordsAndDtypes()
+    gm = ts.fx.symbolic_trace(m)
+    assert "def forward(self, x, *, scale):" in gm.code and "x.to(tessera.float64)" in gm.code
+    x = ts.randn(2, 4)
+    close(gm(x, scale=3.0)["y"], m(x, scale=3.0)["y"])
+    again = ts.fx.symbolic_trace(gm)  # a GraphModule retraces to the same graph
+    assert signature(again) == signature(gm)
+    close(again(x, scale=0.5)["y"], m(x, scale=0.5)["y"])
+    traced = ts.fx.symbolic_trace(TS_MODULES["MLP"]())
+    v = ts.randn(3, 8)
+    expected = traced(v)
+    close(ts.compile(traced, backend="eager")(v), expected)

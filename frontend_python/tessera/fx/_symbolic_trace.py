@@ -303,7 +303,11 @@ class Tracer:
     # ---- tracing
     def trace(self, root, concrete_args=None):
         """The Graph of root's forward (root a Module) or of root (a function)."""
-        if isinstance(root, Module):
+        if isinstance(root, GraphModule):  # retracing: its generated forward has the real signature
+            self.root = root
+            fn = root._forward
+            fn_globals = {}
+        elif isinstance(root, Module):
             self.root = root
             fn = type(root).forward
             fn_globals = getattr(fn, "__globals__", {})
@@ -346,12 +350,13 @@ class Tracer:
                 if p.kind == p.VAR_POSITIONAL:  # torch.fx passes one Proxy standing for the whole tuple
                     args.append(self.proxy(node))
                 continue
+            meta = {"kw_only": True} if p.kind == p.KEYWORD_ONLY else None
             if p.name in concrete:
                 # specialised: the value itself runs through forward; the parameter stays in the signature
-                self.graph.placeholder(p.name, default_value=default)
+                self.graph.placeholder(p.name, default_value=default, meta=meta)
                 value = concrete[p.name]
             else:
-                value = self.proxy(self.graph.placeholder(p.name, default_value=default))
+                value = self.proxy(self.graph.placeholder(p.name, default_value=default, meta=meta))
             if p.kind == p.KEYWORD_ONLY:
                 kwargs[p.name] = value
             else:

@@ -350,6 +350,8 @@ class Graph:
         for n in self._nodes:
             if n.op != "placeholder":
                 continue
+            if n.meta.get("kw_only") and not builtins.any(p.startswith("*") for p in params):
+                params.append("*")  # keyword-only parameters stay keyword-only
             if isinstance(n.target, str) and n.target.startswith("*"):
                 params.append(n.target[:-len(n.target.lstrip("*"))] + n.name)
             elif n.args:
