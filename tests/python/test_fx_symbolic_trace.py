@@ -333,9 +333,10 @@ class Length(nn.Module):
 
 
 def test_control_flow_on_a_proxy_raises_trace_error():
-    with pytest.raises(ts.fx.TraceError, match="symbolically traced variables cannot be used as inputs to control flow"):
+    control_flow = "symbolically traced variables cannot be used as inputs to control flow"
+    with pytest.raises(ts.fx.TraceError, match=control_flow):
         ts.fx.symbolic_trace(DataDependent())
-    with pytest.raises(ts.fx.TraceError, match="symbolically traced variables cannot be used as inputs to control flow"):
+    with pytest.raises(ts.fx.TraceError, match=control_flow):
         ts.fx.symbolic_trace(Branchy())
     with pytest.raises(ts.fx.TraceError, match="cannot be iterated"):
         ts.fx.symbolic_trace(Loops())
