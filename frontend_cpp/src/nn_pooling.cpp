@@ -1,4 +1,5 @@
-// nn::MaxPool1d / MaxPool2d / AvgPool1d / AvgPool2d / AdaptiveAvgPool2d over nn::functional's pooling.
+// nn::MaxPool1d/2d/3d, AvgPool1d/2d/3d and AdaptiveAvgPool2d over nn::functional's pooling and the
+// 3-D pooling operators.
 #include <tessera/cpp/nn/functional.h>
 #include <tessera/cpp/nn/pooling.h>
 #include <tessera/ops.h>
@@ -6,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <type_traits>
 
 namespace tessera::nn {
 namespace {
@@ -28,13 +30,22 @@ void check_windows(const std::vector<int64_t>& kernel, const std::vector<int64_t
                         module, fmt::join(padding, ", "), fmt::join(kernel, ", "));
 }
 
-// The input's rank: 2 or 3 for the 1-D poolings, 3 or 4 for the 2-D ones.
+// The input's rank: 2 or 3 for the 1-D poolings, 3 or 4 for the 2-D ones, 4 or 5 for the 3-D ones.
 void check_input(const Tensor& input, int64_t dims, const char* module) {
   if (!input.defined()) raise<ValueError>("{}: got an undefined input", module);
+  const char* spatial = dims == 1 ? "L" : dims == 2 ? "H, W" : "D, H, W";
   if (input.dim() != dims + 1 && input.dim() != dims + 2)
-    raise<ValueError>("{}: expected a {}-D ({}) or {}-D ({}) input, got {}-D input of shape [{}]", module, dims + 1,
-                      dims == 1 ? "C, L" : "C, H, W", dims + 2, dims == 1 ? "N, C, L" : "N, C, H, W", input.dim(),
-                      fmt::join(input.shape(), ", "));
+    raise<ValueError>("{}: expected a {}-D (C, {}) or {}-D (N, C, {}) input, got {}-D input of shape [{}]", module,
+                      dims + 1, spatial, dims + 2, spatial, input.dim(), fmt::join(input.shape(), ", "));
+}
+
+// An unbatched (C, D, H, W) input runs as a batch of one.
+template <class F>
+auto unbatched_as_one(const Tensor& input, F&& pool) {
+  if (input.dim() == 5) return pool(input);
+  auto out = pool(input.unsqueeze(0));
+  if constexpr (std::is_same_v<decltype(out), Tensor>) return out.squeeze(0);
+  else return std::make_tuple(std::get<0>(out).squeeze(0), std::get<1>(out).squeeze(0));
 }
 
 std::string sizes(const std::vector<int64_t>& v) {
@@ -80,6 +91,27 @@ std::string MaxPool2d::extra_repr() const {
                      sizes(o.stride.empty() ? kernel_size_ : o.stride), sizes(o.padding), sizes(o.dilation), o.ceil_mode);
 }
 
+MaxPool3d::MaxPool3d(std::vector<int64_t> kernel_size, const MaxPoolOptions& options)
+    : Module("MaxPool3d"), kernel_size_(expand(std::move(kernel_size), 3, "MaxPool3d", "kernel_size", true)), options_(options) {
+  if (!options_.stride.empty()) options_.stride = expand(options_.stride, 3, "MaxPool3d", "stride", true);
+  options_.padding = expand(options_.padding, 3, "MaxPool3d", "padding", false);
+  options_.dilation = expand(options_.dilation, 3, "MaxPool3d", "dilation", true);
+  check_windows(kernel_size_, options_.padding, "MaxPool3d");
+}
+std::tuple<Tensor, Tensor> MaxPool3d::forward_with_indices(const Tensor& input) {
+  check_input(input, 3, "MaxPool3d");
+  const auto& o = options_;
+  return unbatched_as_one(input, [&](const Tensor& x) {
+    return max_pool3d_with_indices(x, kernel_size_, o.stride, o.padding, o.dilation, o.ceil_mode);
+  });
+}
+Tensor MaxPool3d::forward(const Tensor& input) { return std::get<0>(forward_with_indices(input)); }
+std::string MaxPool3d::extra_repr() const {
+  const auto& o = options_;
+  return fmt::format("kernel_size={}, stride={}, padding={}, dilation={}, ceil_mode={}", sizes(kernel_size_),
+                     sizes(o.stride.empty() ? kernel_size_ : o.stride), sizes(o.padding), sizes(o.dilation), o.ceil_mode);
+}
+
 AvgPool1d::AvgPool1d(std::vector<int64_t> kernel_size, const AvgPoolOptions& options)
     : Module("AvgPool1d"), kernel_size_(expand(std::move(kernel_size), 1, "AvgPool1d", "kernel_size", true)), options_(options) {
   if (!options_.stride.empty()) options_.stride = expand(options_.stride, 1, "AvgPool1d", "stride", true);
@@ -112,6 +144,26 @@ Tensor AvgPool2d::forward(const Tensor& input) {
                                 o.divisor_override);
 }
 std::string AvgPool2d::extra_repr() const {
+  const auto& o = options_;
+  return fmt::format("kernel_size={}, stride={}, padding={}", sizes(kernel_size_),
+                     sizes(o.stride.empty() ? kernel_size_ : o.stride), sizes(o.padding));
+}
+
+AvgPool3d::AvgPool3d(std::vector<int64_t> kernel_size, const AvgPoolOptions& options)
+    : Module("AvgPool3d"), kernel_size_(expand(std::move(kernel_size), 3, "AvgPool3d", "kernel_size", true)), options_(options) {
+  if (!options_.stride.empty()) options_.stride = expand(options_.stride, 3, "AvgPool3d", "stride", true);
+  options_.padding = expand(options_.padding, 3, "AvgPool3d", "padding", false);
+  check_windows(kernel_size_, options_.padding, "AvgPool3d");
+  if (options.divisor_override && *options.divisor_override == 0) raise<ValueError>("AvgPool3d: divisor must be not zero");
+}
+Tensor AvgPool3d::forward(const Tensor& input) {
+  check_input(input, 3, "AvgPool3d");
+  const auto& o = options_;
+  return unbatched_as_one(input, [&](const Tensor& x) {
+    return avg_pool3d(x, kernel_size_, o.stride, o.padding, o.ceil_mode, o.count_include_pad, o.divisor_override);
+  });
+}
+std::string AvgPool3d::extra_repr() const {
   const auto& o = options_;
   return fmt::format("kernel_size={}, stride={}, padding={}", sizes(kernel_size_),
                      sizes(o.stride.empty() ? kernel_size_ : o.stride), sizes(o.padding));

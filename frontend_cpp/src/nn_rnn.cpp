@@ -1,6 +1,6 @@
 // nn::RNN, nn::LSTM, nn::GRU: layers and directions over a padded sequence, each one `_rnn_layer`
 // call for float32 CPU tensors (as tessera/nn/_rnn.py's fused path), else per-step cells written
-// with ordinary operators (its composite path).
+// with ordinary operators (its composite path); nn::RNNCell, LSTMCell, GRUCell: one such step.
 #include <tessera/cpp/autograd.h>
 #include <tessera/cpp/nn/functional.h>
 #include <tessera/cpp/nn/init.h>
@@ -25,6 +25,25 @@ std::string weight_name(const char* kind, int64_t layer, int64_t direction) {
 // One gate block (the i-th of `n`, each h wide) of the last dim.
 Tensor gate(const Tensor& t, int64_t i, int64_t h) { return t.narrow(-1, i * h, h); }
 
+// One step from the input's and the state's projections (xp, hp: (N, G*H)): (h', c').
+std::tuple<Tensor, Tensor> cell_step(int64_t mode, const Tensor& xp, const Tensor& hp, const Tensor& h, Tensor c,
+                                     int64_t H) {
+  if (mode == kLstm) {
+    Tensor g = xp.add(hp);
+    Tensor i = gate(g, 0, H).sigmoid(), f = gate(g, 1, H).sigmoid(), gg = gate(g, 2, H).tanh(), o = gate(g, 3, H).sigmoid();
+    c = f.mul(c).add(i.mul(gg));
+    return {o.mul(c.tanh()), c};
+  }
+  if (mode == kGru) {
+    Tensor r = gate(xp, 0, H).add(gate(hp, 0, H)).sigmoid();
+    Tensor z = gate(xp, 1, H).add(gate(hp, 1, H)).sigmoid();
+    Tensor n = gate(xp, 2, H).add(r.mul(gate(hp, 2, H))).tanh();
+    return {n.sub(z.mul(n)).add(z.mul(h)), c};  // (1 - z) n + z h
+  }
+  Tensor pre = xp.add(hp);
+  return {mode == kRnnRelu ? pre.relu() : pre.tanh(), c};
+}
+
 // One layer and direction, step by step: x (T, N, I) -> (out (T, N, H), h, c).
 std::tuple<Tensor, Tensor, Tensor> composite_direction(int64_t mode, const Tensor& x, Tensor h, Tensor c,
                                                        const std::vector<Tensor>& w, bool reverse) {
@@ -34,22 +53,7 @@ std::tuple<Tensor, Tensor, Tensor> composite_direction(int64_t mode, const Tenso
   std::vector<Tensor> outs(static_cast<size_t>(T));
   for (int64_t s = 0; s < T; ++s) {
     int64_t t = reverse ? T - 1 - s : s;
-    Tensor xp = x_proj.select(0, t);
-    Tensor hp = functional::linear(h, w_hh, b_hh);
-    if (mode == kLstm) {
-      Tensor g = xp.add(hp);
-      Tensor i = gate(g, 0, H).sigmoid(), f = gate(g, 1, H).sigmoid(), gg = gate(g, 2, H).tanh(), o = gate(g, 3, H).sigmoid();
-      c = f.mul(c).add(i.mul(gg));
-      h = o.mul(c.tanh());
-    } else if (mode == kGru) {
-      Tensor r = gate(xp, 0, H).add(gate(hp, 0, H)).sigmoid();
-      Tensor z = gate(xp, 1, H).add(gate(hp, 1, H)).sigmoid();
-      Tensor n = gate(xp, 2, H).add(r.mul(gate(hp, 2, H))).tanh();
-      h = n.sub(z.mul(n)).add(z.mul(h));  // (1 - z) n + z h
-    } else {
-      Tensor pre = xp.add(hp);
-      h = mode == kRnnRelu ? pre.relu() : pre.tanh();
-    }
+    std::tie(h, c) = cell_step(mode, x_proj.select(0, t), functional::linear(h, w_hh, b_hh), h, c, H);
     outs[size_t(t)] = h;
   }
   return {stack(outs, 0), h, c};
@@ -225,5 +229,89 @@ std::tuple<Tensor, Tensor> GRU::forward(const Tensor& input, const Tensor& hx) {
   auto [out, h, c] = run(input, hx, Tensor());
   return {out, h};
 }
+
+// ---- cells
+RNNCellBase::RNNCellBase(std::string name, int64_t mode, int64_t input_size, int64_t hidden_size,
+                         const RNNCellOptions& options)
+    : Module(std::move(name)), mode_(mode), input_size_(input_size), hidden_size_(hidden_size), options_(options) {
+  const std::string& m = this->name();
+  if (input_size <= 0) raise<ValueError>("{}: input_size must be greater than zero, got {}", m, input_size);
+  if (hidden_size <= 0) raise<ValueError>("{}: hidden_size must be greater than zero, got {}", m, hidden_size);
+  const int64_t gate_size = gates(mode) * hidden_size;
+  register_parameter("weight_ih", empty({gate_size, input_size}, options.dtype, options.device), false);
+  register_parameter("weight_hh", empty({gate_size, hidden_size}, options.dtype, options.device), false);
+  if (options.bias) {
+    register_parameter("bias_ih", empty({gate_size}, options.dtype, options.device), false);
+    register_parameter("bias_hh", empty({gate_size}, options.dtype, options.device), false);
+  }
+  reset_parameters();
+  for (Tensor& p : parameters(false)) p.requires_grad_(true);
+}
+
+void RNNCellBase::reset_parameters() {
+  double stdv = 1.0 / std::sqrt(double(hidden_size_));
+  for (Tensor& p : parameters(false)) init::uniform_(p, -stdv, stdv);
+}
+
+std::tuple<Tensor, Tensor> RNNCellBase::step(const Tensor& input, Tensor hx, Tensor cx) {
+  const std::string& m = name();
+  if (!input.defined()) raise<ValueError>("{}: got an undefined input", m);
+  if (input.dim() != 1 && input.dim() != 2)
+    raise<ValueError>("{}: Expected input to be 1D or 2D, got {}D instead", m, input.dim());
+  if (input.size(-1) != input_size_)
+    raise<ValueError>("{}: input has inconsistent input_size: got {} expected {}", m, input.size(-1), input_size_);
+  const bool batched = input.dim() == 2, is_lstm = mode_ == kLstm;
+  Tensor x = batched ? input : input.unsqueeze(0);
+  const std::vector<int64_t> state{x.size(0), hidden_size_};
+  auto prepare = [&](Tensor s, const char* what) {
+    if (!s.defined()) return zeros(state, x.dtype(), x.device());
+    if (s.dim() != input.dim())
+      raise<ValueError>("{}: Expected {} to be {}D, got {}D instead", m, what, input.dim(), s.dim());
+    if (!batched) s = s.unsqueeze(0);
+    if (s.shape() != state)
+      raise<ValueError>("{}: expected {} of shape [{}], got [{}]", m, what, fmt::join(state, ", "),
+                        fmt::join(batched ? s.shape() : s.squeeze(0).shape(), ", "));
+    return s;
+  };
+  hx = prepare(std::move(hx), "hx");
+  if (is_lstm) cx = prepare(std::move(cx), "cx");
+  Tensor b_ih = options_.bias ? param("bias_ih") : Tensor(), b_hh = options_.bias ? param("bias_hh") : Tensor();
+  auto [h, c] = cell_step(mode_, functional::linear(x, param("weight_ih"), b_ih),
+                          functional::linear(hx, param("weight_hh"), b_hh), hx, cx, hidden_size_);
+  if (!batched) {
+    h = h.squeeze(0);
+    if (is_lstm) c = c.squeeze(0);
+  }
+  return {h, c};
+}
+
+std::string RNNCellBase::extra_repr() const {
+  std::string s = fmt::format("{}, {}", input_size_, hidden_size_);
+  if (!options_.bias) s += ", bias=false";
+  if (mode_ == kRnnRelu) s += ", nonlinearity=relu";
+  return s;
+}
+
+namespace {
+const RNNCellOptions& tanh_only(const RNNCellOptions& o, const char* module) {
+  if (o.nonlinearity != "tanh")
+    raise<ValueError>("{}: nonlinearity is an RNNCell option, got '{}'", module, o.nonlinearity);
+  return o;
+}
+}  // namespace
+
+RNNCell::RNNCell(int64_t input_size, int64_t hidden_size, const RNNCellOptions& options)
+    : RNNCellBase("RNNCell", rnn_mode(options.nonlinearity), input_size, hidden_size, options) {}
+Tensor RNNCell::forward(const Tensor& input, const Tensor& hx) { return std::get<0>(step(input, hx, Tensor())); }
+
+LSTMCell::LSTMCell(int64_t input_size, int64_t hidden_size, const LSTMCellOptions& options)
+    : RNNCellBase("LSTMCell", kLstm, input_size, hidden_size, tanh_only(options, "LSTMCell")) {}
+std::tuple<Tensor, Tensor> LSTMCell::forward(const Tensor& input, const std::tuple<Tensor, Tensor>& hx) {
+  return step(input, std::get<0>(hx), std::get<1>(hx));
+}
+
+GRUCell::GRUCell(int64_t input_size, int64_t hidden_size, const GRUCellOptions& options)
+    : RNNCellBase("GRUCell", kGru, input_size, hidden_size, tanh_only(options, "GRUCell")) {}
+Tensor GRUCell::forward(const Tensor& input, const Tensor& hx) { return std::get<0>(step(input, hx, Tensor())); }
 
 }  // namespace tessera::nn

@@ -878,3 +878,95 @@ TEST(CppApiNnMore, RecurrentShapesAndBadInput) {
   }
   EXPECT_LT(last, first / 5) << first << " -> " << last;
 }
+
+// A cell's step equals a one-step, one-layer recurrent layer with the same weights (the layers
+// are checked against the gate equations above), batched and unbatched, with and without states.
+TEST(CppApiNnMore, CellsMatchOneStepOfTheirLayer) {
+  int64_t N = 3, I = 5, H = 4;
+  for (const std::string mode : {"LSTM", "GRU", "RNN"}) {
+    SCOPED_TRACE(mode);
+    ts::manual_seed(40);
+    std::unique_ptr<nn::RNNBase> layer;
+    std::unique_ptr<nn::Module> cell;
+    if (mode == "LSTM") layer = std::make_unique<nn::LSTM>(I, H), cell = std::make_unique<nn::LSTMCell>(I, H);
+    else if (mode == "GRU") layer = std::make_unique<nn::GRU>(I, H), cell = std::make_unique<nn::GRUCell>(I, H);
+    else layer = std::make_unique<nn::RNN>(I, H), cell = std::make_unique<nn::RNNCell>(I, H);
+    auto cell_params = cell->named_parameters(), layer_params = layer->named_parameters();
+    ASSERT_EQ(cell_params.size(), layer_params.size());
+    {
+      ts::autograd::NoGradGuard no_grad;
+      for (size_t i = 0; i < cell_params.size(); ++i) layer_params[i].second.copy_(cell_params[i].second);
+    }
+    Tensor x = from(randoms(size_t(N * I), 41), {N, I}), h0 = from(randoms(size_t(N * H), 42), {N, H}),
+           c0 = from(randoms(size_t(N * H), 43), {N, H});
+    Tensor h, c, want_h, want_c;
+    if (mode == "LSTM") {
+      std::tie(h, c) = static_cast<nn::LSTMCell&>(*cell)(x, {h0, c0});
+      auto [out, state] = static_cast<nn::LSTM&>(*layer)(x.unsqueeze(0), {h0.unsqueeze(0), c0.unsqueeze(0)});
+      want_h = std::get<0>(state).squeeze(0);
+      want_c = std::get<1>(state).squeeze(0);
+      expect_close(c, want_c.to_double_vector(), 1e-6);
+      // unbatched
+      auto [hu, cu] = static_cast<nn::LSTMCell&>(*cell)(x.select(0, 1), {h0.select(0, 1), c0.select(0, 1)});
+      expect_close(hu, want_h.select(0, 1).to_double_vector(), 1e-6);
+      expect_close(cu, want_c.select(0, 1).to_double_vector(), 1e-6);
+    } else if (mode == "GRU") {
+      h = static_cast<nn::GRUCell&>(*cell)(x, h0);
+      want_h = std::get<1>(static_cast<nn::GRU&>(*layer)(x.unsqueeze(0), h0.unsqueeze(0))).squeeze(0);
+    } else {
+      h = static_cast<nn::RNNCell&>(*cell)(x, h0);
+      want_h = std::get<1>(static_cast<nn::RNN&>(*layer)(x.unsqueeze(0), h0.unsqueeze(0))).squeeze(0);
+    }
+    expect_close(h, want_h.to_double_vector(), 1e-6);
+    // no state: zeros; and gradients reach the cell's weights
+    Tensor h_zero = (*cell)(x);
+    Tensor want_zero = (*layer)(x.unsqueeze(0)).squeeze(0);
+    expect_close(h_zero, want_zero.to_double_vector(), 1e-6);
+    h_zero.sum().backward();
+    for (auto& [name, p] : cell->named_parameters()) EXPECT_TRUE(p.grad().defined()) << name;
+  }
+  expect_error<ts::ValueError>([] { nn::LSTMCell(3, 2)(ts::zeros({2, 4}), {}); },
+                               {"LSTMCell", "input has inconsistent input_size: got 4 expected 3"});
+  expect_error<ts::ValueError>([] { nn::GRUCell(3, 2)(ts::zeros({2, 3}), ts::zeros({2, 5})); },
+                               {"GRUCell", "expected hx of shape [2, 2], got [2, 5]"});
+  expect_error<ts::ValueError>([] { nn::RNNCell(3, 2)(ts::zeros({1, 2, 3}), Tensor()); },
+                               {"RNNCell", "Expected input to be 1D or 2D, got 3D instead"});
+  expect_error<ts::ValueError>([] { nn::LSTMCell(3, 2, {.nonlinearity = "relu"}); }, {"LSTMCell", "RNNCell option"});
+}
+
+// 3-D pooling against window loops over an input whose values are all distinct.
+TEST(CppApiNnMore, Pool3dMatchesWindowLoops) {
+  const int64_t D = 4, Hh = 5, W = 6, k = 2, s = 2;
+  std::vector<double> v = randoms(size_t(2 * D * Hh * W), 50);
+  Tensor x = from(v, {1, 2, D, Hh, W});
+  const int64_t OD = (D - k) / s + 1, OH = (Hh - k) / s + 1, OW = (W - k) / s + 1;
+  std::vector<double> want_max, want_avg;
+  for (int64_t c = 0; c < 2; ++c)
+    for (int64_t od = 0; od < OD; ++od)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          double m = -1e300, sum = 0;
+          for (int64_t a = 0; a < k; ++a)
+            for (int64_t b = 0; b < k; ++b)
+              for (int64_t e = 0; e < k; ++e) {
+                double val = v[size_t(((c * D + od * s + a) * Hh + oh * s + b) * W + ow * s + e)];
+                m = std::max(m, val);
+                sum += val;
+              }
+          want_max.push_back(m);
+          want_avg.push_back(sum / double(k * k * k));
+        }
+  nn::MaxPool3d mp(k);
+  Tensor y = mp(x);
+  EXPECT_EQ(y.shape(), (Shape{1, 2, OD, OH, OW}));
+  expect_close(y, want_max, 1e-6);
+  expect_close(nn::AvgPool3d(k)(x), want_avg, 1e-6);
+  expect_close(mp(x.select(0, 0)), want_max, 1e-6);  // unbatched (C, D, H, W)
+  EXPECT_EQ(mp(x.select(0, 0)).shape(), (Shape{2, OD, OH, OW}));
+  auto [values, indices] = mp.forward_with_indices(x);
+  EXPECT_EQ(indices.dtype(), ts::kInt64);
+  EXPECT_EQ(mp.extra_repr(),
+            "kernel_size=(2, 2, 2), stride=(2, 2, 2), padding=(0, 0, 0), dilation=(1, 1, 1), ceil_mode=false");
+  expect_error<ts::ValueError>([&] { mp(ts::zeros({2, 3, 4})); }, {"MaxPool3d", "4-D (C, D, H, W) or 5-D", "got 3-D"});
+  expect_error<ts::ValueError>([] { nn::AvgPool3d(2, {.divisor_override = 0}); }, {"AvgPool3d", "divisor"});
+}

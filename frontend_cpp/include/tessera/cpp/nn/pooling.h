@@ -1,7 +1,8 @@
 #pragma once
 // Pooling modules without parameters (torch's defaults: stride = kernel_size, no padding):
 // MaxPool1d / AvgPool1d over the last dim of (N, C, L) or (C, L) inputs, MaxPool2d / AvgPool2d /
-// AdaptiveAvgPool2d over the last two of (N, C, H, W) or (C, H, W) inputs.
+// AdaptiveAvgPool2d over the last two of (N, C, H, W) or (C, H, W) inputs, MaxPool3d / AvgPool3d
+// over the last three of (N, C, D, H, W) or (C, D, H, W) inputs.
 #include <tessera/cpp/nn/module.h>
 
 #include <optional>
@@ -19,16 +20,18 @@ struct MaxPoolOptions {
 };
 using MaxPool1dOptions = MaxPoolOptions;
 using MaxPool2dOptions = MaxPoolOptions;
+using MaxPool3dOptions = MaxPoolOptions;
 
 struct AvgPoolOptions {
   std::vector<int64_t> stride{};
   std::vector<int64_t> padding{0};
   bool ceil_mode = false;
   bool count_include_pad = true;
-  std::optional<int64_t> divisor_override;  // AvgPool2d only
+  std::optional<int64_t> divisor_override;  // AvgPool2d and AvgPool3d
 };
 using AvgPool1dOptions = AvgPoolOptions;
 using AvgPool2dOptions = AvgPoolOptions;
+using AvgPool3dOptions = AvgPoolOptions;
 
 class MaxPool1d : public Module {
  public:
@@ -58,6 +61,21 @@ class MaxPool2d : public Module {
   MaxPoolOptions options_;
 };
 
+class MaxPool3d : public Module {
+ public:
+  explicit MaxPool3d(std::vector<int64_t> kernel_size, const MaxPoolOptions& options = {});
+  explicit MaxPool3d(int64_t kernel_size, const MaxPoolOptions& options = {})
+      : MaxPool3d(std::vector<int64_t>{kernel_size}, options) {}
+  Tensor forward(const Tensor& input) override;
+  // The max and its int64 index, flat over D * H * W of each volume (torch's return_indices).
+  std::tuple<Tensor, Tensor> forward_with_indices(const Tensor& input);
+  std::string extra_repr() const override;
+
+ private:
+  std::vector<int64_t> kernel_size_;
+  MaxPoolOptions options_;
+};
+
 class AvgPool1d : public Module {
  public:
   explicit AvgPool1d(std::vector<int64_t> kernel_size, const AvgPoolOptions& options = {});
@@ -76,6 +94,19 @@ class AvgPool2d : public Module {
   explicit AvgPool2d(std::vector<int64_t> kernel_size, const AvgPoolOptions& options = {});
   explicit AvgPool2d(int64_t kernel_size, const AvgPoolOptions& options = {})
       : AvgPool2d(std::vector<int64_t>{kernel_size}, options) {}
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+
+ private:
+  std::vector<int64_t> kernel_size_;
+  AvgPoolOptions options_;
+};
+
+class AvgPool3d : public Module {
+ public:
+  explicit AvgPool3d(std::vector<int64_t> kernel_size, const AvgPoolOptions& options = {});
+  explicit AvgPool3d(int64_t kernel_size, const AvgPoolOptions& options = {})
+      : AvgPool3d(std::vector<int64_t>{kernel_size}, options) {}
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
 

@@ -14,6 +14,13 @@
 //   nn::LSTM lstm(8, 16, {.num_layers = 2, .batch_first = true});
 //   auto [out, state] = lstm(x, {});          // out (N, T, 16); state = (h_n, c_n)
 //   Tensor last = lstm(x);                    // the output alone (so it can sit in a Sequential)
+//
+// The cells take one step: nn::RNNCell, nn::LSTMCell, nn::GRUCell with parameters weight_ih,
+// weight_hh, bias_ih, bias_hh (same shapes and initialisation), input (N, input_size) or
+// unbatched (input_size), states (N, H) or (H), zeros when undefined.
+//
+//   nn::LSTMCell cell(8, 16);
+//   auto [h, c] = cell(x_t, {h, c});
 #include <tessera/cpp/nn/module.h>
 
 #include <optional>
@@ -88,6 +95,60 @@ class GRU : public RNNBase {
   // (output, h_n); hx undefined: zeros.
   std::tuple<Tensor, Tensor> forward(const Tensor& input, const Tensor& hx);
   std::tuple<Tensor, Tensor> operator()(const Tensor& input, const Tensor& hx) { return forward(input, hx); }
+};
+
+struct RNNCellOptions {
+  bool bias = true;
+  std::string nonlinearity = "tanh";  // RNNCell only: "tanh" or "relu"
+  std::optional<ScalarType> dtype;
+  std::optional<Device> device;
+};
+using LSTMCellOptions = RNNCellOptions;
+using GRUCellOptions = RNNCellOptions;
+
+class RNNCellBase : public Module {
+ public:
+  void reset_parameters();
+  std::string extra_repr() const override;
+  int64_t input_size() const { return input_size_; }
+  int64_t hidden_size() const { return hidden_size_; }
+
+ protected:
+  RNNCellBase(std::string name, int64_t mode, int64_t input_size, int64_t hidden_size, const RNNCellOptions& options);
+  // One step: (h', c'), c' only for an LSTM cell; hx, cx undefined: zeros.
+  std::tuple<Tensor, Tensor> step(const Tensor& input, Tensor hx, Tensor cx);
+
+  int64_t mode_, input_size_, hidden_size_;
+  RNNCellOptions options_;
+};
+
+class RNNCell : public RNNCellBase {
+ public:
+  RNNCell(int64_t input_size, int64_t hidden_size, const RNNCellOptions& options = {});
+  using Module::operator();
+  Tensor forward(const Tensor& input) override { return forward(input, Tensor()); }
+  Tensor forward(const Tensor& input, const Tensor& hx);  // h'
+  Tensor operator()(const Tensor& input, const Tensor& hx) { return forward(input, hx); }
+};
+
+class LSTMCell : public RNNCellBase {
+ public:
+  LSTMCell(int64_t input_size, int64_t hidden_size, const LSTMCellOptions& options = {});
+  using Module::operator();
+  Tensor forward(const Tensor& input) override { return std::get<0>(forward(input, {})); }  // h' alone
+  std::tuple<Tensor, Tensor> forward(const Tensor& input, const std::tuple<Tensor, Tensor>& hx);  // (h', c')
+  std::tuple<Tensor, Tensor> operator()(const Tensor& input, const std::tuple<Tensor, Tensor>& hx) {
+    return forward(input, hx);
+  }
+};
+
+class GRUCell : public RNNCellBase {
+ public:
+  GRUCell(int64_t input_size, int64_t hidden_size, const GRUCellOptions& options = {});
+  using Module::operator();
+  Tensor forward(const Tensor& input) override { return forward(input, Tensor()); }
+  Tensor forward(const Tensor& input, const Tensor& hx);  // h'
+  Tensor operator()(const Tensor& input, const Tensor& hx) { return forward(input, hx); }
 };
 
 }  // namespace tessera::nn
