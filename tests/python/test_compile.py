@@ -89,6 +89,26 @@ def test_dtype_and_python_scalar_changes_recompile_with_the_new_values():
     assert "dtype changed" in c.recompile_reasons[1]
 
 
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_autocast_regions_are_guarded(backend):
+    """A graph captured outside autocast is not reused inside it (nor the other way): the guard
+    names the change, and both calls give eager's dtypes and values."""
+    def f(x, w):
+        return (x @ w).relu() + 1
+    c = ts.compile(f, backend=backend)
+    x, w = ts.randn(8, 16), ts.randn(16, 4)
+    plain = c(x, w)
+    with ts.autocast("cpu", dtype=ts.bfloat16):
+        mixed, mixed_eager = c(x, w), f(x, w)
+        assert c(x, w).dtype == ts.bfloat16  # the autocast graph is reused inside autocast
+    again = c(x, w)
+    assert plain.dtype == again.dtype == ts.float32 and mixed.dtype == mixed_eager.dtype == ts.bfloat16
+    close(plain, f(x, w))
+    close(again, f(x, w))
+    close(mixed.float(), mixed_eager.float())
+    assert c.recompile_reasons == ["autocast changed from off to on for cpu in bfloat16"]
+
+
 def test_recompile_limit_runs_eagerly_and_says_so_once():
     from tessera.compiler import config
     old = config.recompile_limit

@@ -1,6 +1,7 @@
 """torch.autocast for tessera: a context manager and decorator over the autocast plugin's
 per-thread, per-device-type state."""
 import functools
+import threading
 
 from tessera import _C
 
@@ -14,6 +15,23 @@ _E = {}
 _DEFAULT_DTYPES = {"cpu": "bfloat16", "cuda": "float16", "hip": "float16"}
 _dtypes = {}  # device type -> the dtype autocast uses there (set_autocast_dtype)
 _loaded = []
+# This thread's autocast regions as (device type, dtype name) pairs, sorted: a mirror of the
+# plugin's per-thread state that ts.compile's guards read without calling into the plugin.
+_thread_state = threading.local()
+
+
+def autocast_state():
+    """The device types autocast is on for in this thread, with their dtypes (() when none)."""
+    return getattr(_thread_state, "regions", ())
+
+
+def _record_state(device_type, enabled, dtype):
+    regions = dict(autocast_state())
+    if enabled:
+        regions[device_type] = str(dtype).split(".")[-1]
+    else:
+        regions.pop(device_type, None)
+    _thread_state.regions = tuple(sorted(regions.items()))
 
 
 def _plugin():
@@ -63,6 +81,7 @@ def set_autocast_enabled(device_type, enabled=None):
     _plugin()
     device_type = _device_type(device_type)
     _C.call_op("autocast::set_state", (device_type, bool(enabled), get_autocast_dtype(device_type)), _E)
+    _record_state(device_type, bool(enabled), get_autocast_dtype(device_type))
 
 
 class autocast:
@@ -93,6 +112,7 @@ class autocast:
         if self._enabled:
             set_autocast_dtype(self.device, self.fast_dtype)
         _C.call_op("autocast::set_state", (self.device, self._enabled, self.fast_dtype), _E)
+        _record_state(self.device, self._enabled, self.fast_dtype)
         return self
 
     def __exit__(self, *exc):
@@ -102,6 +122,7 @@ class autocast:
         else:
             _dtypes[self.device] = stored
         _C.call_op("autocast::set_state", (self.device, was_on, dtype or self.fast_dtype), _E)
+        _record_state(self.device, was_on, dtype or self.fast_dtype)
         return False
 
     def __call__(self, fn):

@@ -1,11 +1,13 @@
 """Guards: what must hold for a compiled graph to be reused. A call's guard key collects the
 argument structure, each tensor's dtype, device, shape, strides and requires_grad, which
-arguments are the same tensor, the values of non-tensor arguments, grad mode, and (for a
-module) every submodule's `training` flag and the identity of its parameters and buffers.
+arguments are the same tensor, the values of non-tensor arguments, grad mode, the autocast
+regions in force (a graph captured under autocast holds its casts), and (for a module) every
+submodule's `training` flag and the identity of its parameters and buffers.
 A key that matches no cached entry recompiles; `explain_miss` says which part changed."""
 import tessera
 from tessera.autograd.grad_mode import is_grad_enabled
 from tessera._C import _guard_signature
+from tessera.amp.autocast_mode import autocast_state
 from tessera.compiler._pytree import LEAF, flatten
 from tessera.nn.modules.module import STATE_VERSION
 
@@ -45,7 +47,7 @@ def fast_key(args, module):
     signature = _guard_signature(args)
     if signature is None:
         return None
-    return signature, is_grad_enabled(), module_state(module)
+    return signature, is_grad_enabled(), autocast_state(), module_state(module)
 
 
 def guard_key(args, kwargs, module):
@@ -58,7 +60,7 @@ def guard_key(args, kwargs, module):
             parts.append(_tensor_guard(leaf) + (alias,))
         else:
             parts.append(_value_guard(leaf))
-    key = (spec, tuple(parts), is_grad_enabled(), module_state(module))
+    key = (spec, tuple(parts), is_grad_enabled(), module_state(module), autocast_state())
     return key, leaves, paths
 
 
@@ -76,8 +78,8 @@ def _path_name(path):
 
 def explain_miss(old, new, paths):
     """One line naming the first guard of `old` that `new` fails."""
-    o_spec, o_parts, o_grad, o_module = old
-    n_spec, n_parts, n_grad, n_module = new
+    o_spec, o_parts, o_grad, o_module, o_autocast = old
+    n_spec, n_parts, n_grad, n_module, n_autocast = new
     if o_spec != n_spec:
         return "the structure of the arguments changed (a different number or nesting of arguments)"
     for path, a, b in zip(paths, o_parts, n_parts):
@@ -97,6 +99,8 @@ def explain_miss(old, new, paths):
                 return f"{name}: tensor {field} changed from {x} to {y}"
     if o_grad != n_grad:
         return f"grad mode changed from {'enabled' if o_grad else 'disabled'} to {'enabled' if n_grad else 'disabled'}"
+    if o_autocast != n_autocast:
+        return f"autocast changed from {_autocast_text(o_autocast)} to {_autocast_text(n_autocast)}"
     if o_module != n_module:
         if o_module[0] != n_module[0]:
             return "a submodule's training flag changed (train()/eval())"
@@ -104,9 +108,13 @@ def explain_miss(old, new, paths):
     return "no guard changed"
 
 
+def _autocast_text(regions):
+    return ", ".join(f"on for {device} in {dtype}" for device, dtype in regions) if regions else "off"
+
+
 def describe(key, paths):
     """The guards of a key as readable lines (for explain())."""
-    spec, parts, grad, module = key
+    spec, parts, grad, module, autocast = key
     lines = []
     for path, part in zip(paths, parts):
         name = _path_name(path)
@@ -117,6 +125,7 @@ def describe(key, paths):
             lines.append(f"{name}: Tensor dtype={dtype} device={device} size={list(shape)} stride={list(stride)} "
                          f"requires_grad={rg}")
     lines.append(f"grad mode {'enabled' if grad else 'disabled'}")
+    lines.append(f"autocast {_autocast_text(autocast)}")
     if module is not None:
         lines.append(f"module: {len(module[0])} training flags and {len(module[1])} parameter/buffer identities")
     return lines
