@@ -17,12 +17,16 @@ _dtypes = {}  # device type -> the dtype autocast uses there (set_autocast_dtype
 _loaded = []
 # This thread's autocast regions as (device type, dtype name) pairs, sorted: a mirror of the
 # plugin's per-thread state that ts.compile's guards read without calling into the plugin.
-_thread_state = threading.local()
+class _ThreadState(threading.local):
+    regions = ()  # a class default: reading it in a new thread raises nothing (a miss would cost ~1 us)
+
+
+_thread_state = _ThreadState()
 
 
 def autocast_state():
     """The device types autocast is on for in this thread, with their dtypes (() when none)."""
-    return getattr(_thread_state, "regions", ())
+    return _thread_state.regions
 
 
 def _record_state(device_type, enabled, dtype):
