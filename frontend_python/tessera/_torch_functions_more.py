@@ -10,7 +10,7 @@ import warnings
 from collections import namedtuple
 
 from tessera import _C, _elementwise_more, _functions, linalg
-from tessera.nn import functional as _F
+from tessera.nn import _rnn, functional as _F
 
 _call = _C.call_op
 _E = {}
@@ -1107,120 +1107,74 @@ def adaptive_max_pool1d(input, output_size):
 
 
 # ---- RNN cells (the gates as torch.nn.LSTMCell / GRUCell / RNNCell compute them)
-def _linear(x, w, b):
-    return _F.linear(x, w, b)
-
-
+# ---- the recurrent functions over nn's engine (nn/_rnn.py): its cells, and its layers, which run
+# the fused _rnn_layer kernel where the device has one.
 def rnn_tanh_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
-    return _call("tanh", (_call("add", (_linear(input, w_ih, b_ih), _linear(hx, w_hh, b_hh)), _E),), _E)
+    return _rnn.rnn_cell(_F.linear(input, w_ih, b_ih), hx, w_hh, b_hh, False)
 
 
 def rnn_relu_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
-    return _call("relu", (_call("add", (_linear(input, w_ih, b_ih), _linear(hx, w_hh, b_hh)), _E),), _E)
+    return _rnn.rnn_cell(_F.linear(input, w_ih, b_ih), hx, w_hh, b_hh, True)
 
 
 def lstm_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
     """(h', c') from hx = (h, c): gates i, f, g, o in torch's order."""
     if len(hx) != 2:
         raise RuntimeError(f"lstm_cell: Expected hx to be a tuple of two tensors (h, c), got {len(hx)}")
-    h, c = hx
-    gates = _call("add", (_linear(input, w_ih, b_ih), _linear(h, w_hh, b_hh)), _E)
-    i, f, g, o = _functions.chunk(gates, 4, 1)
-    i, f, o = (_call("sigmoid", (t,), _E) for t in (i, f, o))
-    g = _call("tanh", (g,), _E)
-    c2 = _call("add", (_call("mul", (f, c), _E), _call("mul", (i, g), _E)), _E)
-    h2 = _call("mul", (o, _call("tanh", (c2,), _E)), _E)
-    return h2, c2
+    return _rnn.lstm_cell(_F.linear(input, w_ih, b_ih), hx[0], hx[1], w_hh, b_hh)
 
 
 def gru_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
-    """h' from gates r, z, n in torch's order (n's hidden part is scaled by r after its bias)."""
-    gi = _linear(input, w_ih, b_ih)
-    gh = _linear(hx, w_hh, b_hh)
-    i_r, i_z, i_n = _functions.chunk(gi, 3, 1)
-    h_r, h_z, h_n = _functions.chunk(gh, 3, 1)
-    r = _call("sigmoid", (_call("add", (i_r, h_r), _E),), _E)
-    z = _call("sigmoid", (_call("add", (i_z, h_z), _E),), _E)
-    n = _call("tanh", (_call("add", (i_n, _call("mul", (r, h_n), _E)), _E),), _E)
-    return _call("add", (_call("mul", (_call("sub", (_C.tensor(1.0, dtype=z.dtype), z), _E), n), _E),
-                         _call("mul", (z, hx), _E)), _E)
+    return _rnn.gru_cell(_F.linear(input, w_ih, b_ih), hx, w_hh, b_hh)
 
 
-def _rnn(cell, input, hx, params, has_biases, num_layers, dropout_p, train, bidirectional, batch_first, lstm):
-    """torch.lstm / gru / rnn_tanh / rnn_relu over the cells: params per layer and direction are
-    (w_ih, w_hh[, b_ih, b_hh]); hx is (h0[, c0]) stacked over layers x directions."""
+def _layers(mode, input, hx, params, has_biases, num_layers, dropout_p, train, bidirectional, batch_first):
+    """torch.lstm / gru / rnn_tanh / rnn_relu: params per layer and direction are (w_ih, w_hh[, b_ih,
+    b_hh]); hx is h0 (or (h0, c0)) stacked over layers x directions; dropout between layers when train."""
     if not isinstance(input, _Tensor):
         raise TypeError("the packed-sequence form of the RNN functions is not supported; pass a padded tensor")
     per = 4 if has_biases else 2
     dirs = 2 if bidirectional else 1
     if len(params) != per * num_layers * dirs:
         raise RuntimeError(f"expected {per * num_layers * dirs} parameter tensors, got {len(params)}")
+    weights = []
+    for k in builtins.range(num_layers * dirs):
+        weights += list(params[k * per:(k + 1) * per]) + ([] if has_biases else [None, None])
+    lstm = mode == "LSTM"
     x = _call("transpose", (input, 0, 1), _E) if batch_first else input  # (T, N, H)
+    h0, c0 = (hx[0], hx[1]) if lstm else (hx, None)
     unbatched = x.ndim == 2
     if unbatched:
-        x = _call("unsqueeze", (x, 1), _E)
-    h0 = hx[0] if lstm else hx
-    c0 = hx[1] if lstm else None
-    if unbatched:
-        h0 = _call("unsqueeze", (h0, 1), _E)
+        x, h0 = _call("unsqueeze", (x, 1), _E), _call("unsqueeze", (h0, 1), _E)
         c0 = None if c0 is None else _call("unsqueeze", (c0, 1), _E)
-    hn, cn = [], []
-    steps = x.shape[0]
-    for layer in builtins.range(num_layers):
-        outs = []
-        for d in builtins.range(dirs):
-            k = (layer * dirs + d) * per
-            w = params[k:k + per]
-            b_ih, b_hh = (w[2], w[3]) if has_biases else (None, None)
-            h = h0[layer * dirs + d]
-            c = None if c0 is None else c0[layer * dirs + d]
-            seq = [None] * steps
-            order = builtins.range(steps - 1, -1, -1) if d == 1 else builtins.range(steps)
-            for t in order:
-                if lstm:
-                    h, c = cell(x[t], (h, c), w[0], w[1], b_ih, b_hh)
-                else:
-                    h = cell(x[t], h, w[0], w[1], b_ih, b_hh)
-                seq[t] = h
-            outs.append(_call("stack", (seq, 0), _E))
-            hn.append(h)
-            if lstm:
-                cn.append(c)
-        x = outs[0] if dirs == 1 else _call("cat", (outs, 2), _E)
-        if dropout_p and train and layer < num_layers - 1:
-            x = _F.dropout(x, dropout_p, True)
-    out = _call("squeeze", (x, 1), _E) if unbatched else x
-    if batch_first and not unbatched:
-        out = _call("transpose", (out, 0, 1), _E)
-    h_n = _call("stack", (hn, 0), _E)
+    steps, batch = x.shape[0], x.shape[1]
+    out, h_n, c_n = _rnn.run(mode, _call("reshape", (x, (steps * batch, x.shape[2])), _E), [batch] * steps, h0, c0,
+                             weights, num_layers, bidirectional, dropout_p, train, 0)
+    out = _call("reshape", (out, (steps, batch, out.shape[-1])), _E)
     if unbatched:
-        h_n = _call("squeeze", (h_n, 1), _E)
-    if lstm:
-        c_n = _call("stack", (cn, 0), _E)
-        if unbatched:
-            c_n = _call("squeeze", (c_n, 1), _E)
-        return out, h_n, c_n
-    return out, h_n
+        out, h_n = _call("squeeze", (out, 1), _E), _call("squeeze", (h_n, 1), _E)
+        c_n = None if c_n is None else _call("squeeze", (c_n, 1), _E)
+    elif batch_first:
+        out = _call("transpose", (out, 0, 1), _E)
+    return (out, h_n, c_n) if lstm else (out, h_n)
 
 
 def lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
-    return _rnn(lstm_cell, input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first,
-                True)
+    return _layers("LSTM", input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first)
 
 
 def gru(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
-    return _rnn(gru_cell, input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first,
-                False)
+    return _layers("GRU", input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first)
 
 
 def rnn_tanh(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
-    return _rnn(rnn_tanh_cell, input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
-                batch_first, False)
+    return _layers("RNN_TANH", input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
+                   batch_first)
 
 
 def rnn_relu(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
-    return _rnn(rnn_relu_cell, input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
-                batch_first, False)
+    return _layers("RNN_RELU", input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
+                   batch_first)
 
 
 def embedding_renorm_(input, indices, max_norm, norm_type):
