@@ -1106,7 +1106,6 @@ def adaptive_max_pool1d(input, output_size):
     return tuple(_F.adaptive_max_pool1d(input, output_size, return_indices=True))
 
 
-# ---- RNN cells (the gates as torch.nn.LSTMCell / GRUCell / RNNCell compute them)
 # ---- the recurrent functions over nn's engine (nn/_rnn.py): its cells, and its layers, which run
 # the fused _rnn_layer kernel where the device has one.
 def rnn_tanh_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
