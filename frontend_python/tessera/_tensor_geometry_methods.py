@@ -9,7 +9,7 @@ included (_C._rebind: this Python object holds the view from now on), which is w
 autograd records for these; a leaf that requires grad is refused as torch refuses it."""
 import math
 
-from tessera import _C
+from tessera import _C, _memory_format as _mf
 from tessera.autograd.grad_mode import is_grad_enabled
 
 Tensor = _C.Tensor
@@ -68,14 +68,6 @@ def _sizes(args, op):
     return sizes
 
 
-def _contiguous_strides(sizes):
-    strides, step = [], 1
-    for s in reversed(sizes):
-        strides.append(step)
-        step *= max(s, 1)
-    return strides[::-1]
-
-
 def _resize(self, sizes, op, memory_format=None):
     if self.requires_grad:
         raise RuntimeError("cannot resize variables that require grad")
@@ -88,13 +80,12 @@ def _resize(self, sizes, op, memory_format=None):
         if have:
             grown[:have].copy_(_C._storage_as_tensor(self))
         _C._set_storage(self, grown)
-    strides = _contiguous_strides(sizes)
-    if memory_format is not None and len(sizes) in (4, 5) and "channels_last" in str(memory_format):
-        order = [0] + list(range(2, len(sizes))) + [1]  # channels innermost
-        strides, step = [0] * len(sizes), 1
-        for d in reversed(order):
-            strides[d] = step
-            step *= max(sizes[d], 1)
+    fmt = _mf.contiguous_format if memory_format in (None, _mf.preserve_format) else memory_format
+    _mf._check(fmt, op)
+    if fmt is not _mf.contiguous_format and len(sizes) != _mf._TO_CHANNELS_LAST[fmt][0]:
+        raise RuntimeError(f"{op}: required rank {_mf._TO_CHANNELS_LAST[fmt][0]} tensor to use {fmt._name} "
+                           f"format, got sizes {sizes}")
+    strides = list(_mf.strides_for(sizes, fmt))
     _C._set_geometry(self, sizes, strides, self.storage_offset(), op)
     return self
 
@@ -121,7 +112,7 @@ def set_(self, source=None, storage_offset=0, size=None, stride=None):
     _C._set_storage(self, source)
     if size is not None:
         sizes = _sizes((size,), "set_")
-        strides = _contiguous_strides(sizes) if stride is None else [int(s) for s in stride]
+        strides = list(_mf.strides_for(sizes, _mf.contiguous_format)) if stride is None else [int(s) for s in stride]
         _C._set_geometry(self, sizes, strides, int(storage_offset), "set_")
     return self
 
