@@ -6,7 +6,7 @@ from tessera._generator import using
 from tessera.distributions import constraints
 from tessera.distributions.distribution import Distribution
 from tessera.distributions.exp_family import ExponentialFamily
-from tessera.distributions.utils import _gammainc, _standard_gamma, _tiny, broadcast_all, digamma
+from tessera.distributions.utils import _standard_gamma, _tiny, broadcast_all, digamma
 
 __all__ = ["Gamma"]
 
@@ -80,7 +80,7 @@ class Gamma(ExponentialFamily):
     def cdf(self, value):
         if self._validate_args:
             self._validate_sample(value)
-        return _gammainc(self.concentration, self.rate * value)
+        return ts.special.gammainc(self.concentration, self.rate * value)
 
     @property
     def _natural_params(self):

@@ -139,9 +139,9 @@ def digamma(x):
     return _Digamma.apply(x) if x.requires_grad else ts.digamma(x)
 
 
-# ---------------------------------------------------------------------------- the gamma function's CDF
-# Both functions below use the series P(a, x) = sum_n t_n, t_n = x^(a+n) e^-x / Gamma(a+n+1), run
-# as the ratios r_n = t_n / t_0 (r_0 = 1, r_{n+1} = r_n x / (a+n+1)) so that nothing underflows.
+# ---------------------------------------------------------------------------- the gamma sampler's gradient
+# (the CDF itself is ts.special.gammainc.) _standard_gamma_grad below uses the series
+# P(a, x) = sum_n t_n, t_n = x^(a+n) e^-x / Gamma(a+n+1), run as the ratios r_n = t_n / t_0 (r_0 = 1, r_{n+1} = r_n x / (a+n+1)) so that nothing underflows.
 # The terms grow until a+n passes x and then die off within ~9 sqrt(x) more terms; the number of
 # terms is chosen from the largest x in the batch.
 _FAR = 30.0  # x beyond a + _FAR (sqrt(a) + 1): P(a, x) is 1 to double precision
@@ -150,25 +150,6 @@ _FAR = 30.0  # x beyond a + _FAR (sqrt(a) + 1): P(a, x) is 1 to double precision
 def _series_terms(a, x):
     top = float(ts.clamp_min(x - a, 0).max()) if x.numel() else 0.0
     return int(math.ceil(top + 9 * math.sqrt(float(x.max()) if x.numel() else 0.0) + 20))
-
-
-def _gammainc(a, x):
-    """The regularised lower incomplete gamma function P(a, x) (torch.special.gammainc), a > 0."""
-    dtype = x.dtype
-    a, x = ts.broadcast_tensors(a.double(), x.double())
-    far = x > a + _FAR * (a.sqrt() + 1)
-    pos = x > 0
-    xs = ts.where(far | ~pos, a, x)  # out-of-range entries compute a harmless stand-in
-    r = ts.ones_like(xs)
-    total = ts.zeros_like(xs)
-    for n in range(_series_terms(a, xs)):
-        total = total + r
-        r = r * xs / (a + (n + 1))
-    # t_0 can underflow where the sum overflows: multiply them in log space.
-    log_t0 = a * xs.log() - xs - (a + 1).lgamma()
-    p = (log_t0 + total.log()).exp().clamp(max=1.0)
-    p = ts.where(far, ts.ones_like(p), ts.where(pos, p, ts.zeros_like(p)))
-    return p.to(dtype)
 
 
 def _standard_gamma_grad(a, x):
