@@ -141,7 +141,8 @@ def digamma(x):
 
 # ---------------------------------------------------------------------------- the gamma sampler's gradient
 # (the CDF itself is ts.special.gammainc.) _standard_gamma_grad below uses the series
-# P(a, x) = sum_n t_n, t_n = x^(a+n) e^-x / Gamma(a+n+1), run as the ratios r_n = t_n / t_0 (r_0 = 1, r_{n+1} = r_n x / (a+n+1)) so that nothing underflows.
+# P(a, x) = sum_n t_n, t_n = x^(a+n) e^-x / Gamma(a+n+1), run as the ratios r_n = t_n / t_0
+# (r_0 = 1, r_{n+1} = r_n x / (a+n+1)) so that nothing underflows.
 # The terms grow until a+n passes x and then die off within ~9 sqrt(x) more terms; the number of
 # terms is chosen from the largest x in the batch.
 _FAR = 30.0  # x beyond a + _FAR (sqrt(a) + 1): P(a, x) is 1 to double precision
