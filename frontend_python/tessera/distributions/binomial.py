@@ -2,7 +2,7 @@
 import tessera as ts
 from tessera.distributions import constraints
 from tessera.distributions.distribution import Distribution
-from tessera.distributions.utils import broadcast_all, lazy_property, logits_to_probs, probs_to_logits
+from tessera.distributions.utils import lazy_property, logits_to_probs, probs_to_logits, set_count_and_probs
 
 __all__ = ["Binomial"]
 
@@ -89,15 +89,7 @@ class Binomial(Distribution):
     has_enumerate_support = True
 
     def __init__(self, total_count=1, probs=None, logits=None, validate_args=None):
-        if (probs is None) == (logits is None):
-            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
-        if probs is not None:
-            self.total_count, self.probs = broadcast_all(total_count, probs)
-            self.total_count = self.total_count.type_as(self.probs)
-        else:
-            self.total_count, self.logits = broadcast_all(total_count, logits)
-            self.total_count = self.total_count.type_as(self.logits)
-        self._param = self.probs if probs is not None else self.logits
+        set_count_and_probs(self, total_count, probs, logits)
         super().__init__(tuple(self._param.shape), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):

@@ -76,6 +76,18 @@ def probs_to_logits(probs, is_binary=False):
     return p.log() - (-p).log1p() if is_binary else p.log()
 
 
+def set_count_and_probs(dist, total_count, probs, logits):
+    """Binomial-like parameters on `dist`: total_count broadcast with exactly one of probs / logits
+    (the other is derived lazily); dist._param is the one given."""
+    if (probs is None) == (logits is None):
+        raise ValueError("Either `probs` or `logits` must be specified, but not both.")
+    name, value = ("probs", probs) if probs is not None else ("logits", logits)
+    count, param = broadcast_all(total_count, value)
+    dist.total_count = count.type_as(param)
+    setattr(dist, name, param)
+    dist._param = param
+
+
 class lazy_property:
     """A cached attribute computed on first read and then stored in the instance's __dict__
     (which is how Distribution validation tells a given parameter from a derived one)."""
