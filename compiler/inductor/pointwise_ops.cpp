@@ -81,6 +81,12 @@ Lowering binary_fn(std::function<std::string(const std::string&, const std::stri
 // NaN-propagating max/min, as torch.maximum and clamp.
 std::string nan_max(const std::string& a, const std::string& b) { return "ts_max(" + a + ", " + b + ")"; }
 std::string nan_min(const std::string& a, const std::string& b) { return "ts_min(" + a + ", " + b + ")"; }
+// clamp of `a` against the number `bound` from below ("lo") or above ("hi"): one compare unless
+// the bound is NaN (then the two-tensor form, which returns the NaN).
+std::string clamp_against(const std::string& a, double bound, const char* side, const Ctx& c) {
+  if (std::isnan(bound)) return (side == std::string("lo") ? nan_max : nan_min)(a, c.lit(bound));
+  return std::string("ts_clamp_") + side + "(" + a + ", " + c.lit(bound) + ")";
+}
 
 const std::unordered_map<std::string, Lowering>& table() {
   static const std::unordered_map<std::string, Lowering> t = {
@@ -132,9 +138,11 @@ const std::unordered_map<std::string, Lowering>& table() {
          if (!is_tensor(c.n, 0)) return std::nullopt;
          const std::string a = "(" + c.x(0) + ")";
          const std::string mode = c.n.args.size() > 1 && c.n.args[1].kind == Kind::Str ? c.n.args[1].str : "none";
+         if (mode == "none" && c.t == "float") return "ts_gelu_erf(" + a + ")";  // the CPU plugin's formula
          if (mode == "none")
            return c.lit(0.5) + " * " + a + " * (" + c.lit(1) + " + " + fn("erf", c.t) + "(" + a + " * " +
                   c.lit(M_SQRT1_2) + "))";
+         if (mode == "tanh" && c.t == "float") return "ts_gelu_tanh(" + a + ")";
          if (mode == "tanh")
            return c.lit(0.5) + " * " + a + " * (" + c.lit(1) + " + ts_tanh(" + c.lit(std::sqrt(2 / M_PI)) + " * (" +
                   a + " + " + c.lit(0.044715) + " * " + a + " * " + a + " * " + a + ")))";
@@ -149,9 +157,9 @@ const std::unordered_map<std::string, Lowering>& table() {
       {"clamp", [](const Ctx& c) -> std::optional<std::string> {
          if (!is_tensor(c.n, 0)) return std::nullopt;
          std::string r = c.x(0);
-         if (auto lo = scalar(c.n, 1)) r = nan_max(r, c.lit(*lo));
+         if (auto lo = scalar(c.n, 1)) r = clamp_against(r, *lo, "lo", c);
          else if (!is_none(c.n, 1)) return std::nullopt;
-         if (auto hi = scalar(c.n, 2)) r = nan_min(r, c.lit(*hi));
+         if (auto hi = scalar(c.n, 2)) r = clamp_against(r, *hi, "hi", c);
          else if (!is_none(c.n, 2)) return std::nullopt;
          return r;
        }},
@@ -161,10 +169,12 @@ const std::unordered_map<std::string, Lowering>& table() {
          if (!is_tensor(c.n, 0) || !is_tensor(c.n, 1)) return std::nullopt;
          const std::string g = "(" + c.x(0) + ")", x = "(" + c.x(1) + ")";
          const std::string mode = c.n.args.size() > 2 && c.n.args[2].kind == Kind::Str ? c.n.args[2].str : "none";
+         if (mode == "none" && c.t == "float") return g + " * ts_gelu_erf_grad(" + x + ")";
          if (mode == "none")  // d/dx x Phi(x) = Phi(x) + x phi(x)
            return g + " * (" + c.lit(0.5) + " * (" + c.lit(1) + " + " + fn("erf", c.t) + "(" + x + " * " +
                   c.lit(M_SQRT1_2) + ")) + " + x + " * " + fn("exp", c.t) + "(" + c.lit(-0.5) + " * " + x + " * " + x +
                   ") * " + c.lit(0.5 * M_2_SQRTPI * M_SQRT1_2) + ")";
+         if (mode == "tanh" && c.t == "float") return g + " * ts_gelu_tanh_grad(" + x + ")";
          if (mode == "tanh") {
            const double k = std::sqrt(2 / M_PI);
            const std::string t = "ts_tanh(" + c.lit(k) + " * (" + x + " + " + c.lit(0.044715) + " * " + x + " * " + x +

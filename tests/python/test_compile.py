@@ -294,6 +294,26 @@ def test_inductor_broadcasting_float64_where_and_nan():
             assert np.isnan(to_np(got)[1, 2])
 
 
+def test_fused_gelu_and_clamp_match_eager_to_rounding():
+    # The kernels compute gelu and its derivative with the CPU plugin's own formula, and clamps
+    # against numbers keep NaN inputs (and a NaN bound gives NaN), so fused equals eager.
+    def f(x, g):
+        return (F.gelu(x) * 2, ts.ops.aten.gelu_backward(g, x) * 2, ts.clamp(x * 2, -3.0, 3.0),
+                ts.ops.aten.gelu_backward(g, x, approximate="tanh") * 2,
+                ts.clamp(x + 1, float("nan"), None), F.gelu(x, approximate="tanh") * 3)
+    c = ts.compile(f)
+    for n in (37, 5000, 70000):  # one thread with a scalar tail, one thread, parallel
+        x = ts.linspace(-12, 12, n) * ts.rand(n)
+        x[0], x[1], x[2] = float("nan"), float("inf"), -30.0
+        g = ts.randn(n)
+        with ts.no_grad():
+            c(x, g)
+            for got, want in zip(c(x, g), f(x, g)):
+                np.testing.assert_allclose(to_np(got), to_np(want), rtol=2e-6, atol=3e-7, equal_nan=True)
+    got = c(x, g)
+    assert np.isnan(to_np(got[2])[0]) and np.isnan(to_np(got[4])).all()
+
+
 def test_inductor_keeps_library_calls_and_fuses_around_them():
     lin = ts.nn.Linear(16, 16)
 

@@ -392,6 +392,16 @@ def test_where_clamp_masked_fill(dtype):
     assert_close(z, np.where(cm, -1, a), dtype)
 
 
+def test_clamp_nan_inputs_and_bounds():
+    # NaN inputs stay NaN; a NaN bound makes every element NaN (np.clip and torch agree).
+    x = ts.tensor([-2.0, 0.5, float("nan"), 4.0])
+    a = to_np(x)
+    nan = float("nan")
+    for lo, hi in [(-1.0, 1.0), (nan, None), (None, nan), (0.0, nan), (nan, 1.0)]:
+        want = np.clip(a, -np.inf if lo is None else lo, np.inf if hi is None else hi)
+        np.testing.assert_array_equal(to_np(ts.clamp(x, lo, hi)), want)
+
+
 def test_where_with_scalars():
     c = ts.tensor([True, False, True])
     x = ts.tensor([1, 2, 3], dtype=ts.int16)

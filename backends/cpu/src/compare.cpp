@@ -92,7 +92,7 @@ void where_kernel(sdk::Args& a) {
 }
 
 // clamp(Tensor self, Scalar? min=None, Scalar? max=None): min, then max (so min > max gives
-// max everywhere, as in PyTorch); NaN inputs stay NaN.
+// max everywhere, as in PyTorch); NaN inputs and NaN bounds give NaN.
 void clamp(sdk::Args& a, Variant v) {
   const std::string name = variant_name("clamp", v);
   TensorRef self = a.tensor(0);
@@ -116,8 +116,8 @@ void clamp(sdk::Args& a, Variant v) {
     it.run([=](char** d, const int64_t* s, int64_t n) {
       map_row<scalar_t, scalar_t>(d, s, n, [=](scalar_t x) {
         M y = M(x);
-        if (has_lo && y < l) y = l;
-        if (has_hi && y > h) y = h;
+        if (has_lo && (y < l || l != l)) y = l;  // a NaN bound gives NaN, as torch
+        if (has_hi && (y > h || h != h)) y = h;
         return scalar_t(y);
       });
     });

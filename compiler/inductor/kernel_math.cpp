@@ -1,0 +1,128 @@
+#include "kernel_math.h"
+
+#include <sstream>
+
+namespace tessera::inductor {
+
+std::string kernel_math_prelude(bool vector_math) {
+  std::ostringstream s;
+  s << "#include <stdint.h>\n";
+  const char* functions[] = {"sin", "cos", "tan", "exp", "expm1", "log", "log1p", "log2", "log10", "erf", "atan", "pow"};
+  s << "extern \"C\" {\n";
+  for (const char* f : functions) {
+    const bool binary = std::string(f) == "pow";
+    for (const char* t : {"float", "double"}) {
+      if (vector_math) s << "#pragma omp declare simd notinbranch\n";
+      s << t << " " << f << (std::string(t) == "float" ? "f" : "") << "(" << t << (binary ? std::string(", ") + t : "")
+        << ");\n";
+    }
+  }
+  s << "}\n";
+  // Everything below is branch-free C the vectoriser if-converts. GCC gives up on a loop whose
+  // selects nest too deeply (an inline exp's range checks feeding a nested NaN-aware max), so
+  // the clamps against a number are one compare each (ts_clamp_lo/hi).
+  s << R"(static inline float ts_fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+static inline double ts_fma(double a, double b, double c) { return __builtin_fma(a, b, c); }
+// NaN-propagating max and min of two tensors (torch.maximum).
+template <class T> static inline T ts_max(T a, T b) { return a > b ? a : (a != a ? a : b); }
+template <class T> static inline T ts_min(T a, T b) { return a < b ? a : (a != a ? a : b); }
+// clamp against a number that is not NaN: a NaN `a` fails the compare and is kept.
+template <class T> static inline T ts_clamp_lo(T a, T lo) { return a < lo ? lo : a; }
+template <class T> static inline T ts_clamp_hi(T a, T hi) { return a > hi ? hi : a; }
+// tanh as the CPU plugin computes it: 1 - 2 / (exp(2|x|) + 1) for |x| >= 0.5, the Taylor series
+// to x^17 below, then x's sign.
+template <class T> static inline T ts_tanh(T x) {
+  T a = __builtin_fabs(x);
+  T big = T(1) - T(2) / (T(sizeof(T) == 4 ? expf(float(a + a)) : exp(double(a + a))) + T(1));
+  T x2 = a * a;
+  T p = T(6404582.0 / 10854718875.0);
+  p = ts_fma(p, x2, T(-929569.0 / 638512875.0));
+  p = ts_fma(p, x2, T(21844.0 / 6081075.0));
+  p = ts_fma(p, x2, T(-1382.0 / 155925.0));
+  p = ts_fma(p, x2, T(62.0 / 2835.0));
+  p = ts_fma(p, x2, T(-17.0 / 315.0));
+  p = ts_fma(p, x2, T(2.0 / 15.0));
+  p = ts_fma(p, x2, T(-1.0 / 3.0));
+  T small = ts_fma(p * x2, a, a);
+  return __builtin_copysign(a < T(0.5) ? small : big, x);
+}
+// d/dx of gelu's tanh form, given t = tanh(k (x + 0.044715 x^3)) (float64 kernels).
+template <class T> static inline T ts_gelu_tanh_grad(T x, T t, T k) {
+  return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * k * (T(1) + T(3 * 0.044715) * x * x);
+}
+// exp(x) for x <= 0, the CPU plugin's inline exp (Cephes' expf: x = n ln2 + r, a degree-6
+// polynomial in r, n added to the exponent; within 2 ulp), results below FLT_MIN flushed to 0.
+static inline float ts_exp_nonpositive(float x) {
+  const float lo = -87.3365448f;
+  const float c = x < lo ? lo : x;
+  const float n = __builtin_rintf(c * 1.44269504088896341f);
+  float r = ts_fma(n, -0.693359375f, c);
+  r = ts_fma(n, 2.12194440e-4f, r);
+  float p = 1.9875691500e-4f;
+  p = ts_fma(p, r, 1.3981999507e-3f);
+  p = ts_fma(p, r, 8.3334519073e-3f);
+  p = ts_fma(p, r, 4.1665795894e-2f);
+  p = ts_fma(p, r, 1.6666665459e-1f);
+  p = ts_fma(p, r, 5.0000001201e-1f);
+  p = ts_fma(p * r, r, r + 1.0f);
+  int bits;
+  __builtin_memcpy(&bits, &p, 4);
+  bits += int(n) << 23;
+  float e;
+  __builtin_memcpy(&e, &bits, 4);
+  return x < lo ? 0.0f : e;
+}
+// gelu's weight Phi(x) = 0.5 (1 + erf(x / sqrt 2)) as the CPU plugin computes it: the tail
+// q = 1 - erf|z| = t P(t) exp(-z^2), t = 1 / (1 + p|z|) (Abramowitz & Stegun 7.1.26), 0.5 q for
+// x < 0 and 1 - 0.5 q otherwise; `gauss` gets exp(-x^2 / 2) for the derivative.
+static inline float ts_normal_cdf(float x, float& gauss) {
+  const float z = x * 0.70710678118654752f;
+  const float t = 1.0f / ts_fma(0.3275911f, __builtin_fabsf(z), 1.0f);
+  float poly = 1.061405429f;
+  poly = ts_fma(poly, t, -1.453152027f);
+  poly = ts_fma(poly, t, 1.421413741f);
+  poly = ts_fma(poly, t, -0.284496736f);
+  poly = ts_fma(poly, t, 0.254829592f);
+  gauss = ts_exp_nonpositive(-(z * z));
+  const float half_q = 0.5f * ((poly * t) * gauss);
+  return x < 0.0f ? half_q : 1.0f - half_q;
+}
+static inline float ts_gelu_erf(float x) {
+  float gauss;
+  return x * ts_normal_cdf(x, gauss);
+}
+// sigmoid(v) from E = exp(-|v|) <= 1: 1 / (1 + E) for v >= 0, E / (1 + E) below, so neither
+// tail cancels; `one_minus` gets 1 - sigmoid(v) = sigmoid(-v) the same way.
+static inline float ts_sigmoid(float v, float& one_minus) {
+  const float E = ts_exp_nonpositive(-__builtin_fabsf(v));
+  const float big = 1.0f / (1.0f + E), small = E * big;
+  one_minus = v < 0.0f ? big : small;
+  return v < 0.0f ? small : big;
+}
+// gelu's tanh form as the CPU plugin computes it: 0.5 (1 + tanh(u)) = sigmoid(2u),
+// u = sqrt(2/pi) (x + 0.044715 x^3), and its derivative s + 2 x s (1 - s) du.
+static inline float ts_gelu_tanh_weight(float x, float& one_minus) {
+  const float inner = ts_fma(0.044715f * (x * x), x, x);
+  return ts_sigmoid((2.0f * 0.79788456080286535f) * inner, one_minus);
+}
+static inline float ts_gelu_tanh(float x) {
+  float one_minus;
+  return x * ts_gelu_tanh_weight(x, one_minus);
+}
+static inline float ts_gelu_tanh_grad(float x) {
+  float one_minus;
+  const float s = ts_gelu_tanh_weight(x, one_minus);
+  const float du = 0.79788456080286535f * ts_fma(3.0f * 0.044715f, x * x, 1.0f);
+  return ts_fma((x + x) * (s * one_minus), du, s);
+}
+// d/dx x Phi(x) = Phi(x) + x phi(x).
+static inline float ts_gelu_erf_grad(float x) {
+  float gauss;
+  const float cdf = ts_normal_cdf(x, gauss);
+  return ts_fma(x, 0.39894228040143268f * gauss, cdf);
+}
+)";
+  return s.str();
+}
+
+}  // namespace tessera::inductor
