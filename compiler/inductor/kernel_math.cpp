@@ -29,11 +29,11 @@ template <class T> static inline T ts_min(T a, T b) { return a < b ? a : (a != a
 // clamp against a number that is not NaN: a NaN `a` fails the compare and is kept.
 template <class T> static inline T ts_clamp_lo(T a, T lo) { return a < lo ? lo : a; }
 template <class T> static inline T ts_clamp_hi(T a, T hi) { return a > hi ? hi : a; }
-// tanh as the CPU plugin computes it: 1 - 2 / (exp(2|x|) + 1) for |x| >= 0.5, the Taylor series
-// to x^17 below, then x's sign.
-template <class T> static inline T ts_tanh(T x) {
-  T a = __builtin_fabs(x);
-  T big = T(1) - T(2) / (T(sizeof(T) == 4 ? expf(float(a + a)) : exp(double(a + a))) + T(1));
+// tanh as the CPU plugin computes it: from exp for |x| >= 0.5, the Taylor series to x^17 below,
+// then x's sign. The float form takes E = exp(-2|x|) <= 1 from the inline exp (no call, so the
+// vector loop keeps its registers): (1 - E) / (1 + E), within an ulp or two of the plugin's
+// 1 - 2 / (exp(2|x|) + 1).
+template <class T> static inline T ts_tanh_series(T a) {
   T x2 = a * a;
   T p = T(6404582.0 / 10854718875.0);
   p = ts_fma(p, x2, T(-929569.0 / 638512875.0));
@@ -43,8 +43,12 @@ template <class T> static inline T ts_tanh(T x) {
   p = ts_fma(p, x2, T(-17.0 / 315.0));
   p = ts_fma(p, x2, T(2.0 / 15.0));
   p = ts_fma(p, x2, T(-1.0 / 3.0));
-  T small = ts_fma(p * x2, a, a);
-  return __builtin_copysign(a < T(0.5) ? small : big, x);
+  return ts_fma(p * x2, a, a);
+}
+static inline double ts_tanh(double x) {
+  const double a = __builtin_fabs(x);
+  const double big = 1.0 - 2.0 / (exp(a + a) + 1.0);
+  return __builtin_copysign(a < 0.5 ? ts_tanh_series(a) : big, x);
 }
 // d/dx of gelu's tanh form, given t = tanh(k (x + 0.044715 x^3)) (float64 kernels).
 template <class T> static inline T ts_gelu_tanh_grad(T x, T t, T k) {
@@ -72,6 +76,38 @@ static inline float ts_exp_nonpositive(float x) {
   __builtin_memcpy(&e, &bits, 4);
   return x < lo ? 0.0f : e;
 }
+static inline float ts_tanh(float x) {
+  const float a = __builtin_fabsf(x);
+  const float E = ts_exp_nonpositive(-(a + a));
+  return __builtin_copysignf(a < 0.5f ? ts_tanh_series(a) : (1.0f - E) / (1.0f + E), x);
+}
+// sin and cos inline for |x| <= 8192 (ts_trig_out_of_range is 0): x reduced by the nearest
+// multiple q of pi/2 in three parts (the first two exact in q * part for q < 2^12), Cephes'
+// polynomials for sin and cos on [-pi/4, pi/4], the quadrant picking one and its sign.
+static inline int ts_trig_out_of_range(float x) { return __builtin_fabsf(x) <= 8192.0f ? 0 : 1; }
+static inline float ts_quadrant_poly(float ax, int shift) {
+  const float q = __builtin_rintf(ax * 0.636619772367581343f);
+  float r = ts_fma(q, -1.5703125f, ax);
+  r = ts_fma(q, -4.837512969970703e-4f, r);
+  r = ts_fma(q, -7.549790126404332e-8f, r);
+  const int quadrant = int(q) + shift;
+  const float r2 = r * r;
+  float sp = -1.9515295891e-4f;
+  sp = ts_fma(sp, r2, 8.3321608736e-3f);
+  sp = ts_fma(sp, r2, -1.6666654611e-1f);
+  sp = ts_fma(sp * r2, r, r);
+  float cp = 2.443315711809948e-5f;
+  cp = ts_fma(cp, r2, -1.388731625493765e-3f);
+  cp = ts_fma(cp, r2, 4.166664568298827e-2f);
+  cp = ts_fma(cp * r2, r2, ts_fma(-0.5f, r2, 1.0f));
+  const float v = (quadrant & 1) ? cp : sp;
+  return (quadrant & 2) ? -v : v;
+}
+static inline float ts_fast_sin(float x) {
+  const float v = ts_quadrant_poly(__builtin_fabsf(x), 0);
+  return x < 0.0f ? -v : v;
+}
+static inline float ts_fast_cos(float x) { return ts_quadrant_poly(__builtin_fabsf(x), 1); }
 // gelu's weight Phi(x) = 0.5 (1 + erf(x / sqrt 2)) as the CPU plugin computes it: the tail
 // q = 1 - erf|z| = t P(t) exp(-z^2), t = 1 / (1 + p|z|) (Abramowitz & Stegun 7.1.26), 0.5 q for
 // x < 0 and 1 - 0.5 q otherwise; `gauss` gets exp(-x^2 / 2) for the derivative.

@@ -36,6 +36,7 @@ struct Ctx {
   const g::Node& n;
   const OperandFn& x;
   const std::string& t;
+  bool fast_trig;
   std::string lit(double v) const { return literal(v, t); }
 };
 using Lowering = std::function<std::optional<std::string>(const Ctx&)>;
@@ -50,6 +51,14 @@ Lowering unary_expr(std::function<std::string(const std::string& a, const Ctx&)>
   return [body](const Ctx& c) -> std::optional<std::string> {
     if (!is_tensor(c.n, 0)) return std::nullopt;
     return body("(" + c.x(0) + ")", c);
+  };
+}
+// sin or cos: the library's, or with fast_trig in float the prelude's ts_fast_sin/cos.
+Lowering trigonometric(const char* f) {
+  return [f](const Ctx& c) -> std::optional<std::string> {
+    if (!is_tensor(c.n, 0)) return std::nullopt;
+    if (c.fast_trig && c.t == "float") return std::string("ts_fast_") + f + "(" + c.x(0) + ")";
+    return fn(f, c.t) + "(" + c.x(0) + ")";
   };
 }
 // a OP b (* alpha), with b a tensor (Tensor overload) or a number (Scalar overload).
@@ -120,8 +129,8 @@ const std::unordered_map<std::string, Lowering>& table() {
       {"sigmoid", unary_expr([](auto& a, const Ctx& c) { return c.lit(1) + " / (" + c.lit(1) + " + " + fn("exp", c.t) + "(-" + a + "))"; })},
       {"silu", unary_expr([](auto& a, const Ctx& c) { return a + " / (" + c.lit(1) + " + " + fn("exp", c.t) + "(-" + a + "))"; })},
       {"tanh", unary_expr([](auto& a, auto&) { return "ts_tanh(" + a + ")"; })},
-      {"sin", unary("sin")},
-      {"cos", unary("cos")},
+      {"sin", trigonometric("sin")},
+      {"cos", trigonometric("cos")},
       {"tan", unary("tan")},
       {"exp", unary("exp")},
       {"expm1", unary("expm1")},
@@ -211,10 +220,13 @@ int bool_argument(const std::string& op) {
   return -1;
 }
 
-std::optional<std::string> lower_pointwise(const g::Node& node, const OperandFn& operand, const std::string& ctype) {
+std::optional<std::string> lower_pointwise(const g::Node& node, const OperandFn& operand, const std::string& ctype,
+                                           bool fast_trig) {
   auto it = table().find(node.op);
   if (it == table().end()) return std::nullopt;
-  return it->second(Ctx{node, operand, ctype});
+  return it->second(Ctx{node, operand, ctype, fast_trig});
 }
+
+bool is_trigonometric(const std::string& op) { return op == "sin" || op == "cos"; }
 
 }  // namespace tessera::inductor

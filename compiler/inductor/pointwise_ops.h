@@ -15,8 +15,13 @@ using OperandFn = std::function<std::string(int i)>;
 
 // The expression computing `node`'s result in C type `ctype` ("float" or "double"), or nullopt
 // when the node is not a fusible element-wise call.
+// `fast_trig`: float sin and cos as the prelude's inline forms, valid where
+// ts_trig_out_of_range(argument) is 0 (the caller checks and redoes the rest).
 std::optional<std::string> lower_pointwise(const sdk::graph::Node& node, const OperandFn& operand,
-                                           const std::string& ctype);
+                                           const std::string& ctype, bool fast_trig = false);
+
+// sin or cos: the operators `fast_trig` changes.
+bool is_trigonometric(const std::string& op);
 
 // True when `op` is in the table (its arguments may still be unsupported).
 bool is_pointwise(const std::string& op);

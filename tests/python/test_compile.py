@@ -314,6 +314,24 @@ def test_fused_gelu_and_clamp_match_eager_to_rounding():
     assert np.isnan(to_np(got[2])[0]) and np.isnan(to_np(got[4])).all()
 
 
+def test_fused_sin_and_cos_are_accurate_at_every_range():
+    # Kernels take an inline sin/cos where every argument of a chunk is within +-8192, and
+    # redo a chunk with the library's otherwise (huge, infinite, NaN arguments).
+    c = ts.compile(lambda x: (ts.sin(x) * 2, ts.cos(x) + 1))
+    rng = np.random.default_rng(0)
+    for bound in (1, 10, 1000, 8192):
+        a = rng.uniform(-bound, bound, 50000).astype(np.float32)
+        s, k = c(ts.from_numpy(a))
+        wide = a.astype(np.float64)
+        np.testing.assert_allclose(to_np(s), 2 * np.sin(wide), rtol=0, atol=4e-7)
+        np.testing.assert_allclose(to_np(k), np.cos(wide) + 1, rtol=0, atol=4e-7)
+    a = np.tile(np.array([1e5, -3e7, 1e30, np.inf, -np.inf, np.nan, 8192.5, 0.5, -0.0], np.float32), 1000)
+    x = ts.from_numpy(a)
+    s, k = c(x)
+    np.testing.assert_array_equal(to_np(s), to_np(ts.sin(x) * 2))
+    np.testing.assert_array_equal(to_np(k), to_np(ts.cos(x) + 1))
+
+
 def test_inductor_keeps_library_calls_and_fuses_around_them():
     lin = ts.nn.Linear(16, 16)
 
