@@ -210,12 +210,10 @@ void batch_norm_backward_kernel(Args& a) {
         double s = 0, d = 0;
         const double m = mean[size_t(c)];
         for (int64_t n = 0; n < l.n; ++n) {
-          const int64_t off = (n * l.c + c) * l.hw;
-          for (int64_t i = 0; i < l.hw; ++i) {
-            const double g = load(gp[off + i]);
-            s += g;
-            d += g * (load(xp[off + i]) - m);
-          }
+          const scalar_t* g = gp + (n * l.c + c) * l.hw;
+          const scalar_t* xr = xp + (n * l.c + c) * l.hw;
+          s += sum_over(l.hw, [g](int64_t i) { return load(g[i]); });
+          d += sum_over(l.hw, [g, xr, m](int64_t i) { return load(g[i]) * (load(xr[i]) - m); });
         }
         sum_dy[size_t(c)] = s;
         dot[size_t(c)] = d;
