@@ -737,20 +737,22 @@ def test_matmul_mm_bmm_addmm(dtype):
     assert_close(ts.addmm(m, x, y, beta=2, alpha=3), 2 * d.astype(np.float64) + 3 * (af @ bf), dtype, **tol)
 
 
-@pytest.mark.parametrize("m", [12, 16, 40, 96, 97])
-def test_linear_shaped_products_at_few_rows(m):
-    # x @ w.t() with 16-96 rows takes another route through oneDNN (the transposed product,
-    # transposed back); results, addmm's beta and alpha, and a strided output must not change.
-    rng = np.random.default_rng(m)
-    a, w = rng.standard_normal((m, 70)).astype(np.float32), rng.standard_normal((400, 70)).astype(np.float32)
-    c = rng.standard_normal((m, 400)).astype(np.float32)
+@pytest.mark.parametrize("m,k,n", [(12, 70, 400), (16, 70, 400), (40, 70, 400), (96, 70, 400), (97, 70, 400),
+                                   (200, 300, 150), (200, 300, 151)])
+def test_linear_shaped_products(m, k, n):
+    # x @ w.t() takes other routes through oneDNN with 16-96 rows (the transposed product,
+    # transposed back) and with w at least twice as wide as tall (w copied row-major first);
+    # results, addmm's beta and alpha, and a strided output must not change.
+    rng = np.random.default_rng(m + k + n)
+    a, w = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((n, k)).astype(np.float32)
+    c = rng.standard_normal((m, n)).astype(np.float32)
     ta, tw, tc = from_np(a), from_np(w), from_np(c)
     want = a.astype(np.float64) @ w.T.astype(np.float64)
     np.testing.assert_allclose(to_np(ts.mm(ta, tw.t())), want, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(to_np(ts.nn.functional.linear(ta[None], tw))[0], want, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(to_np(ts.addmm(tc, ta, tw.t(), beta=0.5, alpha=2.0)), 0.5 * c + 2 * want,
                                rtol=1e-4, atol=1e-4)
-    out = ts.full((m, 800), float("nan"))[:, ::2]  # a strided output holding NaN: overwritten
+    out = ts.full((m, 2 * n), float("nan"))[:, ::2]  # a strided output holding NaN: overwritten
     ts.mm(ta, tw.t(), out=out)
     np.testing.assert_allclose(to_np(out), want, rtol=1e-4, atol=1e-4)
 
