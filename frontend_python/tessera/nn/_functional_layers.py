@@ -171,6 +171,74 @@ def _check_sizes(in_sizes, out_sizes):
                        f"output ({show(out_sizes)})")
 
 
+# Antialiasing (bilinear, bicubic and lanczos on 4-D input), as torch's _upsample_*_aa: each
+# output pixel is a normalised average of the input under the mode's filter, stretched by the
+# downscale factor when shrinking (support = the filter's half-width times the scale), so that
+# every input pixel counts, where plain interpolation reads two or four and aliases.
+def _aa_triangle(x):
+    return (1.0 - x.abs()).clamp(min=0.0)
+
+
+def _aa_cubic(x):  # Keys' kernel with a = -0.5 (PIL's and torch's choice for antialiasing)
+    import tessera
+    a, x = -0.5, x.abs()
+    near = ((a + 2) * x - (a + 3)) * x * x + 1.0
+    far = ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    return tessera.where(x < 1.0, near, tessera.where(x < 2.0, far, 0.0))
+
+
+def _aa_lanczos(x):  # sinc(x) sinc(x / 3) on |x| < 3
+    import tessera
+    return tessera.where(x.abs() < 3.0, tessera.sinc(x) * tessera.sinc(x / 3.0), 0.0)
+
+
+_AA_FILTERS = {"bilinear": (1.0, _aa_triangle), "bicubic": (2.0, _aa_cubic), "lanczos": (3.0, _aa_lanczos)}
+
+
+def _antialias_taps(in_size, out_size, align_corners, scale, mode):
+    """[(index, weight)] x (2 ceil(support) + 1) along one dim (float64 host tables), torch's
+    _compute_indices_min_size_weights_aa: output i centred at s (i + 0.5) in the input, the
+    input pixels within the support weighted by the filter at their distance / max(s, 1) and
+    normalised to sum 1; shorter windows are padded with weight 0."""
+    import tessera
+    f64 = tessera.float64
+    half, filt = _AA_FILTERS[mode]
+    if align_corners:
+        s = (in_size - 1) / (out_size - 1) if out_size > 1 else 0.0
+    else:
+        s = 1.0 / scale if scale is not None and scale > 0 else in_size / out_size
+    support = half * s if s >= 1.0 else half
+    invscale = 1.0 / s if s >= 1.0 else 1.0
+    taps = int(math.ceil(support)) * 2 + 1
+    center = (tessera.arange(out_size, dtype=f64) + 0.5) * s
+    first = (center - support + 0.5).trunc().clamp(min=0.0)  # C++'s truncating int conversion
+    count = ((center + support + 0.5).trunc().clamp(max=float(in_size)) - first).clamp(0.0, float(taps))
+    j = tessera.arange(taps, dtype=f64).unsqueeze(1)
+    weight = tessera.where(j < count, filt((j + first - center + 0.5) * invscale), 0.0)
+    total = weight.sum(0)
+    weight = tessera.where(total != 0, weight / tessera.where(total != 0, total, 1.0), weight)
+    index = (first + j).clamp(max=float(in_size - 1))
+    return [(index[k], weight[k]) for k in range(taps)]
+
+
+def _antialiased(input, sizes, scales, mode, align_corners):
+    """Width first, then height, as torch's separable antialiased kernels."""
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f"interpolate: antialias=True needs a floating input, got {input.dtype} (uint8 "
+                                  "images: convert with .float() first)")
+    in_sizes = list(input.shape[2:])
+    if sizes is None:
+        sizes = [int(n * s) for n, s in zip(in_sizes, scales)]
+    _check_sizes(in_sizes, sizes)
+    out = input
+    for d in (1, 0):
+        if sizes[d] == in_sizes[d] and (scales is None or scales[d] == 1.0):
+            continue  # an unchanged dim: every filter's weights are then 1 at distance 0, 0 at the others
+        taps = _antialias_taps(in_sizes[d], sizes[d], align_corners, None if scales is None else scales[d], mode)
+        out = _resample_dim(out, 2 + d, taps)
+    return out
+
+
 def _separable(input, sizes, scales, make_taps):
     """Resamples each spatial dim in turn (the first spatial dim first) with make_taps(in, out, scale)."""
     spatial = input.dim() - 2
@@ -188,17 +256,11 @@ _MODES = "nearest | linear | bilinear | bicubic | trilinear | lanczos | area | n
 _NEEDS = {"linear": 3, "bilinear": 4, "trilinear": 5}
 
 
-def _antialias_unsupported(mode):
-    return NotImplementedError(f"interpolate: antialias=True is not supported for mode {mode!r}; only antialias=False "
-                               f"is (nearest, nearest-exact and area on 3-D to 5-D input, linear on 3-D, bilinear and "
-                               f"bicubic on 4-D, trilinear on 5-D)")
-
-
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None, recompute_scale_factor=None,
                 antialias=False):
     """torch.nn.functional.interpolate: nearest, nearest-exact and area (adaptive average pooling)
-    on 3-D to 5-D input, linear on 3-D, bilinear and bicubic on 4-D, trilinear on 5-D; without
-    antialiasing."""
+    on 3-D to 5-D input, linear on 3-D, bilinear and bicubic on 4-D, trilinear on 5-D; with
+    antialias=True, bilinear, bicubic and lanczos on 4-D floating input."""
     if mode in ("nearest", "area", "nearest-exact"):
         if align_corners is not None:
             raise ValueError("align_corners option can only be set with the interpolating modes: linear | bilinear | "
@@ -271,22 +333,18 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         out = _op("upsample_bilinear2d.vec", _op("unsqueeze", input, 2), None if sizes is None else [1] + sizes,
                   align_corners, None if scales is None else [1.0] + scales)
         return _op("squeeze", out, 2)
+    if mode == "lanczos" and spatial == 2 and align_corners:
+        raise ValueError("Lanczos mode does not support align_corners=True")
+    if antialias and spatial == 2:
+        return _antialiased(input, sizes, scales, mode, align_corners)
     if mode == "bilinear" and spatial == 2:
-        if antialias:
-            raise _antialias_unsupported(mode)
         return _op("upsample_bilinear2d.vec", input, sizes, align_corners, scales)
     if mode == "trilinear" and spatial == 3:
         return _separable(input, sizes, scales, lambda n, o, s: _linear_taps(n, o, align_corners, s))
     if mode == "bicubic" and spatial == 2:
-        if antialias:
-            raise _antialias_unsupported(mode)
         return _separable(input, sizes, scales, lambda n, o, s: _cubic_taps(n, o, align_corners, s))
     if mode == "lanczos" and spatial == 2:
-        if align_corners:
-            raise ValueError("Lanczos mode does not support align_corners=True")
-        if not antialias:
-            raise ValueError("Lanczos mode requires antialias=True")
-        raise _antialias_unsupported(mode)
+        raise ValueError("Lanczos mode requires antialias=True")
     raise NotImplementedError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.dim()}D) for the "
                               f"modes: {_MODES} (got {mode})")
 
