@@ -21,8 +21,9 @@ std::vector<int64_t> expand(std::vector<int64_t> v, int64_t dims, const std::str
 }
 
 ConvTransposeOptions common(const ConvOptions& o) {
-  return {.stride = o.stride, .padding = o.padding, .output_padding = {0}, .groups = o.groups, .bias = o.bias,
-          .dilation = o.dilation, .dtype = o.dtype, .device = o.device};
+  return {.stride = o.stride, .padding = o.padding.kind ? std::vector<int64_t>{0} : o.padding.values,
+          .output_padding = {0}, .groups = o.groups, .bias = o.bias, .dilation = o.dilation, .dtype = o.dtype,
+          .device = o.device};
 }
 
 // torch prints a 1-tuple as "(3,)".
@@ -79,7 +80,8 @@ std::string ConvNd::extra_repr() const {
   const ConvTransposeOptions& o = options_;
   auto all = [](const std::vector<int64_t>& v, int64_t x) { return std::all_of(v.begin(), v.end(), [&](int64_t e) { return e == x; }); };
   std::string s = fmt::format("{}, {}, kernel_size={}, stride={}", in_channels_, out_channels_, tuple(kernel_size_), tuple(o.stride));
-  if (!all(o.padding, 0)) s += fmt::format(", padding={}", tuple(o.padding));
+  if (padding_kind_) s += padding_kind_ == PaddingKind::Same ? ", padding=same" : ", padding=valid";
+  else if (!all(o.padding, 0)) s += fmt::format(", padding={}", tuple(o.padding));
   if (!all(o.dilation, 1)) s += fmt::format(", dilation={}", tuple(o.dilation));
   if (transposed_ && !all(o.output_padding, 0)) s += fmt::format(", output_padding={}", tuple(o.output_padding));
   if (o.groups != 1) s += fmt::format(", groups={}", o.groups);
@@ -87,12 +89,44 @@ std::string ConvNd::extra_repr() const {
   return s;
 }
 
+namespace {
+// torch's checks of a string padding: "same" needs stride 1 everywhere.
+// `stride`: the module's, one per spatial dim.
+std::optional<PaddingKind> checked_kind(const ConvOptions& o, const std::vector<int64_t>& stride,
+                                        const std::string& module) {
+  if (o.padding.kind == PaddingKind::Same && std::any_of(stride.begin(), stride.end(), [](int64_t s) { return s != 1; }))
+    raise<ValueError>("{}: padding='same' is not supported for strided convolutions (got stride={})", module,
+                      tuple(stride));
+  return o.padding.kind;
+}
+}  // namespace
+
 Conv1d::Conv1d(int64_t in_channels, int64_t out_channels, std::vector<int64_t> kernel_size, const ConvOptions& options)
-    : ConvNd("Conv1d", 1, false, in_channels, out_channels, std::move(kernel_size), common(options)) {}
+    : ConvNd("Conv1d", 1, false, in_channels, out_channels, std::move(kernel_size), common(options)) {
+  padding_kind_ = checked_kind(options, options_.stride, name());
+}
 Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, std::vector<int64_t> kernel_size, const ConvOptions& options)
-    : ConvNd("Conv2d", 2, false, in_channels, out_channels, std::move(kernel_size), common(options)) {}
+    : ConvNd("Conv2d", 2, false, in_channels, out_channels, std::move(kernel_size), common(options)) {
+  padding_kind_ = checked_kind(options, options_.stride, name());
+}
 Conv3d::Conv3d(int64_t in_channels, int64_t out_channels, std::vector<int64_t> kernel_size, const ConvOptions& options)
-    : ConvNd("Conv3d", 3, false, in_channels, out_channels, std::move(kernel_size), common(options)) {}
+    : ConvNd("Conv3d", 3, false, in_channels, out_channels, std::move(kernel_size), common(options)) {
+  padding_kind_ = checked_kind(options, options_.stride, name());
+}
+
+std::pair<Tensor, std::vector<int64_t>> ConvNd::same_padding(const Tensor& input) const {
+  if (padding_kind_ != PaddingKind::Same) return {input, options_.padding};
+  std::vector<int64_t> left(static_cast<size_t>(dims_)), pad;  // pad: constant_pad_nd's (left, right) pairs, last dim first
+  bool asymmetric = false;
+  for (int64_t d = dims_ - 1; d >= 0; --d) {
+    const int64_t total = options_.dilation[size_t(d)] * (kernel_size_[size_t(d)] - 1);
+    left[size_t(d)] = total / 2;
+    pad.push_back(0);
+    pad.push_back(total - 2 * (total / 2));  // the odd element, on the right
+    asymmetric |= total % 2 != 0;
+  }
+  return {asymmetric ? tessera::constant_pad_nd(input, pad, 0) : input, left};
+}
 ConvTranspose1d::ConvTranspose1d(int64_t in_channels, int64_t out_channels, std::vector<int64_t> kernel_size,
                                  const ConvTransposeOptions& options)
     : ConvNd("ConvTranspose1d", 1, true, in_channels, out_channels, std::move(kernel_size), options) {}
@@ -121,17 +155,20 @@ void check_channels(const Tensor& input, int64_t dims, int64_t channels, const s
 Tensor Conv1d::forward(const Tensor& input) {
   check_channels(input, 1, in_channels_, name());
   const auto& o = options_;
-  return functional::conv1d(input, weight(), bias(), o.stride, o.padding, o.dilation, o.groups);
+  auto [padded, padding] = same_padding(input);
+  return functional::conv1d(padded, weight(), bias(), o.stride, padding, o.dilation, o.groups);
 }
 Tensor Conv2d::forward(const Tensor& input) {
   check_channels(input, 2, in_channels_, name());
   const auto& o = options_;
-  return functional::conv2d(input, weight(), bias(), o.stride, o.padding, o.dilation, o.groups);
+  auto [padded, padding] = same_padding(input);
+  return functional::conv2d(padded, weight(), bias(), o.stride, padding, o.dilation, o.groups);
 }
 Tensor Conv3d::forward(const Tensor& input) {
   check_channels(input, 3, in_channels_, name());
   const auto& o = options_;
-  return functional::conv3d(input, weight(), bias(), o.stride, o.padding, o.dilation, o.groups);
+  auto [padded, padding] = same_padding(input);
+  return functional::conv3d(padded, weight(), bias(), o.stride, padding, o.dilation, o.groups);
 }
 Tensor ConvTranspose1d::forward(const Tensor& input) {
   check_channels(input, 1, in_channels_, name());

@@ -185,6 +185,44 @@ TEST(CppApiNnMore, Conv1dAndConv3dMatchLoops) {
   expect_close(plain.weight().grad(), wg, 1e-4);
 }
 
+TEST(CppApiNnMore, ConvPaddingSameAndValid) {
+  ts::manual_seed(3);
+  // kernel (3, 4), dilation (2, 1): "same" pads H by 2 + 2 and W by 1 on the left, 2 on the right
+  nn::Conv2d c(3, 4, {3, 4}, {.padding = nn::kSame, .dilation = {2, 1}});
+  EXPECT_EQ(c.repr(), "Conv2d(3, 4, kernel_size=(3, 4), stride=(1, 1), padding=same, dilation=(2, 1))");
+  const int64_t N = 2, C = 3, H = 5, W = 6;
+  Tensor x = from(randoms(size_t(N * C * H * W), 8), {N, C, H, W});
+  std::vector<double> xv = x.to_double_vector(), padded(size_t(N * C * (H + 4) * (W + 3)), 0.0);
+  for (int64_t n = 0; n < N * C; ++n)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t w = 0; w < W; ++w) padded[size_t((n * (H + 4) + h + 2) * (W + 3) + w + 1)] = xv[size_t((n * H + h) * W + w)];
+  Shape ys;
+  auto ref = conv_loop(padded, {N, C, H + 4, W + 3}, c.weight().to_double_vector(), 4, c.bias().to_double_vector(),
+                       geometry({3, 4}, {1, 1}, {0, 0}, {2, 1}), 1, &ys);
+  EXPECT_EQ(ys, (Shape{N, 4, H, W}));
+  Tensor y = c(x);
+  EXPECT_EQ(y.shape(), ys);
+  expect_close(y, ref, 1e-4);
+  // gradients flow through the padding
+  Tensor xg = x.clone().requires_grad_();
+  c(xg).sum().backward();
+  EXPECT_EQ(xg.grad().shape(), x.shape());
+
+  // "valid" is no padding at all; "same" with a symmetric total is plain symmetric padding
+  nn::Conv1d valid(3, 2, 3, {.padding = nn::kValid});
+  Tensor x1 = from(randoms(3 * 7, 9), {1, 3, 7});
+  Shape ys1;
+  auto ref1 = conv_loop(x1.to_double_vector(), {1, 3, 7}, valid.weight().to_double_vector(), 2,
+                        valid.bias().to_double_vector(), geometry({3}, {1}, {0}, {1}), 1, &ys1);
+  expect_close(valid(x1), ref1, 1e-4);
+  EXPECT_EQ(valid(x1).shape(), (Shape{1, 2, 5}));
+  nn::Conv3d same3(1, 1, 3, {.padding = nn::kSame, .bias = false});
+  EXPECT_EQ(same3(from(randoms(4 * 5 * 6, 10), {1, 1, 4, 5, 6})).shape(), (Shape{1, 1, 4, 5, 6}));
+
+  expect_error<tessera::ValueError>([] { nn::Conv2d(3, 4, 3, {.stride = {2}, .padding = nn::kSame}); },
+                                    {"Conv2d: padding='same' is not supported for strided convolutions", "stride=(2, 2)"});
+}
+
 TEST(CppApiNnMore, ConvTransposeMatchesScatterLoops) {
   ts::manual_seed(2);
   {  // 1-D: stride 3, padding 1, output_padding 2, groups 2

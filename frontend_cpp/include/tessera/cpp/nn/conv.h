@@ -7,16 +7,34 @@
 //   output_padding + 1 per spatial dim.
 #include <tessera/cpp/nn/module.h>
 
+#include <initializer_list>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tessera::nn {
 
+// torch's padding="same" (the output as long as the input: dilation (k - 1) split over both
+// sides, the odd element on the right; stride 1 only) and padding="valid" (none).
+enum class PaddingKind { Same, Valid };
+inline constexpr PaddingKind kSame = PaddingKind::Same;
+inline constexpr PaddingKind kValid = PaddingKind::Valid;
+
+// A convolution's padding: numbers (one for every spatial dim, or one per dim) or kSame / kValid.
+struct ConvPadding {
+  ConvPadding(std::vector<int64_t> values) : values(std::move(values)) {}  // NOLINT: as torch's options
+  ConvPadding(std::initializer_list<int64_t> values) : values(values) {}
+  ConvPadding(int64_t value) : values{value} {}  // NOLINT
+  ConvPadding(PaddingKind kind) : kind(kind) {}  // NOLINT
+  std::vector<int64_t> values{0};
+  std::optional<PaddingKind> kind;
+};
+
 // stride, padding, dilation: one value for every spatial dim, or one per dim.
 struct ConvOptions {
   std::vector<int64_t> stride{1};
-  std::vector<int64_t> padding{0};
+  ConvPadding padding{0};
   std::vector<int64_t> dilation{1};
   int64_t groups = 1;
   bool bias = true;
@@ -57,6 +75,10 @@ class ConvNd : public Module {
   bool transposed_;
   std::vector<int64_t> kernel_size_;
   ConvTransposeOptions options_;  // output_padding unused by the plain convolutions
+  std::optional<PaddingKind> padding_kind_;  // the plain convolutions' "same" / "valid"
+  // The input padded on the right where "same" needs one more element than the left, and the
+  // symmetric padding for the convolution itself.
+  std::pair<Tensor, std::vector<int64_t>> same_padding(const Tensor& input) const;
 };
 
 class Conv1d : public ConvNd {
