@@ -98,9 +98,63 @@ def _out_size(n, s):
     return int(n * s)
 
 
+# ---------------------------------------------------------------------------- antialias=True
+def aa_filter(mode, x):
+    x = abs(x)
+    if mode == "bilinear":
+        return max(1.0 - x, 0.0)
+    if mode == "bicubic":  # a = -0.5
+        return cubic_kernel(x, a=-0.5) if x < 2.0 else 0.0
+    return float(np.sinc(x) * np.sinc(x / 3.0)) if x < 3.0 else 0.0
+
+
+def aa_matrix(n, o, mode, align=False, scale=None):
+    """(o, n), torch's _compute_indices_min_size_weights_aa in scalar loops: output j centred at
+    r (j + 0.5); the inputs i with |i + 0.5 - centre| inside the support (the filter's half-width
+    times r when shrinking) weighted by the filter at that distance / max(r, 1), normalised."""
+    half = {"bilinear": 1.0, "bicubic": 2.0, "lanczos": 3.0}[mode]
+    r = _ratio(n, o, align, scale)
+    support = half * r if r >= 1.0 else half
+    inv = 1.0 / r if r >= 1.0 else 1.0
+    m = np.zeros((o, n))
+    for j in range(o):
+        centre = r * (j + 0.5)
+        lo = max(int(centre - support + 0.5), 0)
+        hi = min(int(centre + support + 0.5), n)
+        w = [aa_filter(mode, (i - centre + 0.5) * inv) for i in range(lo, hi)]
+        total = sum(w)
+        m[j, lo:hi] = [v / total for v in w] if total != 0 else w
+    return m
+
+
+AA_CASES = [  # joined to CASES below, each with antialias=True
+    ("bilinear", (2, 3, 17, 23), dict(size=(7, 9))),
+    ("bilinear", (1, 2, 20, 30), dict(size=(45, 61))),  # growing: the plain filter, normalised
+    ("bilinear", (1, 2, 33, 31), dict(scale_factor=(0.37, 1.7))),
+    ("bilinear", (1, 2, 33, 31), dict(size=(9, 8), align_corners=True)),
+    ("bicubic", (2, 3, 17, 23), dict(size=(7, 9))),
+    ("bicubic", (1, 2, 40, 40), dict(size=(40, 13))),  # one dim unchanged
+    ("bicubic", (1, 2, 33, 31), dict(scale_factor=0.37)),
+    ("bicubic", (1, 1, 100, 100), dict(size=(3, 3), align_corners=True)),
+    ("lanczos", (2, 3, 17, 23), dict(size=(7, 9))),
+    ("lanczos", (1, 2, 12, 10), dict(scale_factor=(2.5, 0.5))),
+]
+def _aa_mats(mode, shape, kw):
+    align = bool(kw.get("align_corners"))
+    size, sf = kw.get("size"), kw.get("scale_factor")
+    if size is not None:
+        outs, scales = list(size), [None, None]
+    else:
+        scales = list(sf) if isinstance(sf, (list, tuple)) else [sf, sf]
+        outs = [_out_size(n, s) for n, s in zip(shape[2:], scales)]
+    return [aa_matrix(n, o, mode, align, sc) for n, o, sc in zip(shape[2:], outs, scales)]
+
+
 # ---------------------------------------------------------------------------- cases
 # (mode, input shape, kwargs, the reference's matrices)
 def _mats(mode, shape, kw):
+    if kw.get("antialias"):
+        return _aa_mats(mode, shape, kw)
     spatial = shape[2:]
     align = bool(kw.get("align_corners"))
     size, sf = kw.get("size"), kw.get("scale_factor")
@@ -148,6 +202,7 @@ CASES = [
     ("area", (1, 2, 9, 8, 7), dict(size=(3, 4, 2))),
     ("area", (1, 2, 6, 8, 7), dict(scale_factor=(0.5, 0.3, 1.0))),
 ]
+CASES += [(m, s, dict(kw, antialias=True)) for m, s, kw in AA_CASES]
 IDS = [f"{m}-{'x'.join(map(str, s))}-{'-'.join(f'{k}={v}' for k, v in kw.items())}" for m, s, kw in CASES]
 
 
@@ -350,92 +405,6 @@ def test_errors_match_torch(name, x, kw, exc, match):
     with pytest.raises(exc) as ours:
         F.interpolate(ts.tensor(x), **kw)
     assert str(ours.value) == str(theirs.value)
-
-
-# ---------------------------------------------------------------------------- antialias=True
-def aa_filter(mode, x):
-    x = abs(x)
-    if mode == "bilinear":
-        return max(1.0 - x, 0.0)
-    if mode == "bicubic":  # a = -0.5
-        return cubic_kernel(x, a=-0.5) if x < 2.0 else 0.0
-    return float(np.sinc(x) * np.sinc(x / 3.0)) if x < 3.0 else 0.0
-
-
-def aa_matrix(n, o, mode, align=False, scale=None):
-    """(o, n), torch's _compute_indices_min_size_weights_aa in scalar loops: output j centred at
-    r (j + 0.5); the inputs i with |i + 0.5 - centre| inside the support (the filter's half-width
-    times r when shrinking) weighted by the filter at that distance / max(r, 1), normalised."""
-    half = {"bilinear": 1.0, "bicubic": 2.0, "lanczos": 3.0}[mode]
-    r = _ratio(n, o, align, scale)
-    support = half * r if r >= 1.0 else half
-    inv = 1.0 / r if r >= 1.0 else 1.0
-    m = np.zeros((o, n))
-    for j in range(o):
-        centre = r * (j + 0.5)
-        lo = max(int(centre - support + 0.5), 0)
-        hi = min(int(centre + support + 0.5), n)
-        w = [aa_filter(mode, (i - centre + 0.5) * inv) for i in range(lo, hi)]
-        total = sum(w)
-        m[j, lo:hi] = [v / total for v in w] if total != 0 else w
-    return m
-
-
-AA_CASES = [
-    ("bilinear", (2, 3, 17, 23), dict(size=(7, 9))),
-    ("bilinear", (1, 2, 20, 30), dict(size=(45, 61))),  # growing: the plain filter, normalised
-    ("bilinear", (1, 2, 33, 31), dict(scale_factor=(0.37, 1.7))),
-    ("bilinear", (1, 2, 33, 31), dict(size=(9, 8), align_corners=True)),
-    ("bicubic", (2, 3, 17, 23), dict(size=(7, 9))),
-    ("bicubic", (1, 2, 40, 40), dict(size=(40, 13))),  # one dim unchanged
-    ("bicubic", (1, 2, 33, 31), dict(scale_factor=0.37)),
-    ("bicubic", (1, 1, 100, 100), dict(size=(3, 3), align_corners=True)),
-    ("lanczos", (2, 3, 17, 23), dict(size=(7, 9))),
-    ("lanczos", (1, 2, 12, 10), dict(scale_factor=(2.5, 0.5))),
-]
-AA_IDS = [f"{m}-{'x'.join(map(str, s))}-{'-'.join(f'{k}={v}' for k, v in kw.items())}" for m, s, kw in AA_CASES]
-
-
-def _aa_mats(mode, shape, kw):
-    align = bool(kw.get("align_corners"))
-    size, sf = kw.get("size"), kw.get("scale_factor")
-    if size is not None:
-        outs, scales = list(size), [None, None]
-    else:
-        scales = list(sf) if isinstance(sf, (list, tuple)) else [sf, sf]
-        outs = [_out_size(n, s) for n, s in zip(shape[2:], scales)]
-    return [aa_matrix(n, o, mode, align, sc) for n, o, sc in zip(shape[2:], outs, scales)]
-
-
-@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
-@pytest.mark.parametrize("mode,shape,kw", AA_CASES, ids=AA_IDS)
-def test_antialias_matches_numpy_reference(mode, shape, kw, dtype):
-    mats = _aa_mats(mode, shape, kw)
-    x = RNG.standard_normal(shape).astype(dtype)
-    expected = apply(x.astype(np.float64), mats)
-    g = RNG.standard_normal(expected.shape).astype(dtype)
-    y, grad = _run_tessera(x, g, mode, dict(kw, antialias=True))
-    rtol, atol = TOL[dtype]
-    assert y.dtype == dtype and grad.dtype == dtype
-    np.testing.assert_allclose(y, expected, rtol=rtol, atol=atol)
-    np.testing.assert_allclose(grad, apply_grad(g.astype(np.float64), mats), rtol=rtol, atol=atol)
-
-
-@pytest.mark.torch
-@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
-@pytest.mark.parametrize("mode,shape,kw", AA_CASES, ids=AA_IDS)
-def test_antialias_matches_torch(mode, shape, kw, dtype):
-    import torch
-    import torch.nn.functional as TF
-    x = RNG.standard_normal(shape).astype(dtype)
-    rx = torch.tensor(x, requires_grad=True)
-    ry = TF.interpolate(rx, mode=mode, antialias=True, **kw)
-    g = RNG.standard_normal(tuple(ry.shape)).astype(dtype)
-    ry.backward(torch.tensor(g))
-    y, grad = _run_tessera(x, g, mode, dict(kw, antialias=True))
-    rtol, atol = TOL[dtype]
-    np.testing.assert_allclose(y, ry.detach().numpy(), rtol=rtol, atol=atol)
-    np.testing.assert_allclose(grad, rx.grad.numpy(), rtol=rtol, atol=atol)
 
 
 def test_antialias_refuses_integer_images():
