@@ -44,16 +44,19 @@ std::tuple<Tensor, Tensor> cell_step(int64_t mode, const Tensor& xp, const Tenso
   return {mode == kRnnRelu ? pre.relu() : pre.tanh(), c};
 }
 
-// One layer and direction, step by step: x (T, N, I) -> (out (T, N, H), h, c).
+// One layer and direction, step by step: x (T, N, I) -> (out (T, N, H or proj), h, c). w[4], when
+// given, projects an LSTM's h.
 std::tuple<Tensor, Tensor, Tensor> composite_direction(int64_t mode, const Tensor& x, Tensor h, Tensor c,
                                                        const std::vector<Tensor>& w, bool reverse) {
   const Tensor &w_ih = w[0], &w_hh = w[1], &b_ih = w[2], &b_hh = w[3];
-  int64_t T = x.size(0), H = w_hh.size(1);
+  const Tensor w_hr = w.size() > 4 ? w[4] : Tensor();
+  int64_t T = x.size(0), H = w_hh.size(0) / gates(mode);
   Tensor x_proj = functional::linear(x, w_ih, b_ih);  // every step's input projection at once
   std::vector<Tensor> outs(static_cast<size_t>(T));
   for (int64_t s = 0; s < T; ++s) {
     int64_t t = reverse ? T - 1 - s : s;
     std::tie(h, c) = cell_step(mode, x_proj.select(0, t), functional::linear(h, w_hh, b_hh), h, c, H);
+    if (w_hr.defined()) h = functional::linear(h, w_hr, Tensor());
     outs[size_t(t)] = h;
   }
   return {stack(outs, 0), h, c};
@@ -74,16 +77,23 @@ RNNBase::RNNBase(std::string name, int64_t mode, int64_t input_size, int64_t hid
   if (options.num_layers <= 0) raise<ValueError>("{}: num_layers must be greater than zero, got {}", m, options.num_layers);
   if (!(options.dropout >= 0 && options.dropout <= 1))
     raise<ValueError>("{}: dropout should be a number in range [0, 1], got {}", m, options.dropout);
+  const int64_t proj = options.proj_size;  // torch's checks and messages
+  if (proj < 0) raise<ValueError>("{}: proj_size should be a positive integer or zero to disable projections", m);
+  if (proj >= hidden_size) raise<ValueError>("{}: proj_size has to be smaller than hidden_size", m);
+  if (proj != 0 && mode != kLstm) raise<ValueError>("{}: proj_size argument is only supported for LSTM, not RNN or GRU", m);
   int64_t dirs = options.bidirectional ? 2 : 1, gate_size = gates(mode) * hidden_size;
+  const int64_t h_size = proj > 0 ? proj : hidden_size;  // the width of h and of each layer's output
   for (int64_t layer = 0; layer < options.num_layers; ++layer)
     for (int64_t d = 0; d < dirs; ++d) {
-      int64_t in = layer == 0 ? input_size : hidden_size * dirs;
+      int64_t in = layer == 0 ? input_size : h_size * dirs;
       register_parameter(weight_name("weight_ih", layer, d), empty({gate_size, in}, options.dtype, options.device), false);
-      register_parameter(weight_name("weight_hh", layer, d), empty({gate_size, hidden_size}, options.dtype, options.device), false);
+      register_parameter(weight_name("weight_hh", layer, d), empty({gate_size, h_size}, options.dtype, options.device), false);
       if (options.bias) {
         register_parameter(weight_name("bias_ih", layer, d), empty({gate_size}, options.dtype, options.device), false);
         register_parameter(weight_name("bias_hh", layer, d), empty({gate_size}, options.dtype, options.device), false);
       }
+      if (proj > 0)
+        register_parameter(weight_name("weight_hr", layer, d), empty({proj, hidden_size}, options.dtype, options.device), false);
     }
   reset_parameters();
   for (Tensor& p : parameters(false)) p.requires_grad_(true);
@@ -105,6 +115,7 @@ std::vector<std::vector<Tensor>> RNNBase::all_weights() const {
         w[2] = param(weight_name("bias_ih", layer, d));
         w[3] = param(weight_name("bias_hh", layer, d));
       }
+      if (options_.proj_size > 0) w.push_back(param(weight_name("weight_hr", layer, d)));
       out.push_back(std::move(w));
     }
   return out;
@@ -126,8 +137,9 @@ std::tuple<Tensor, Tensor, Tensor> RNNBase::run(const Tensor& input, Tensor hx, 
   if (options_.batch_first) x = x.transpose(0, 1);
   x = x.contiguous();  // (T, N, I)
   int64_t dirs = options_.bidirectional ? 2 : 1, N = x.size(1);
-  std::vector<int64_t> state{options_.num_layers * dirs, N, hidden_size_};
+  const int64_t h_size = options_.proj_size > 0 ? options_.proj_size : hidden_size_;
   auto prepare = [&](Tensor s, const char* what) {
+    const std::vector<int64_t> state{options_.num_layers * dirs, N, what[0] == 'h' ? h_size : hidden_size_};
     if (!s.defined()) return zeros(state, x.dtype(), x.device());
     if (s.dim() != (batched ? 3 : 2))
       raise<ValueError>("{}: for {} input, {} should be {}-D, got {}-D tensor of shape [{}]", m,
@@ -153,7 +165,7 @@ std::tuple<Tensor, Tensor, Tensor> RNNBase::run(const Tensor& input, Tensor hx, 
       const std::vector<Tensor>& w = weights[size_t(k)];
       Tensor h0 = hx.select(0, k), c0 = is_lstm ? cx.select(0, k) : Tensor();
       Tensor out, h, c;
-      if (fused_ok(layer_in, w)) {
+      if (w.size() == 4 && fused_ok(layer_in, w)) {  // the fused layer has no projection
         bool train = grad && (layer_in.requires_grad() || hx.requires_grad() || (is_lstm && cx.requires_grad()) ||
                               std::any_of(w.begin(), w.end(), [](const Tensor& t) { return t.defined() && t.requires_grad(); }));
         Tensor workspace;
@@ -189,6 +201,7 @@ std::string RNNBase::extra_repr() const {
   if (options_.batch_first) s += ", batch_first=true";
   if (options_.dropout != 0) s += fmt::format(", dropout={}", options_.dropout);
   if (options_.bidirectional) s += ", bidirectional=true";
+  if (options_.proj_size != 0) s += fmt::format(", proj_size={}", options_.proj_size);
   if (mode_ == kRnnRelu) s += ", nonlinearity=relu";
   return s;
 }

@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cmath>
+#include <map>
 #include <random>
 
 namespace ts = tessera;
@@ -697,22 +698,24 @@ namespace {
 double sigm(double v) { return 1 / (1 + std::exp(-v)); }
 
 // One layer and direction in scalar loops: x [T][N][I] (flat), weights flat as the module's.
-// Returns out [T][N][H]; h, c updated to the final states.
+// Returns out [T][N][P]; h [N][P], c [N][H] updated to the final states. An LSTM with w_hr
+// (P x H) projects each step's h to P values; without, P = H.
 std::vector<double> cell_loop(const std::string& mode, const std::vector<double>& x, int64_t T, int64_t N, int64_t I,
                               int64_t H, const std::vector<double>& w_ih, const std::vector<double>& w_hh,
                               const std::vector<double>& b_ih, const std::vector<double>& b_hh, std::vector<double>& h,
-                              std::vector<double>& c, bool reverse) {
+                              std::vector<double>& c, bool reverse, const std::vector<double>& w_hr = {}) {
   int64_t G = mode == "LSTM" ? 4 : mode == "GRU" ? 3 : 1;
-  std::vector<double> out(size_t(T * N * H));
+  const int64_t P = w_hr.empty() ? H : int64_t(w_hr.size()) / H;
+  std::vector<double> out(size_t(T * N * P));
   for (int64_t s = 0; s < T; ++s) {
     int64_t t = reverse ? T - 1 - s : s;
-    std::vector<double> hn(h.size()), cn(c.size());
+    std::vector<double> hn(size_t(N * H)), cn(c.size());
     for (int64_t n = 0; n < N; ++n) {
       std::vector<double> xi(size_t(G * H)), hh(size_t(G * H));
       for (int64_t r = 0; r < G * H; ++r) {
         double a = b_ih.empty() ? 0 : b_ih[size_t(r)], b = b_hh.empty() ? 0 : b_hh[size_t(r)];
         for (int64_t k = 0; k < I; ++k) a += w_ih[size_t(r * I + k)] * x[size_t((t * N + n) * I + k)];
-        for (int64_t k = 0; k < H; ++k) b += w_hh[size_t(r * H + k)] * h[size_t(n * H + k)];
+        for (int64_t k = 0; k < P; ++k) b += w_hh[size_t(r * P + k)] * h[size_t(n * P + k)];
         xi[size_t(r)] = a;
         hh[size_t(r)] = b;
       }
@@ -731,9 +734,17 @@ std::vector<double> cell_loop(const std::string& mode, const std::vector<double>
         } else {
           hn[o] = std::tanh(at(xi, 0) + at(hh, 0));
         }
-        out[size_t((t * N + n) * H + j)] = hn[o];
       }
     }
+    if (!w_hr.empty()) {  // h = w_hr @ (o * tanh(c))
+      std::vector<double> projected(size_t(N * P), 0.0);
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t q = 0; q < P; ++q)
+          for (int64_t j = 0; j < H; ++j) projected[size_t(n * P + q)] += w_hr[size_t(q * H + j)] * hn[size_t(n * H + j)];
+      hn = projected;
+    }
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t q = 0; q < P; ++q) out[size_t((t * N + n) * P + q)] = hn[size_t(n * P + q)];
     h = hn;
     if (mode == "LSTM") c = cn;
   }
@@ -747,6 +758,7 @@ struct RnnRef {
 RnnRef rnn_loop(const std::string& mode, const nn::RNNBase& m, const std::vector<double>& x, int64_t T, int64_t N,
                 int64_t layers, bool bidir, std::vector<double> h0, std::vector<double> c0) {
   int64_t H = m.hidden_size(), D = bidir ? 2 : 1, I = m.input_size();
+  const int64_t P = m.proj_size() > 0 ? m.proj_size() : H;  // h's width
   auto weights = m.all_weights();
   std::vector<double> in = x;
   RnnRef ref;
@@ -754,21 +766,22 @@ RnnRef rnn_loop(const std::string& mode, const nn::RNNBase& m, const std::vector
     std::vector<std::vector<double>> outs;
     for (int64_t d = 0; d < D; ++d) {
       auto& w = weights[size_t(l * D + d)];
-      std::vector<double> h(h0.begin() + long((l * D + d) * N * H), h0.begin() + long((l * D + d + 1) * N * H));
+      std::vector<double> h(h0.begin() + long((l * D + d) * N * P), h0.begin() + long((l * D + d + 1) * N * P));
       std::vector<double> c = mode == "LSTM" ? std::vector<double>(c0.begin() + long((l * D + d) * N * H),
                                                                     c0.begin() + long((l * D + d + 1) * N * H))
                                              : std::vector<double>();
       outs.push_back(cell_loop(mode, in, T, N, I, H, w[0].to_double_vector(), w[1].to_double_vector(),
                                w[2].defined() ? w[2].to_double_vector() : std::vector<double>(),
-                               w[3].defined() ? w[3].to_double_vector() : std::vector<double>(), h, c, d == 1));
+                               w[3].defined() ? w[3].to_double_vector() : std::vector<double>(), h, c, d == 1,
+                               w.size() > 4 ? w[4].to_double_vector() : std::vector<double>()));
       ref.h_n.insert(ref.h_n.end(), h.begin(), h.end());
       ref.c_n.insert(ref.c_n.end(), c.begin(), c.end());
     }
-    in.assign(size_t(T * N * H * D), 0.0);  // concatenate the directions on the last dim
+    in.assign(size_t(T * N * P * D), 0.0);  // concatenate the directions on the last dim
     for (int64_t r = 0; r < T * N; ++r)
       for (int64_t d = 0; d < D; ++d)
-        for (int64_t j = 0; j < H; ++j) in[size_t((r * D + d) * H + j)] = outs[size_t(d)][size_t(r * H + j)];
-    I = H * D;
+        for (int64_t j = 0; j < P; ++j) in[size_t((r * D + d) * P + j)] = outs[size_t(d)][size_t(r * P + j)];
+    I = P * D;
   }
   ref.out = in;
   return ref;
@@ -827,6 +840,41 @@ TEST(CppApiNnMore, LstmGruRnnMatchGateEquations) {
       }
     }
   }
+}
+
+// proj_size: h projected by weight_hr each step (the step-by-step path in both dtypes).
+TEST(CppApiNnMore, LstmProjectionMatchesGateEquations) {
+  int64_t T = 3, N = 2, I = 4, H = 5, P = 3, L = 2;
+  for (auto dt : {ts::kFloat32, ts::kFloat64}) {
+    ts::manual_seed(24);
+    nn::LSTM m(I, H, {.num_layers = L, .bidirectional = true, .proj_size = P, .dtype = dt});
+    EXPECT_EQ(m.parameters().size(), size_t(L * 2 * 5));
+    std::map<std::string, Shape> shapes;
+    for (const auto& [name, t] : m.named_parameters()) shapes[name] = t.shape();
+    EXPECT_EQ(shapes["weight_hr_l0"], (Shape{P, H}));
+    EXPECT_EQ(shapes["weight_hh_l1_reverse"], (Shape{4 * H, P}));
+    EXPECT_EQ(shapes["weight_ih_l1"], (Shape{4 * H, 2 * P}));
+    EXPECT_EQ(m.repr(), "LSTM(4, 5, num_layers=2, bidirectional=true, proj_size=3)");
+    std::vector<double> x = randoms(size_t(T * N * I), 25), h0 = randoms(size_t(L * 2 * N * P), 26),
+                        c0 = randoms(size_t(L * 2 * N * H), 27);
+    RnnRef ref = rnn_loop("LSTM", m, x, T, N, L, true, h0, c0);
+    auto [out, state] = m(from(x, {T, N, I}, dt), {from(h0, {L * 2, N, P}, dt), from(c0, {L * 2, N, H}, dt)});
+    auto [h_n, c_n] = state;
+    double tol = dt == ts::kFloat32 ? 1e-5 : 1e-12;
+    EXPECT_EQ(out.shape(), (Shape{T, N, 2 * P}));
+    EXPECT_EQ(h_n.shape(), (Shape{L * 2, N, P}));
+    EXPECT_EQ(c_n.shape(), (Shape{L * 2, N, H}));
+    expect_close(out, ref.out, tol);
+    expect_close(h_n, ref.h_n, tol);
+    expect_close(c_n, ref.c_n, tol);
+    // h0 of the cell's width is refused, naming the expected shape
+    expect_error<tessera::ValueError>([&] { m(from(x, {T, N, I}, dt), {ts::zeros({L * 2, N, H}, dt), Tensor()}); },
+                                      {"LSTM: expected hx of shape [4, 2, 3], got [4, 2, 5]"});
+  }
+  expect_error<tessera::ValueError>([] { nn::GRU(3, 4, {.proj_size = 2}); },
+                                    {"GRU: proj_size argument is only supported for LSTM, not RNN or GRU"});
+  expect_error<tessera::ValueError>([] { nn::LSTM(3, 4, {.proj_size = 4}); },
+                                    {"LSTM: proj_size has to be smaller than hidden_size"});
 }
 
 // Gradients of the fused float32 LSTM and GRU against the gate equations written with plain

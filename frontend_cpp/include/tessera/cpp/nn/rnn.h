@@ -7,7 +7,7 @@
 //
 // Input (T, N, input_size) (or (N, T, input_size) with batch_first), or unbatched (T, input_size);
 // states (num_layers * num_directions, N, H), or unbatched (num_layers * num_directions, H), zeros
-// when not given. Each layer and direction of a float32 CPU sequence is one call of the fused
+// when not given (h is proj_size wide for an LSTM with proj_size). Each layer and direction of a float32 CPU sequence is one call of the fused
 // `_rnn_layer` operator (as the Python frontend runs it); other dtypes and devices run the same
 // equations step by step with ordinary operators.
 //
@@ -37,6 +37,9 @@ struct RNNOptions {
   double dropout = 0.0;  // on every layer's output but the last, when training
   bool bidirectional = false;
   std::string nonlinearity = "tanh";  // RNN only: "tanh" or "relu"
+  // LSTM only, as torch's: h_t = weight_hr_l{k}[_reverse] (proj_size, hidden_size) @ (o * tanh(c_t)),
+  // so h, the output and weight_hh's second dim are proj_size wide (c stays hidden_size wide).
+  int64_t proj_size = 0;
   std::optional<ScalarType> dtype;
   std::optional<Device> device;
 };
@@ -52,8 +55,9 @@ class RNNBase : public Module {
   int64_t input_size() const { return input_size_; }
   int64_t hidden_size() const { return hidden_size_; }
   // [w_ih, w_hh, b_ih, b_hh] of each layer and direction (layer-major, forward first); biases
-  // undefined with bias = false.
+  // undefined with bias = false; an LSTM with proj_size adds w_hr.
   std::vector<std::vector<Tensor>> all_weights() const;
+  int64_t proj_size() const { return options_.proj_size; }
 
  protected:
   // mode: the _rnn_layer operator's (0 RNN_TANH, 1 RNN_RELU, 2 LSTM, 3 GRU).
