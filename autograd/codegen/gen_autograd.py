@@ -124,6 +124,14 @@ def node_struct(e):
     for a in e.diff_inputs:
         lines.append(f"  size_t {a.name}_edge = 0;" + (f" size_t {a.name}_count = 0;" if a.is_list else ""))
     lines.append("  void release_saved() override { " + " ".join(release) + " }")
+    # A slice's backward (zeros of the input's shape, the gradient written into its region) can
+    # add the gradient into a buffer the engine owns instead (Node::add_into_region).
+    region = [f for names, f in e.formulas if names == ["self"] and f.startswith("slice_grad(grad, self_sizes, ")]
+    if region and len(e.diff_inputs) == 1:
+        rest = region[0][len("slice_grad(grad, self_sizes, "):]
+        lines.append("  bool region_gradient() const override { return true; }")
+        lines.append("  void add_into_region(const TensorRef& grad, TensorRef& into) override { "
+                     f"add_slice_grad_into(into, grad, {rest}; }}")
     lines.append("  GradList apply(GradList&& grads) override {")
     lines.append("    const TensorRef& grad = grads[0];")
     lines.append("    (void)grad;")

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <queue>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -217,14 +218,45 @@ std::vector<TensorRef> run_backward(const std::vector<TensorRef>& roots, std::ve
   }
 
   std::unordered_map<Node*, GradList> buffers;
-  auto add_to = [&](Node* n, uint32_t nr, TensorRef g) {
+  // Buffers holding a tensor only the engine refers to (a sum it made, or a region gradient's
+  // fresh output): a region gradient may be added into them in place.
+  std::set<std::pair<Node*, uint32_t>> owned;
+  auto add_to = [&](Node* n, uint32_t nr, TensorRef g, bool fresh) {
     GradList& buf = buffers[n];
     if (buf.size() <= nr) buf.resize(std::max<size_t>(nr + 1, n->input_meta.size()));
     if (!g.defined()) return;
-    buf[nr] = buf[nr].defined() ? sdk::ops::add(buf[nr], g) : std::move(g);
+    if (buf[nr].defined()) {
+      buf[nr] = sdk::ops::add(buf[nr], g);
+      owned.insert({n, nr});
+    } else {
+      buf[nr] = std::move(g);
+      if (fresh) owned.insert({n, nr});
+      else owned.erase({n, nr});
+    }
+  };
+  // A region gradient (a slice's) with an owned buffer to go into: added there in place. Not
+  // when recording the backward (create_graph), nor in anomaly mode (which checks the outputs).
+  auto add_in_place = [&](Node* n, const GradList& grads) {
+    if (options.create_graph || anomaly_mode_enabled() || !n->region_gradient() || grads.size() != 1 ||
+        !grads[0].defined() || n->next_edges.size() != 1 || !n->next_edges[0].valid() || !n->pre_hooks.empty())
+      return false;
+    const Edge& e = n->next_edges[0];
+    auto it = buffers.find(e.fn.get());
+    if (it == buffers.end() || it->second.size() <= e.input_nr || !owned.count({e.fn.get(), e.input_nr}))
+      return false;
+    TensorRef& into = it->second[e.input_nr];
+    const InputMeta& meta = e.fn->input_meta[e.input_nr];  // the shape the pieces are regions of
+    if (into.dtype() != grads[0].dtype() || into.device().type != grads[0].device().type ||
+        into.device().index != grads[0].device().index || !std::ranges::equal(into.sizes(), meta.shape))
+      return false;
+    const std::string range = sdk::observing() ? sdk::cat("autograd::engine::evaluate_function: ", n->name()) : "";
+    sdk::ObservedRange observed(range.c_str(), int64_t(n->sequence_nr));
+    n->add_into_region(grads[0], into);
+    return true;
   };
   std::priority_queue<Node*, std::vector<Node*>, ByNewestFirst> ready;
-  for (size_t i = 0; i < root_edges.size(); ++i) add_to(root_edges[i].fn.get(), root_edges[i].input_nr, root_grads[i]);
+  for (size_t i = 0; i < root_edges.size(); ++i)
+    add_to(root_edges[i].fn.get(), root_edges[i].input_nr, root_grads[i], false);
   for (const Edge& e : root_edges) {
     // A root that is also reached from another root waits for that gradient too.
     if (deps[e.fn.get()] == 0) {
@@ -242,7 +274,7 @@ std::vector<TensorRef> run_backward(const std::vector<TensorRef>& roots, std::ve
     for (size_t j = 0; j < n->next_edges.size(); ++j) {
       const Edge& e = n->next_edges[j];
       if (!e.valid()) continue;
-      if (ran && j < outputs.size()) add_to(e.fn.get(), e.input_nr, std::move(outputs[j]));
+      if (ran && j < outputs.size()) add_to(e.fn.get(), e.input_nr, std::move(outputs[j]), n->region_gradient());
       if (--deps[e.fn.get()] == 0) {
         deps[e.fn.get()] = -1;
         ready.push(e.fn.get());
@@ -263,6 +295,7 @@ std::vector<TensorRef> run_backward(const std::vector<TensorRef>& roots, std::ve
     ready.pop();
     GradList grads = std::move(buffers[n]);
     buffers.erase(n);
+    for (auto o = owned.lower_bound({n, 0}); o != owned.end() && o->first == n;) o = owned.erase(o);
     if (grads.size() < n->input_meta.size()) grads.resize(n->input_meta.size());
 
     for (auto& [nr, id] : n->pre_hooks)
@@ -297,6 +330,11 @@ std::vector<TensorRef> run_backward(const std::vector<TensorRef>& roots, std::ve
           }
         if (int32_t type = worker_device_type(n); type != kCpuDeviceType) {
           workers.submit(type, n, std::move(grads));  // finished when its result comes back
+          continue;
+        }
+        if (add_in_place(n, grads)) {
+          GradList added_already;
+          finish(n, true, added_already);
           continue;
         }
         outputs = apply_node(n, std::move(grads));

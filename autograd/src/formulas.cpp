@@ -394,6 +394,17 @@ TensorRef slice_grad(const TensorRef& grad, const IntList& sizes, int64_t dim, s
   return ops::slice_backward(grad, sizes, d, s, e, step);
 }
 
+void add_slice_grad_into(TensorRef& into, const TensorRef& grad, int64_t dim, std::optional<int64_t> start,
+                         std::optional<int64_t> end, int64_t step) {
+  const int64_t d = wrap_dim(dim, into.dim()), n = into.size(d);
+  int64_t s = start.value_or(0), e = end.value_or(n);
+  if (s < 0) s += n;
+  if (e < 0) e += n;
+  s = std::clamp<int64_t>(s, 0, n);
+  e = std::clamp<int64_t>(e, s, n);
+  ops::add_(ops::slice(into, d, s, e, step), grad);
+}
+
 TensorRef select_grad(const TensorRef& grad, const IntList& sizes, int64_t dim, int64_t index) {
   int64_t d = wrap_dim(dim, int64_t(sizes.size()));
   int64_t i = index < 0 ? index + sizes[size_t(d)] : index;

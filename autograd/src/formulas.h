@@ -65,6 +65,9 @@ TensorRef permute_backward(const TensorRef& grad, const IntList& dims);
 TensorRef unsqueeze_to(const TensorRef& grad, const IntList& sizes);
 TensorRef slice_grad(const TensorRef& grad, const IntList& sizes, int64_t dim, std::optional<int64_t> start,
                      std::optional<int64_t> end, int64_t step);
+// slice_grad's gradient added into the same region of `into` (the input's shape) in place.
+void add_slice_grad_into(TensorRef& into, const TensorRef& grad, int64_t dim, std::optional<int64_t> start,
+                         std::optional<int64_t> end, int64_t step);
 // linalg.solve (X = A^-1 B, or X A = B when !left): the gradients of A and B.
 // Second derivatives of softmax / log_softmax: the gradients of their backward operators with
 // respect to (grad_output, output).

@@ -35,6 +35,12 @@ struct Node : std::enable_shared_from_this<Node> {
   virtual const char* op_name() const { return ""; }
   // Drops saved tensors after a backward without retain_graph.
   virtual void release_saved() {}
+  // True for a node whose one gradient goes into a region of zeros of its input's shape (slice,
+  // narrow): apply() then returns a fresh tensor, and add_into_region can add `grad` into that
+  // region of `into` in place instead, when the engine owns a buffer for the input already (the
+  // pieces of a split then cost one region add each, not a zeros tensor and a full-size add).
+  virtual bool region_gradient() const { return false; }
+  virtual void add_into_region(const TensorRef& /*grad*/, TensorRef& /*into*/) {}
   bool should_compute(size_t i) const { return i < next_edges.size() && next_edges[i].valid(); }
 
   std::vector<Edge> next_edges;
