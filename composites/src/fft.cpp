@@ -1,6 +1,6 @@
 // torch.fft over the three transform primitives (_fft_c2c, _fft_r2c, _fft_c2r): argument
 // handling as PyTorch's (n / s resize the input by cutting or zero-padding, dims default to the
-// last or all, norm "backward" | "ortho" | "forward"), the Hermitian variants, the shifts and
+// last or all, norm "backward" | "ortho" | "forward"), the Hermitian variants (1-D and n-D), the shifts and
 // the sample frequencies.
 #include "composite.h"
 
@@ -149,19 +149,27 @@ void ifftn(Args& a) { a.return_tensor(fftn_like("fft_ifftn", a, false)); }
 void fft2(Args& a) { a.return_tensor(fftn_like("fft_fft2", a, true)); }
 void ifft2(Args& a) { a.return_tensor(fftn_like("fft_ifft2", a, false)); }
 
-TensorRef rfftn_like(const char* op, Args& a) {
+// rfftn, and with `hermitian_inverse` ihfftn: the conjugate of the one-sided spectrum under the
+// inverse transform's normalisation (the inverse of hfftn, as ihfft is of hfft).
+TensorRef rfftn_like(const char* op, Args& a, bool hermitian_inverse = false) {
   require_real(op, a.tensor(0));
   TensorRef x = to_floating(a.tensor(0));
   Dims d = canonical_dims(op, x, a.optional_int_list(1), a.optional_int_list(2));
   if (d.dims.empty()) fail(TS_ERROR_VALUE, op, ": must transform at least one axis");
   x = resize_dims(op, x, d, d.dims.size());
-  return ops::_fft_r2c(x, d.dims, norm_mode(op, a.optional_str(3), true), true);
+  TensorRef spectrum = ops::_fft_r2c(x, d.dims, norm_mode(op, a.optional_str(3), !hermitian_inverse), true);
+  return hermitian_inverse ? ops::conj(spectrum) : spectrum;
 }
 void rfftn(Args& a) { a.return_tensor(rfftn_like("fft_rfftn", a)); }
 void rfft2(Args& a) { a.return_tensor(rfftn_like("fft_rfft2", a)); }
+void ihfftn(Args& a) { a.return_tensor(rfftn_like("fft_ihfftn", a, true)); }
+void ihfft2(Args& a) { a.return_tensor(rfftn_like("fft_ihfft2", a, true)); }
 
-// irfftn: the last dim's output length is s[-1], or 2 * (m - 1).
-TensorRef irfftn_like(const char* op, Args& a) {
+// irfftn: the last dim's output length is s[-1], or 2 * (m - 1). With `hermitian_forward`,
+// hfftn: the forward transform of a signal Hermitian in the last dim (its conjugate's c2r under
+// the forward normalisation, as hfft).
+TensorRef irfftn_like(const char* op, Args& a, bool hermitian_forward = false) {
+  const int64_t mode = norm_mode(op, a.optional_str(3), hermitian_forward);  // arguments first, then work
   TensorRef x = to_complex(a.tensor(0));
   Dims d = canonical_dims(op, x, a.optional_int_list(1), a.optional_int_list(2));
   if (d.dims.empty()) fail(TS_ERROR_VALUE, op, ": must transform at least one axis");
@@ -170,10 +178,13 @@ TensorRef irfftn_like(const char* op, Args& a) {
   if (length < 1) fail(TS_ERROR_VALUE, op, ": invalid number of data points (", length, ") specified");
   x = resize_dims(op, x, d, d.dims.size() - 1);
   x = resize_dim(op, x, last, length / 2 + 1);
-  return ops::_fft_c2r(x, d.dims, norm_mode(op, a.optional_str(3), false), length);
+  if (hermitian_forward) x = ops::conj(x);
+  return ops::_fft_c2r(x, d.dims, mode, length);
 }
 void irfftn(Args& a) { a.return_tensor(irfftn_like("fft_irfftn", a)); }
 void irfft2(Args& a) { a.return_tensor(irfftn_like("fft_irfft2", a)); }
+void hfftn(Args& a) { a.return_tensor(irfftn_like("fft_hfftn", a, true)); }
+void hfft2(Args& a) { a.return_tensor(irfftn_like("fft_hfft2", a, true)); }
 
 // fftshift moves the zero frequency to the centre (a roll by n // 2); ifftshift undoes it.
 TensorRef shift(const TensorRef& x, std::optional<std::span<const int64_t>> dim, bool inverse) {
@@ -215,6 +226,10 @@ void register_fft(sdk::Registrar& reg) {
   composite(reg, "fft_irfft", irfft);
   composite(reg, "fft_hfft", hfft);
   composite(reg, "fft_ihfft", ihfft);
+  composite(reg, "fft_hfft2", hfft2);
+  composite(reg, "fft_ihfft2", ihfft2);
+  composite(reg, "fft_hfftn", hfftn);
+  composite(reg, "fft_ihfftn", ihfftn);
   composite(reg, "fft_fft2", fft2);
   composite(reg, "fft_ifft2", ifft2);
   composite(reg, "fft_rfft2", rfft2);

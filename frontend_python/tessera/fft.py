@@ -47,6 +47,10 @@ fftn = _many("fft_fftn", None)
 ifftn = _many("fft_ifftn", None)
 rfftn = _many("fft_rfftn", None)
 irfftn = _many("fft_irfftn", None)
+hfft2 = _many("fft_hfft2", (-2, -1))
+ihfft2 = _many("fft_ihfft2", (-2, -1))
+hfftn = _many("fft_hfftn", None)
+ihfftn = _many("fft_ihfftn", None)
 
 
 def fftshift(input, dim=None):

@@ -1169,7 +1169,12 @@ samples("fft_irfft", tol=FFT_TOL)(lambda: [Sample(cx(3, 5)), Sample(cx(4, 6, dty
 samples("fft_fft2", "fft_ifft2", "fft_fftn", "fft_ifftn", tol=FFT_TOL)(lambda: [
     Sample(cx(3, 4, 5)), Sample(t(4, 6), [3, 8]), Sample(cx(2, 3, 4, dtype=F64), None, [0, 2], "ortho")])
 samples("fft_rfft2", "fft_rfftn", tol=FFT_TOL)(lambda: [Sample(t(3, 4, 6)), Sample(t(4, 6, dtype=F64), [3, 8], [0, 1], "ortho")])
-samples("fft_irfft2", "fft_irfftn", tol=FFT_TOL)(lambda: [Sample(cx(3, 4, 4)), Sample(cx(4, 5, dtype=F64), [3, 8])])
+samples("fft_irfft2", "fft_irfftn", "fft_hfft2", "fft_hfftn", tol=FFT_TOL)(lambda: [
+    Sample(cx(3, 4, 4)), Sample(cx(4, 5, dtype=F64), [3, 8]), Sample(cx(3, 4, 5), None, [0, 2], "ortho"),
+    Sample(cx(2, 3), norm="forward")])
+samples("fft_ihfft2", "fft_ihfftn", tol=FFT_TOL)(lambda: [
+    Sample(t(3, 4, 6)), Sample(t(4, 6, dtype=F64), [3, 8], [0, 1], "ortho"), Sample(t(2, 5), norm="forward"),
+    Sample(cx(3, 4)).raises(TypeError)])
 samples("fft_fftshift", "fft_ifftshift")(lambda: [Sample(t(4, 5)), Sample(cx(3, 6), [1]), Sample(t(0, 3))])
 samples("fft_fftfreq", "fft_rfftfreq")(lambda: [Sample(8), Sample(7, 0.5, dtype=F64), Sample(0).raises(ValueError)])
 samples("kthvalue")(lambda: [Sample(distinct(3, 5), 2), Sample(distinct(4, 3), 1, 0, True), Sample(t(3), 4).raises(IndexError)])
