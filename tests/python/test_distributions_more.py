@@ -68,6 +68,7 @@ CASES = {
     "Chi2": (lambda d, t: d.Chi2(t([1.0, 4.0, 10.0])), [0.5, 3.0, 12.0], None),
     "Weibull": (lambda d, t: d.Weibull(t([1.0, 2.0]), t([0.7, 3.0])), [0.5, 2.5], [0.25, 0.6]),
     "Pareto": (lambda d, t: d.Pareto(t([1.0, 2.0]), t([0.7, 3.0])), [1.5, 2.5], [0.25, 0.6]),
+    "InverseGamma": (lambda d, t: d.InverseGamma(t([0.7, 2.5, 4.0]), t([1.0, 3.0, 0.5])), [0.3, 1.5, 0.2], None),
     "NegativeBinomial": (lambda d, t: d.NegativeBinomial(t([2.0, 5.5]), t([0.3, 0.8])), [0.0, 7.0], None),
     "NegativeBinomial_logits": (lambda d, t: d.NegativeBinomial(t([3.0]), logits=t([-0.5, 1.0])), [4.0, 1.0], None),
     "RelaxedBernoulli": (lambda d, t: d.RelaxedBernoulli(t(0.5), t([0.2, 0.7])), [0.3, 0.99], None),
@@ -102,7 +103,9 @@ def test_matches_torch(name):
     assert tuple(ours.event_shape) == tuple(theirs.event_shape)
     assert ours.has_rsample == theirs.has_rsample
     assert ours.has_enumerate_support == theirs.has_enumerate_support
-    assert repr(ours.support) == repr(theirs.support) or name.startswith("Binomial") or name == "Pareto"
+    # (a parameter-dependent support prints its bound tensors: their dtypes read tessera.* here)
+    assert repr(ours.support) == repr(theirs.support).replace("torch.", "tessera.") or name.startswith("Binomial") \
+        or name == "Pareto"
     # torch's Kumaraswamy.mode is NaN for every b > 1 (it takes log1p(-b)): ours is the true mode, tested below.
     for attr in ("mean", "mode", "variance", "stddev"):
         if name == "Kumaraswamy" and attr == "mode":
@@ -221,6 +224,8 @@ SHAPES = {
     "Chi2": lambda: D.Chi2(T([1.0, 3.0])),
     "Weibull": lambda: D.Weibull(T([1.0, 2.0]), 1.5),
     "Pareto": lambda: D.Pareto(T([1.0, 2.0]), 3.0),
+    "InverseGamma": lambda: D.InverseGamma(T([2.0, 3.0]), 1.5),
+    "GeneralizedPareto": lambda: D.GeneralizedPareto(T([0.0, 1.0]), 2.0, T([0.3, -0.5])),
     "NegativeBinomial": lambda: D.NegativeBinomial(T([2.0, 3.0]), T([0.3, 0.6])),
     "RelaxedBernoulli": lambda: D.RelaxedBernoulli(T(0.5), T([0.3, 0.6])),
     "RelaxedOneHotCategorical": lambda: D.RelaxedOneHotCategorical(T(0.5), T([[0.2, 0.8], [0.5, 0.5]])),
@@ -232,6 +237,27 @@ SHAPES = {
     "LogisticNormal": lambda: D.LogisticNormal(T(np.zeros((2, 3))), 1.0),
     "VonMises": lambda: D.VonMises(T([0.0, 3.0]), T([1.0, 5.0])),
 }
+
+
+@pytest.mark.torch
+def test_generalized_pareto_matches_torch_in_float32():
+    # (torch's own GeneralizedPareto fails on float64 parameters: it compares them with a float32 zero)
+    torch = pytest.importorskip("torch")
+    params = ([0.0, 1.0, -1.0, 0.5], [1.0, 2.0, 0.5, 1.5], [0.0, 0.4, -0.5, -1.0])
+    ours = D.GeneralizedPareto(*(ts.tensor(p) for p in params))
+    theirs = torch.distributions.GeneralizedPareto(*(torch.tensor(p) for p in params))
+    assert repr(ours.support) == repr(theirs.support).replace("torch.", "tessera.")
+    for attr in ("mean", "mode", "variance"):
+        close(getattr(ours, attr), getattr(theirs, attr).numpy(), rtol=1e-6, atol=1e-7)
+    close(ours.entropy(), theirs.entropy().numpy(), rtol=1e-6, atol=1e-7)
+    value = [0.5, 3.0, -0.9, 1.0]
+    for method in ("log_prob", "cdf", "log_cdf", "log_survival_function"):
+        close(getattr(ours, method)(ts.tensor(value)), getattr(theirs, method)(torch.tensor(value)).numpy(),
+              rtol=2e-6, atol=1e-7)
+    q = [0.1, 0.5, 0.9, 0.3]
+    close(ours.icdf(ts.tensor(q)), theirs.icdf(torch.tensor(q)).numpy(), rtol=2e-6, atol=1e-7)
+    with pytest.raises(ValueError):
+        ours.log_prob(ts.tensor([-5.0, 0.0, 0.0, 0.0]))  # below loc: outside the support
 
 
 @pytest.mark.parametrize("name", list(SHAPES))
@@ -281,6 +307,8 @@ def _check_moments(samples, mean, var, mean_sigmas=5.0, var_rtol=0.05):
     ("Chi2", lambda: D.Chi2(T([1.0, 6.0]))),
     ("Weibull", lambda: D.Weibull(T([1.0, 2.0]), T([1.5, 4.0]))),
     ("Pareto", lambda: D.Pareto(T([1.0, 2.0]), T([5.0, 9.0]))),
+    ("InverseGamma", lambda: D.InverseGamma(T([6.0, 9.0]), T([2.0, 5.0]))),
+    ("GeneralizedPareto", lambda: D.GeneralizedPareto(T([0.0, 1.0, 2.0]), T([1.0, 2.0, 0.5]), T([0.0, 0.1, -0.4]))),
     ("NegativeBinomial", lambda: D.NegativeBinomial(T([2.0, 7.5]), T([0.3, 0.8]))),
     ("LowRankMVN", lambda: D.LowRankMultivariateNormal(T([0.0, 1.0, -1.0]), T(_W[0]), T([1.0, 0.5, 2.0]))),
     ("MixtureSameFamily", lambda: D.MixtureSameFamily(D.Categorical(T([0.3, 0.7])), D.Normal(T([-2.0, 3.0]),
@@ -355,6 +383,7 @@ def _fd_grad(f, x, h=1e-6):
     ("Gumbel", lambda p: D.Gumbel(p[0], p[1]), [[0.0, 1.0], [1.0, 0.5]]),
     ("Weibull", lambda p: D.Weibull(p[0], p[1]), [[1.0, 2.0], [1.5, 0.7]]),
     ("Pareto", lambda p: D.Pareto(p[0], p[1]), [[1.0, 2.0], [1.5, 3.0]]),
+    ("GeneralizedPareto", lambda p: D.GeneralizedPareto(p[0], p[1], p[2]), [[0.0, 1.0], [1.0, 2.0], [0.3, -0.4]]),
     ("Kumaraswamy", lambda p: D.Kumaraswamy(p[0], p[1]), [[1.0, 2.0], [1.5, 3.0]]),
     ("ContinuousBernoulli", lambda p: D.ContinuousBernoulli(p[0]), [[0.2, 0.8]]),
     ("LowRankMVN", lambda p: D.LowRankMultivariateNormal(p[0], p[1], p[2]),

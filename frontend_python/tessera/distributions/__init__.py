@@ -33,6 +33,8 @@ from tessera.distributions.independent import Independent
 from tessera.distributions.kl import kl_divergence, register_kl
 from tessera.distributions.kumaraswamy import Kumaraswamy
 from tessera.distributions.laplace import Laplace
+from tessera.distributions.generalized_pareto import GeneralizedPareto
+from tessera.distributions.inverse_gamma import InverseGamma
 from tessera.distributions.log_normal import LogNormal
 from tessera.distributions.logistic_normal import LogisticNormal
 from tessera.distributions.lowrank_multivariate_normal import LowRankMultivariateNormal
@@ -62,7 +64,8 @@ __all__ = [
     "AbsTransform", "AffineTransform", "Bernoulli", "Beta", "Binomial", "CatTransform", "Categorical", "Cauchy",
     "Chi2", "ComposeTransform", "ContinuousBernoulli", "CorrCholeskyTransform", "CumulativeDistributionTransform",
     "Dirichlet", "Distribution", "ExpTransform", "Exponential", "ExponentialFamily", "FisherSnedecor", "Gamma",
-    "Geometric", "Gumbel", "HalfCauchy", "HalfNormal", "Independent", "IndependentTransform", "Kumaraswamy",
+    "GeneralizedPareto", "Geometric", "Gumbel", "HalfCauchy", "HalfNormal", "Independent", "IndependentTransform",
+    "InverseGamma", "Kumaraswamy",
     "Laplace", "LogNormal", "LogisticNormal", "LowRankMultivariateNormal", "LowerCholeskyTransform",
     "MixtureSameFamily", "Multinomial", "MultivariateNormal", "NegativeBinomial", "Normal", "OneHotCategorical",
     "OneHotCategoricalStraightThrough", "Pareto", "Poisson", "PositiveDefiniteTransform", "PowerTransform",
