@@ -1832,3 +1832,4 @@ def one_hot(tensor, num_classes=-1):
 # The functional forms of the layer families added after this file (padding, interpolation, pixel
 # shuffle, pooling variants, ...) live in their own file and are re-exported here under torch's names.
 from tessera.nn._functional_layers import *  # noqa: E402,F401,F403
+from tessera.nn._linear_cross_entropy import linear_cross_entropy  # noqa: E402,F401

@@ -6,7 +6,7 @@ import importlib as _importlib
 _FAMILIES = [
     "module", "linear", "conv", "pooling", "fold", "normalization", "batchnorm", "instancenorm", "activation",
     "dropout", "sparse", "flatten", "misc", "container", "loss", "transformer", "padding", "upsampling",
-    "pixelshuffle", "channelshuffle", "distance", "rnn", "adaptive", "lazy",
+    "pixelshuffle", "channelshuffle", "distance", "rnn", "adaptive", "lazy", "linear_cross_entropy_options",
 ]
 
 __all__ = []

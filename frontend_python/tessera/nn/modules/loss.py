@@ -156,3 +156,41 @@ class CTCLoss(_Loss):
 
 __all__ += ["CTCLoss", "MultiLabelMarginLoss", "MultiMarginLoss", "TripletMarginWithDistanceLoss"]
 
+
+
+__all__ += ["LinearCrossEntropyLoss"]
+
+
+class LinearCrossEntropyLoss(_WeightedLoss):
+    """A Linear (in_features -> num_classes * prod(out_features), weight stored flat as torch's)
+    followed by cross entropy, through F.linear_cross_entropy (chunked when options are given)."""
+
+    def __init__(self, in_features, num_classes, *, out_features=(), bias=False, device=None, dtype=None,
+                 reduction="mean", weight=None, ignore_index=None, label_smoothing=0.0, options=None):
+        import math
+
+        from tessera.nn.modules.linear import Linear
+        if weight is not None and tuple(weight.shape) != (num_classes,):
+            raise RuntimeError(f"expected weight shape to be {(num_classes,)}, got {tuple(weight.shape)}")
+        if label_smoothing < 0 or label_smoothing > 1.0:
+            raise RuntimeError(f"expected label_smoothing to be in range [0, 1], got {label_smoothing}")
+        super().__init__(weight=weight, reduction=reduction)
+        self.num_classes = num_classes
+        self.out_features = tuple(out_features)
+        self.ignore_index = ignore_index
+        self.label_smoothing = label_smoothing
+        self.linear = Linear(in_features, math.prod(self.out_features, start=num_classes), bias=bias, device=device,
+                             dtype=dtype)
+        self.options = options
+
+    def forward(self, input, target):
+        weight = self.linear.weight.reshape((self.num_classes, *self.out_features, self.linear.in_features))
+        bias = None if self.linear.bias is None else self.linear.bias.reshape((self.num_classes, *self.out_features))
+        return F.linear_cross_entropy(input, weight, target, linear_bias=bias, weight=self.weight,
+                                      reduction=self.reduction, ignore_index=self.ignore_index,
+                                      label_smoothing=self.label_smoothing, options=self.options)
+
+    def extra_repr(self):
+        return (f"in_features={self.linear.in_features}, num_classes={self.num_classes}, "
+                f"out_features={self.out_features}, bias={self.linear.bias is not None}, reduction={self.reduction}, "
+                f"ignore_index={self.ignore_index}, label_smoothing={self.label_smoothing}, options={self.options}")
