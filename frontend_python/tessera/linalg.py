@@ -17,6 +17,8 @@ SVDResult = namedtuple("svd", ["U", "S", "Vh"])
 LUFactorResult = namedtuple("lu_factor", ["LU", "pivots"])
 LUFactorExResult = namedtuple("lu_factor_ex", ["LU", "pivots", "info"])
 CholeskyExResult = namedtuple("cholesky_ex", ["L", "info"])
+LDLFactorResult = namedtuple("ldl_factor", ["LD", "pivots"])
+LDLFactorExResult = namedtuple("ldl_factor_ex", ["LD", "pivots", "info"])
 LstsqResult = namedtuple("lstsq", ["solution", "residuals", "rank", "singular_values"])
 
 
@@ -68,6 +70,20 @@ def cholesky(A, *, upper=False):
 
 def cholesky_ex(A, *, upper=False, check_errors=False):
     return CholeskyExResult(*_call("linalg_cholesky_ex", (A,), {"upper": upper, "check_errors": check_errors}))
+
+
+def ldl_factor_ex(A, *, hermitian=False, check_errors=False):
+    return LDLFactorExResult(*_call("linalg_ldl_factor_ex", (A,), {"hermitian": hermitian,
+                                                                    "check_errors": check_errors}))
+
+
+def ldl_factor(A, *, hermitian=False):
+    LD, pivots, _ = ldl_factor_ex(A, hermitian=hermitian, check_errors=True)
+    return LDLFactorResult(LD, pivots)
+
+
+def ldl_solve(LD, pivots, B, *, hermitian=False):
+    return _call("linalg_ldl_solve", (LD, pivots, B), {"hermitian": hermitian})
 
 
 def qr(A, mode="reduced"):

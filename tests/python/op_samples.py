@@ -1232,6 +1232,19 @@ samples("linalg_lu_factor_ex", tol=LINALG_TOL)(lambda: [Sample(_mat(3, 3)), Samp
 samples("linalg_lu_solve", tol=LINALG_TOL)(lambda: [Sample(*[v for v in ts.linalg.lu_factor(_mat(3, 3))], _mat(3, 2, seed=1))])
 samples("linalg_cholesky_ex", "linalg_cholesky", tol=LINALG_TOL)(lambda: [Sample(_spd()), Sample(_spd(2), upper=True),
                                                                           Sample(ts.ones(2, 3, dtype=F64)).raises(ValueError)])
+def _sym(*batch, n=4, seed=2):
+    m = np.random.default_rng(seed).standard_normal(batch + (n, n))
+    return ts.tensor(m + np.swapaxes(m, -1, -2))  # indefinite: LDL^T pivots
+
+
+samples("linalg_ldl_factor_ex", tol=LINALG_TOL)(lambda: [
+    Sample(_sym()), Sample(_sym(2, 3)), Sample(ts.zeros(3, 3, dtype=F64)), Sample(_sym(2, n=3), hermitian=True),
+    Sample(ts.zeros(3, 3, dtype=F64), check_errors=True).raises(ValueError),
+    Sample(ts.ones(2, 3, dtype=F64)).raises(ValueError)])
+samples("linalg_ldl_solve", tol=LINALG_TOL)(lambda: [
+    Sample(*ts.linalg.ldl_factor(_sym()), _mat(4, 2, seed=1)),
+    Sample(*ts.linalg.ldl_factor(_sym(2, 3)), _mat(2, 3, 4, 2, seed=1)),
+    Sample(*ts.linalg.ldl_factor(_sym()), _mat(3, 2, seed=1)).raises(ValueError)])
 samples("linalg_qr", tol=LINALG_TOL)(lambda: [Sample(_mat(4, 3)), Sample(_mat(2, 3, 4), "complete"), Sample(_mat(3, 3), "r")])
 samples("linalg_eigvalsh", tol=LINALG_TOL)(lambda: [Sample(_spd()), Sample(_spd(2), "U")])
 samples("linalg_svdvals", tol=LINALG_TOL)(lambda: [Sample(_mat(4, 3)), Sample(_mat(2, 3, 5))])

@@ -1,5 +1,6 @@
 // torch.linalg's factorizations through LAPACKE (row-major): LU (getrf / getrs), Cholesky
-// (potrf), QR (geqrf / orgqr), the symmetric eigendecomposition (syevd) and the SVD (gesdd).
+// (potrf), QR (geqrf / orgqr), the symmetric eigendecomposition (syevd), the SVD (gesdd) and
+// the symmetric indefinite LDL^T (sytrf / sytrs, column-major as torch calls them).
 // Each works on the last two dims of a float32 / float64 tensor, one matrix at a time (LAPACK
 // overwrites its input, so every matrix is copied to a contiguous buffer first), matrices in
 // parallel. The solvers built on these (inv, solve, det, ...) are composites (composites/src).
@@ -43,6 +44,16 @@ lapack_int orgqr(int m, int n, int k, double* a, int lda, const double* tau) {
 }
 lapack_int syevd(char uplo, int n, float* a, float* w) { return LAPACKE_ssyevd(LAPACK_ROW_MAJOR, 'V', uplo, n, a, n, w); }
 lapack_int syevd(char uplo, int n, double* a, double* w) { return LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', uplo, n, a, n, w); }
+// The symmetric indefinite factorization (Bunch-Kaufman) in LAPACK's own column-major layout, lower
+// triangle, as torch calls it: its pivots are LAPACK's (1-based, negative for 2x2 blocks).
+lapack_int sytrf(int n, float* a, lapack_int* p) { return LAPACKE_ssytrf(LAPACK_COL_MAJOR, 'L', n, a, n, p); }
+lapack_int sytrf(int n, double* a, lapack_int* p) { return LAPACKE_dsytrf(LAPACK_COL_MAJOR, 'L', n, a, n, p); }
+lapack_int sytrs(int n, int k, const float* a, const lapack_int* p, float* b) {
+  return LAPACKE_ssytrs(LAPACK_COL_MAJOR, 'L', n, k, a, n, p, b, n);
+}
+lapack_int sytrs(int n, int k, const double* a, const lapack_int* p, double* b) {
+  return LAPACKE_dsytrs(LAPACK_COL_MAJOR, 'L', n, k, a, n, p, b, n);
+}
 lapack_int gesdd(char job, int m, int n, float* a, float* s, float* u, int ldu, float* vt, int ldvt) {
   return LAPACKE_sgesdd(LAPACK_ROW_MAJOR, job, m, n, a, n, s, u, ldu, vt, ldvt);
 }
@@ -217,6 +228,92 @@ void qr_k(sdk::Args& a) {
   a.returns({sdk::Args::tensor_value(std::move(q)), sdk::Args::tensor_value(std::move(r))});
 }
 
+// dst (cols x rows, row-major) = src (rows x cols, row-major) transposed: between our row-major
+// matrices and LAPACK's column-major ones.
+template <class T>
+void transpose_into(T* dst, const T* src, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
+}
+
+// linalg_ldl_factor_ex(Tensor self, *, bool hermitian=False, bool check_errors=False) -> (LD, pivots, info):
+// A = L D L^T from A's lower triangle; LD holds L below the diagonal and D (1x1 and 2x2 blocks)
+// on and next to it, zeros above; real inputs, so hermitian changes nothing.
+void ldl_factor_k(sdk::Args& a) {
+  Batch b = matrices("linalg.ldl_factor_ex", a.tensor(0), true);
+  const bool check = a.to_bool(2);
+  const int64_t n = b.n;
+  TensorRef ld = new_tensor(a, with(b.batch, {n, n}), b.t.dtype());
+  TensorRef piv = new_tensor(a, with(b.batch, {n}), TS_INT32);
+  TensorRef info = new_tensor(a, b.batch, TS_INT32);
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+#pragma omp parallel for num_threads(threads_for_matrices(b)) schedule(static)
+    for (int64_t i = 0; i < b.count; ++i) {
+      std::vector<T> work(static_cast<size_t>(n * n));
+      transpose_into(work.data(), b.t.data<T>() + i * n * n, n, n);
+      std::vector<lapack_int> p(static_cast<size_t>(std::max<int64_t>(n, 1)));
+      info.data<int32_t>()[i] = int32_t(sytrf(int(n), work.data(), p.data()));
+      T* out = ld.data<T>() + i * n * n;
+      transpose_into(out, work.data(), n, n);
+      for (int64_t r = 0; r < n; ++r)  // LAPACK leaves the upper triangle as it was: zero it
+        for (int64_t c = r + 1; c < n; ++c) out[r * n + c] = T(0);
+      for (int64_t j = 0; j < n; ++j) piv.data<int32_t>()[i * n + j] = int32_t(p[size_t(j)]);
+    }
+  };
+  if (b.count > 0 && n > 0) {
+    if (b.t.dtype() == TS_FLOAT32) run(float{});
+    else run(double{});
+  } else {
+    std::fill_n(info.data<int32_t>(), info.numel(), 0);
+  }
+  if (check)
+    for (int64_t i = 0; i < info.numel(); ++i)
+      if (int32_t r = info.data<int32_t>()[i]; r > 0)
+        fail(TS_ERROR_VALUE, "linalg.ldl_factor_ex: the factorization could not be completed: D[", r - 1, ",", r - 1,
+             "] is exactly zero, so the matrix is singular (LAPACK sytrf info = ", r, ")");
+  a.returns({sdk::Args::tensor_value(std::move(ld)), sdk::Args::tensor_value(std::move(piv)),
+             sdk::Args::tensor_value(std::move(info))});
+}
+
+// linalg_ldl_solve(Tensor LD, Tensor pivots, Tensor B, *, bool hermitian=False) -> X with A X = B.
+void ldl_solve_k(sdk::Args& a) {
+  Batch ld = matrices("linalg.ldl_solve", a.tensor(0), true);
+  const TensorRef piv = ops::contiguous(a.tensor(1));
+  const TensorRef b_in = a.tensor(2);
+  if (piv.dtype() != TS_INT32)
+    fail(TS_ERROR_TYPE, "linalg.ldl_solve: expected pivots of dtype int32, got ", sdk::dtype_name(piv.dtype()));
+  Batch rhs = matrices("linalg.ldl_solve", b_in);
+  if (rhs.m != ld.n)
+    fail(TS_ERROR_VALUE, "linalg.ldl_solve: incompatible matrix sizes: each A matrix is ", ld.n, " by ", ld.n,
+         " but each B matrix is ", rhs.m, " by ", rhs.n);
+  if (rhs.batch != ld.batch || piv.sizes().size() != ld.batch.size() + 1 || piv.size(piv.dim() - 1) != ld.n)
+    fail(TS_ERROR_VALUE, "linalg.ldl_solve: expected LD [..., n, n], pivots [..., n] and B [..., n, k] with the "
+         "same batch dims, got ", sdk::shape_text(a.tensor(0).sizes()), ", ", sdk::shape_text(piv.sizes()), " and ",
+         sdk::shape_text(b_in.sizes()));
+  if (b_in.dtype() != ld.t.dtype()) fail(TS_ERROR_TYPE, "linalg.ldl_solve: LD and B must have the same dtype");
+  TensorRef x = new_tensor(a, Shape(rhs.t.sizes().begin(), rhs.t.sizes().end()), rhs.t.dtype());
+  const int64_t n = ld.n, k = rhs.n;
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+#pragma omp parallel for num_threads(threads_for_matrices(rhs)) schedule(static)
+    for (int64_t i = 0; i < ld.count; ++i) {
+      std::vector<T> factor(static_cast<size_t>(n * n)), cols(static_cast<size_t>(n * k));
+      transpose_into(factor.data(), ld.t.data<T>() + i * n * n, n, n);
+      transpose_into(cols.data(), rhs.t.data<T>() + i * n * k, n, k);
+      std::vector<lapack_int> p(static_cast<size_t>(n));
+      for (int64_t j = 0; j < n; ++j) p[size_t(j)] = piv.data<int32_t>()[i * n + j];
+      sytrs(int(n), int(k), factor.data(), p.data(), cols.data());
+      transpose_into(x.data<T>() + i * n * k, cols.data(), k, n);
+    }
+  };
+  if (x.numel() > 0) {
+    if (x.dtype() == TS_FLOAT32) run(float{});
+    else run(double{});
+  }
+  a.return_tensor(std::move(x));
+}
+
 // linalg_eigh(Tensor self, str UPLO="L") -> (eigenvalues ascending, eigenvectors as columns)
 void eigh_k(sdk::Args& a) {
   Batch b = matrices("linalg.eigh", a.tensor(0), true);
@@ -281,6 +378,8 @@ void register_lapack_kernels(sdk::Registrar& reg, ts_dispatch_key key) {
   reg.kernel("linalg_cholesky_ex", key, cholesky_k);
   reg.kernel("linalg_qr", key, qr_k);
   reg.kernel("linalg_eigh", key, eigh_k);
+  reg.kernel("linalg_ldl_factor_ex", key, ldl_factor_k);
+  reg.kernel("linalg_ldl_solve", key, ldl_solve_k);
   reg.kernel("linalg_svd", key, svd_k);
 }
 
