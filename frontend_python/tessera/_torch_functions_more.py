@@ -944,6 +944,7 @@ hardshrink = _F.hardshrink
 pixel_shuffle = _F.pixel_shuffle
 pixel_unshuffle = _F.pixel_unshuffle
 channel_shuffle = native_channel_shuffle = _F.channel_shuffle
+conv_tbc = _F.conv_tbc
 avg_pool1d = _F.avg_pool1d
 adaptive_avg_pool1d = _F.adaptive_avg_pool1d
 

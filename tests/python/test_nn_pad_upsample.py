@@ -96,3 +96,20 @@ def test_module_reprs_match_torch():
                  lambda m: m.ReplicationPad3d(1), lambda m: m.Upsample(scale_factor=2), lambda m: m.PixelShuffle(3),
                  lambda m: m.PixelUnshuffle(2), lambda m: m.ChannelShuffle(2), lambda m: m.Upsample(size=(3, 4))):
         assert repr(make(nn)) == repr(make(torch.nn))
+
+
+@pytest.mark.parametrize("pad", [0, 1, 3])
+def test_conv_tbc_matches_the_direct_sum(pad):
+    # out[t, b, o] = bias[o] + sum_k sum_c x_padded[t + k, b, c] w[k, c, o]
+    rng = np.random.default_rng(pad)
+    x, w, b = rng.standard_normal((7, 2, 3)), rng.standard_normal((3, 3, 4)), rng.standard_normal(4)
+    xp = np.concatenate([np.zeros((pad, 2, 3)), x, np.zeros((pad, 2, 3))])
+    steps = xp.shape[0] - w.shape[0] + 1
+    want = np.stack([np.einsum("kbc,kco->bo", xp[t:t + 3], w) for t in range(steps)]) + b
+    tx = ts.tensor(x, requires_grad=True)
+    got = ts.conv_tbc(tx, ts.tensor(w), ts.tensor(b), pad)
+    np.testing.assert_allclose(got.detach().numpy(), want, rtol=1e-12, atol=1e-12)
+    assert F.conv_tbc is ts.conv_tbc and F.native_channel_shuffle is F.channel_shuffle
+    assert ts.autograd.gradcheck(lambda v: ts.conv_tbc(v, ts.tensor(w), ts.tensor(b), pad), (tx,))
+    with pytest.raises(RuntimeError, match="input channels"):
+        ts.conv_tbc(tx, ts.tensor(w[:, :2]), ts.tensor(b), pad)

@@ -11,7 +11,7 @@ __all__ = ["pad", "interpolate", "upsample", "upsample_nearest", "upsample_bilin
            "pixel_unshuffle", "channel_shuffle", "local_response_norm", "adaptive_max_pool3d",
            "adaptive_max_pool3d_with_indices", "max_unpool3d", "lp_pool3d", "fractional_max_pool2d",
            "fractional_max_pool2d_with_indices", "fractional_max_pool3d",
-           "fractional_max_pool3d_with_indices"]
+           "fractional_max_pool3d_with_indices", "native_channel_shuffle", "conv_tbc"]
 
 
 # ---------------------------------------------------------------------------- padding
@@ -401,6 +401,26 @@ def channel_shuffle(input, groups):
     rest = list(input.shape[2:])
     x = _op("reshape", input, [n, groups, c // groups] + rest)
     return _op("reshape", _op("contiguous", _op("transpose", x, 1, 2)), [n, c] + rest)
+
+
+native_channel_shuffle = channel_shuffle  # torch's name for the same shuffle
+
+
+# ---------------------------------------------------------------------------- time-batch-channel convolution
+def conv_tbc(input, weight, bias, pad=0):
+    """torch.conv_tbc (fairseq's layout): input (time, batch, in_channels), weight (kernel width,
+    in_channels, out_channels), bias (out_channels), `pad` zero steps on both ends of time; the
+    output is (time + 2 pad - width + 1, batch, out_channels). A conv1d on the permuted views."""
+    from tessera.nn.functional import conv1d
+    if input.dim() != 3 or weight.dim() != 3 or bias.dim() != 1:
+        raise RuntimeError(f"conv_tbc: expected a 3-D input, a 3-D weight and a 1-D bias, got {input.dim()}-D, "
+                           f"{weight.dim()}-D and {bias.dim()}-D")
+    if input.shape[2] != weight.shape[1]:
+        raise RuntimeError("Input dim 2 (input channels) is not == dim 1 in the weight tensor")
+    if weight.shape[2] != bias.shape[0]:
+        raise RuntimeError("Bias size must equal dim 2 in the weight tensor (output channels).")
+    out = conv1d(_op("permute", input, [1, 2, 0]), _op("permute", weight, [2, 1, 0]), bias, padding=pad)
+    return _op("permute", out, [2, 0, 1])
 
 
 # ---------------------------------------------------------------------------- local response normalization
