@@ -69,9 +69,9 @@ static inline float ts_exp_nonpositive(float x) {
   p = ts_fma(p, r, 1.6666665459e-1f);
   p = ts_fma(p, r, 5.0000001201e-1f);
   p = ts_fma(p * r, r, r + 1.0f);
-  int bits;
+  unsigned bits;  // n added to the exponent field (unsigned: shifting a negative int is undefined)
   __builtin_memcpy(&bits, &p, 4);
-  bits += int(n) << 23;
+  bits += unsigned(int(n)) << 23;
   float e;
   __builtin_memcpy(&e, &bits, 4);
   return x < lo ? 0.0f : e;
