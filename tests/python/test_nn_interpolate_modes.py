@@ -1,7 +1,8 @@
 """F.interpolate's trilinear (5-D), bicubic (4-D), nearest-exact and area (3-D to 5-D) modes,
-antialiased bilinear, bicubic and lanczos (4-D), and nn.Upsample over them: values and input gradients against NumPy references written from torch's
-formulas (scalar loops building one resampling matrix per spatial dim), and against torch on the
-same inputs when it is importable; the errors of bad mode / rank / argument combinations."""
+antialiased bilinear, bicubic and lanczos (4-D), and nn.Upsample over them: values and input
+gradients against NumPy references written from torch's formulas (scalar loops building one
+resampling matrix per spatial dim), and against torch on the same inputs when it is importable;
+the errors of bad mode / rank / argument combinations."""
 import math
 
 import numpy as np

@@ -7,8 +7,9 @@
 //
 // Input (T, N, input_size) (or (N, T, input_size) with batch_first), or unbatched (T, input_size);
 // states (num_layers * num_directions, N, H), or unbatched (num_layers * num_directions, H), zeros
-// when not given (h is proj_size wide for an LSTM with proj_size). Each layer and direction of a float32 CPU sequence is one call of the fused
-// `_rnn_layer` operator (as the Python frontend runs it); other dtypes and devices run the same
+// when not given (h is proj_size wide for an LSTM with proj_size). Each layer and direction of a
+// float32 CPU sequence is one call of the fused `_rnn_layer` operator (as the Python frontend runs
+// it); other dtypes and devices, and projected LSTMs, run the same
 // equations step by step with ordinary operators.
 //
 //   nn::LSTM lstm(8, 16, {.num_layers = 2, .batch_first = true});
