@@ -225,20 +225,21 @@ std::vector<TensorRef> run_backward(const std::vector<TensorRef>& roots, std::ve
     GradList& buf = buffers[n];
     if (buf.size() <= nr) buf.resize(std::max<size_t>(nr + 1, n->input_meta.size()));
     if (!g.defined()) return;
+    // (an empty slot has no owned entry: entries go with the buffer when its node runs)
     if (buf[nr].defined()) {
       buf[nr] = sdk::ops::add(buf[nr], g);
       owned.insert({n, nr});
     } else {
       buf[nr] = std::move(g);
       if (fresh) owned.insert({n, nr});
-      else owned.erase({n, nr});
     }
   };
   // A region gradient (a slice's) with an owned buffer to go into: added there in place. Not
   // when recording the backward (create_graph), nor in anomaly mode (which checks the outputs).
   auto add_in_place = [&](Node* n, const GradList& grads) {
-    if (options.create_graph || anomaly_mode_enabled() || !n->region_gradient() || grads.size() != 1 ||
-        !grads[0].defined() || n->next_edges.size() != 1 || !n->next_edges[0].valid() || !n->pre_hooks.empty())
+    // (the node's own hooks have run on grads already)
+    if (!n->region_gradient() || options.create_graph || anomaly_mode_enabled() || grads.size() != 1 ||
+        !grads[0].defined() || n->next_edges.size() != 1 || !n->next_edges[0].valid())
       return false;
     const Edge& e = n->next_edges[0];
     auto it = buffers.find(e.fn.get());

@@ -382,26 +382,29 @@ TensorRef permute_backward(const TensorRef& grad, const IntList& dims) {
 
 TensorRef unsqueeze_to(const TensorRef& grad, const IntList& sizes) { return ops::reshape(grad, sizes); }
 
-TensorRef slice_grad(const TensorRef& grad, const IntList& sizes, int64_t dim, std::optional<int64_t> start,
-                     std::optional<int64_t> end, int64_t step) {
-  int64_t d = wrap_dim(dim, int64_t(sizes.size()));
-  int64_t n = sizes[size_t(d)];
+namespace {
+// slice's [start, end) along a dim of size n, normalised as slice does (negative counts from the
+// end, then clamped).
+std::pair<int64_t, int64_t> slice_bounds(int64_t n, std::optional<int64_t> start, std::optional<int64_t> end) {
   int64_t s = start.value_or(0), e = end.value_or(n);
   if (s < 0) s += n;
   if (e < 0) e += n;
   s = std::clamp<int64_t>(s, 0, n);
-  e = std::clamp<int64_t>(e, s, n);
+  return {s, std::clamp<int64_t>(e, s, n)};
+}
+}  // namespace
+
+TensorRef slice_grad(const TensorRef& grad, const IntList& sizes, int64_t dim, std::optional<int64_t> start,
+                     std::optional<int64_t> end, int64_t step) {
+  const int64_t d = wrap_dim(dim, int64_t(sizes.size()));
+  const auto [s, e] = slice_bounds(sizes[size_t(d)], start, end);
   return ops::slice_backward(grad, sizes, d, s, e, step);
 }
 
 void add_slice_grad_into(TensorRef& into, const TensorRef& grad, int64_t dim, std::optional<int64_t> start,
                          std::optional<int64_t> end, int64_t step) {
-  const int64_t d = wrap_dim(dim, into.dim()), n = into.size(d);
-  int64_t s = start.value_or(0), e = end.value_or(n);
-  if (s < 0) s += n;
-  if (e < 0) e += n;
-  s = std::clamp<int64_t>(s, 0, n);
-  e = std::clamp<int64_t>(e, s, n);
+  const int64_t d = wrap_dim(dim, into.dim());
+  const auto [s, e] = slice_bounds(into.size(d), start, end);
   ops::add_(ops::slice(into, d, s, e, step), grad);
 }
 

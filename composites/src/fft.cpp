@@ -1,7 +1,7 @@
 // torch.fft over the three transform primitives (_fft_c2c, _fft_r2c, _fft_c2r): argument
 // handling as PyTorch's (n / s resize the input by cutting or zero-padding, dims default to the
-// last or all, norm "backward" | "ortho" | "forward"), the Hermitian variants (1-D and n-D), the shifts and
-// the sample frequencies.
+// last or all, norm "backward" | "ortho" | "forward"), the Hermitian variants (1-D and n-D),
+// the shifts and the sample frequencies.
 #include "composite.h"
 
 #include <algorithm>

@@ -63,18 +63,6 @@ std::vector<float> dense_copy(const Mat& m) {
   return out;
 }
 
-// The row-major [rows, cols] copy of a matrix stored column-major (element (i, j) at
-// p[j * ld + i]), in 32 x 32 tiles so that reads and writes both stay in cache lines.
-std::vector<float> transposed_copy(const float* p, int64_t rows, int64_t cols, int64_t ld) {
-  std::vector<float> out(size_t(rows * cols));
-  constexpr int64_t tile = 32;
-  for (int64_t j0 = 0; j0 < cols; j0 += tile)
-    for (int64_t i0 = 0; i0 < rows; i0 += tile)
-      for (int64_t j = j0; j < std::min(j0 + tile, cols); ++j)
-        for (int64_t i = i0; i < std::min(i0 + tile, rows); ++i) out[size_t(i * cols + j)] = p[j * ld + i];
-  return out;
-}
-
 // C = alpha * A @ B + beta * C with float matrices of any layout (K > 0, M, N > 0).
 void sgemm(const char* op, const Mat& A, const Mat& B, const Mat& C, float alpha, float beta) {
   const int64_t M = C.rows, N = C.cols, K = A.cols;
@@ -89,14 +77,15 @@ void sgemm(const char* op, const Mat& A, const Mat& B, const Mat& C, float alpha
   if (la->trans == 'N' && lb->trans == 'T' && M > 96 && K >= 2 * N) {
     // x @ w.t() with w wide (a projection down, 1536 -> 384): oneDNN's kernel for a transposed
     // B is about a quarter slower there than for a row-major one, and w's copy costs 1/M of the
-    // product, so B is transposed once into row-major blocks.
-    b_copy = transposed_copy(b, K, N, lb->ld);
+    // product, so B is copied row-major once (B^T is N x K row-major with ld).
+    b_copy.resize(size_t(K * N));
+    strided::transpose(b_copy.data(), b, N, K, lb->ld);
     b = b_copy.data();
     lb = BlasLayout{'N', N};
   }
   if (lc && lc->trans == 'N' && la->trans == 'N' && lb->trans == 'T' && M >= 16 && M <= 96 && N >= 2 * M) {
     // x @ w.t() with a few rows (nn.Linear on a short sequence): oneDNN's kernel for that case
-    // is 1.5-4.5x slower from 16 rows to about a hundred than the same product transposed,
+    // is 1.5-7x slower from 16 rows to about a hundred than the same product transposed,
     // w @ x.t() (w's rows as the long side), so that one is computed and transposed into C.
     std::vector<float> t(size_t(N * M));
     check_dnnl(op, dnnl_sgemm('N', 'T', N, M, K, alpha, b, lb->ld, a, la->ld, 0.0f, t.data(), M));

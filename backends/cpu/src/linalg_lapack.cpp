@@ -228,14 +228,6 @@ void qr_k(sdk::Args& a) {
   a.returns({sdk::Args::tensor_value(std::move(q)), sdk::Args::tensor_value(std::move(r))});
 }
 
-// dst (cols x rows, row-major) = src (rows x cols, row-major) transposed: between our row-major
-// matrices and LAPACK's column-major ones.
-template <class T>
-void transpose_into(T* dst, const T* src, int64_t rows, int64_t cols) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
-}
-
 // linalg_ldl_factor_ex(Tensor self, *, bool hermitian=False, bool check_errors=False) -> (LD, pivots, info):
 // A = L D L^T from A's lower triangle; LD holds L below the diagonal and D (1x1 and 2x2 blocks)
 // on and next to it, zeros above; real inputs, so hermitian changes nothing.
@@ -251,11 +243,11 @@ void ldl_factor_k(sdk::Args& a) {
 #pragma omp parallel for num_threads(threads_for_matrices(b)) schedule(static)
     for (int64_t i = 0; i < b.count; ++i) {
       std::vector<T> work(static_cast<size_t>(n * n));
-      transpose_into(work.data(), b.t.data<T>() + i * n * n, n, n);
+      strided::transpose(work.data(), b.t.data<T>() + i * n * n, n, n, n);  // to LAPACK's column-major
       std::vector<lapack_int> p(static_cast<size_t>(std::max<int64_t>(n, 1)));
       info.data<int32_t>()[i] = int32_t(sytrf(int(n), work.data(), p.data()));
       T* out = ld.data<T>() + i * n * n;
-      transpose_into(out, work.data(), n, n);
+      strided::transpose(out, work.data(), n, n, n);
       for (int64_t r = 0; r < n; ++r)  // LAPACK leaves the upper triangle as it was: zero it
         for (int64_t c = r + 1; c < n; ++c) out[r * n + c] = T(0);
       for (int64_t j = 0; j < n; ++j) piv.data<int32_t>()[i * n + j] = int32_t(p[size_t(j)]);
@@ -299,12 +291,12 @@ void ldl_solve_k(sdk::Args& a) {
 #pragma omp parallel for num_threads(threads_for_matrices(rhs)) schedule(static)
     for (int64_t i = 0; i < ld.count; ++i) {
       std::vector<T> factor(static_cast<size_t>(n * n)), cols(static_cast<size_t>(n * k));
-      transpose_into(factor.data(), ld.t.data<T>() + i * n * n, n, n);
-      transpose_into(cols.data(), rhs.t.data<T>() + i * n * k, n, k);
+      strided::transpose(factor.data(), ld.t.data<T>() + i * n * n, n, n, n);
+      strided::transpose(cols.data(), rhs.t.data<T>() + i * n * k, n, k, k);
       std::vector<lapack_int> p(static_cast<size_t>(n));
       for (int64_t j = 0; j < n; ++j) p[size_t(j)] = piv.data<int32_t>()[i * n + j];
       sytrs(int(n), int(k), factor.data(), p.data(), cols.data());
-      transpose_into(x.data<T>() + i * n * k, cols.data(), k, n);
+      strided::transpose(x.data<T>() + i * n * k, cols.data(), k, n, n);
     }
   };
   if (x.numel() > 0) {

@@ -184,6 +184,14 @@ inline void copy_elements(std::span<const int64_t> shape, void* dst, std::span<c
   });
 }
 
+// dst (cols x rows, row-major) = the transpose of src (rows x cols, rows src_ld elements apart):
+// between row-major matrices and column-major ones (LAPACK's, a transposed BLAS operand).
+template <class T>
+inline void transpose(T* dst, const T* src, int64_t rows, int64_t cols, int64_t src_ld) {
+  const int64_t shape[] = {rows, cols}, dst_strides[] = {1, rows}, src_strides[] = {src_ld, 1};
+  copy_elements(shape, dst, dst_strides, src, src_strides, int64_t(sizeof(T)));
+}
+
 // The same for two tensors of equal shape and dtype.
 inline void copy_tensor(const sdk::TensorRef& dst, const sdk::TensorRef& src) {
   copy_elements(dst.sizes(), dst.data(), dst.strides(), src.data(), src.strides(), dst.itemsize());

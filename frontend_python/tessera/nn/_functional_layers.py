@@ -75,16 +75,24 @@ def pad(input, pad, mode="constant", value=None):
 _CUBIC_A = -0.75  # torch's (and OpenCV's) cubic convolution coefficient
 
 
+def _input_per_output(in_size, out_size, align_corners, scale):
+    """torch's area_pixel_compute_scale: input pixels per output pixel; with align_corners the
+    corner pixels' centres map onto each other ((in - 1) / (out - 1)), otherwise 1 / the given
+    scale factor (when > 0) or in / out."""
+    if align_corners:
+        return (in_size - 1) / (out_size - 1) if out_size > 1 else 0.0
+    return 1.0 / scale if scale is not None and scale > 0 else in_size / out_size
+
+
 def _source_index(in_size, out_size, align_corners, scale, cubic):
-    """The real source coordinate of each output index (float64): align_corners maps the corner
-    pixels' centres onto each other, src = dst (in - 1) / (out - 1); otherwise
-    src = (dst + 0.5) / scale - 0.5, scale being the given scale factor (when > 0) or out / in,
-    clamped at 0 for the non-cubic modes."""
+    """The real source coordinate of each output index (float64): src = dst r with align_corners,
+    otherwise src = (dst + 0.5) r - 0.5, clamped at 0 for the non-cubic modes (r:
+    _input_per_output)."""
     import tessera
     pos = tessera.arange(out_size, dtype=tessera.float64)
+    ratio = _input_per_output(in_size, out_size, align_corners, scale)
     if align_corners:
-        return pos * ((in_size - 1) / (out_size - 1) if out_size > 1 else 0.0)
-    ratio = 1.0 / scale if scale is not None and scale > 0 else in_size / out_size
+        return pos * ratio
     real = (pos + 0.5) * ratio - 0.5
     return real if cubic else real.clamp(min=0.0)
 
@@ -196,17 +204,16 @@ _AA_FILTERS = {"bilinear": (1.0, _aa_triangle), "bicubic": (2.0, _aa_cubic), "la
 
 
 def _antialias_taps(in_size, out_size, align_corners, scale, mode):
-    """[(index, weight)] x (2 ceil(support) + 1) along one dim (float64 host tables), torch's
-    _compute_indices_min_size_weights_aa: output i centred at s (i + 0.5) in the input, the
+    """[(index, weight)] x (2 ceil(support) + 1) along one dim (float64 host tables; None when the
+    dim does not change), torch's _compute_indices_min_size_weights_aa: output i centred at s (i + 0.5) in the input, the
     input pixels within the support weighted by the filter at their distance / max(s, 1) and
     normalised to sum 1; shorter windows are padded with weight 0."""
     import tessera
+    if out_size == in_size and scale in (None, 1.0):
+        return None  # an unchanged dim: every filter's weights are 1 at distance 0, 0 at the others
     f64 = tessera.float64
     half, filt = _AA_FILTERS[mode]
-    if align_corners:
-        s = (in_size - 1) / (out_size - 1) if out_size > 1 else 0.0
-    else:
-        s = 1.0 / scale if scale is not None and scale > 0 else in_size / out_size
+    s = _input_per_output(in_size, out_size, align_corners, scale)
     support = half * s if s >= 1.0 else half
     invscale = 1.0 / s if s >= 1.0 else 1.0
     taps = int(math.ceil(support)) * 2 + 1
@@ -226,28 +233,20 @@ def _antialiased(input, sizes, scales, mode, align_corners):
     if not input.dtype.is_floating_point:
         raise NotImplementedError(f"interpolate: antialias=True needs a floating input, got {input.dtype} (uint8 "
                                   "images: convert with .float() first)")
-    in_sizes = list(input.shape[2:])
-    if sizes is None:
-        sizes = [int(n * s) for n, s in zip(in_sizes, scales)]
-    _check_sizes(in_sizes, sizes)
-    out = input
-    for d in (1, 0):
-        if sizes[d] == in_sizes[d] and (scales is None or scales[d] == 1.0):
-            continue  # an unchanged dim: every filter's weights are then 1 at distance 0, 0 at the others
-        taps = _antialias_taps(in_sizes[d], sizes[d], align_corners, None if scales is None else scales[d], mode)
-        out = _resample_dim(out, 2 + d, taps)
-    return out
+    return _separable(input, sizes, scales, lambda n, o, s: _antialias_taps(n, o, align_corners, s, mode),
+                      last_dim_first=True)
 
 
-def _separable(input, sizes, scales, make_taps):
-    """Resamples each spatial dim in turn (the first spatial dim first) with make_taps(in, out, scale)."""
+def _separable(input, sizes, scales, make_taps, last_dim_first=False):
+    """Resamples each spatial dim in turn (the first spatial dim first, or the last) with
+    make_taps(in, out, scale)."""
     spatial = input.dim() - 2
     in_sizes = list(input.shape[2:])
     if sizes is None:
         sizes = [int(n * s) for n, s in zip(in_sizes, scales)]  # torch: the size truncated, the scale kept
     _check_sizes(in_sizes, sizes)
     out = input
-    for d in range(spatial):
+    for d in (reversed(range(spatial)) if last_dim_first else range(spatial)):
         out = _resample_dim(out, 2 + d, make_taps(in_sizes[d], sizes[d], None if scales is None else scales[d]))
     return out
 

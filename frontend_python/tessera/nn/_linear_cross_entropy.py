@@ -77,9 +77,10 @@ class _ChunkedLinearCrossEntropy(Function):
         chunk = options.chunk_rows(rows, in_features, num_classes)
         valid = target != ignore_index
         safe_target = tessera.where(valid, target, 0)
-        if safe_target.numel() and (int(safe_target.min()) < 0 or int(safe_target.max()) >= num_classes):
-            bad = int(safe_target.min()) if int(safe_target.min()) < 0 else int(safe_target.max())
-            raise IndexError(f"linear_cross_entropy: target {bad} is out of bounds for {num_classes} classes")
+        low, high = (int(safe_target.min()), int(safe_target.max())) if safe_target.numel() else (0, 0)
+        if low < 0 or high >= num_classes:
+            raise IndexError(f"linear_cross_entropy: target {low if low < 0 else high} is out of bounds for "
+                             f"{num_classes} classes")
         # Each row's weight: its class's (or 1), 0 where ignored; "mean" divides by their sum.
         row_weight = valid.to(input.dtype) if weight is None else tessera.where(valid, weight[safe_target], 0.0)
         scale = row_weight / row_weight.sum() if reduction == "mean" else row_weight

@@ -1,7 +1,10 @@
 """Loss modules: CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCEWithLogitsLoss."""
 
 __all__ = ["BCEWithLogitsLoss", "CrossEntropyLoss", "L1Loss", "MSELoss", "NLLLoss", "NLLLoss2d"]
+import math
+
 from tessera.nn import functional as F
+from tessera.nn.modules.linear import Linear
 from tessera.nn.modules.module import Module
 
 
@@ -157,7 +160,6 @@ class CTCLoss(_Loss):
 __all__ += ["CTCLoss", "MultiLabelMarginLoss", "MultiMarginLoss", "TripletMarginWithDistanceLoss"]
 
 
-
 __all__ += ["LinearCrossEntropyLoss"]
 
 
@@ -167,9 +169,6 @@ class LinearCrossEntropyLoss(_WeightedLoss):
 
     def __init__(self, in_features, num_classes, *, out_features=(), bias=False, device=None, dtype=None,
                  reduction="mean", weight=None, ignore_index=None, label_smoothing=0.0, options=None):
-        import math
-
-        from tessera.nn.modules.linear import Linear
         if weight is not None and tuple(weight.shape) != (num_classes,):
             raise RuntimeError(f"expected weight shape to be {(num_classes,)}, got {tuple(weight.shape)}")
         if label_smoothing < 0 or label_smoothing > 1.0:
