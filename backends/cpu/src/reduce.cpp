@@ -11,6 +11,7 @@
 #include <cmath>
 #include <complex>
 #include <limits>
+#include <type_traits>
 
 namespace tessera::cpu {
 namespace {
@@ -239,25 +240,31 @@ void check_nonempty(const char* op, const TensorRef& in, const std::vector<bool>
 
 // A sum over the leading dims of a contiguous float tensor (bias gradients: x.sum([0, 1]) of a
 // [B, T, C] activation): out[j] = sum over rows r of x[r, j]. The generic driver folds each
-// column with a strided walk; here each thread owns a block of columns and adds whole rows into
-// double accumulators, reading memory in order.
+// column with a strided walk; here each thread owns an equal run of columns and adds whole rows
+// into double accumulators, reading memory in order: float32 through the vector table's
+// sum_rows (2040 x 1152: 0.33 -> 0.1 ms), float64 in a plain loop.
 template <class T>
 void sum_leading(const T* x, T* out, int64_t rows, int64_t cols, bool mean) {
-  constexpr int64_t kMaxBlock = 512;  // accumulators per thread: 4 KiB of doubles, in L1
+  constexpr int64_t kMaxBlock = 512;  // accumulators per pass: 4 KiB of doubles, in L1
   const int threads = int(std::max<int64_t>(1, std::min<int64_t>(max_threads(), rows * cols / 32768)));
-  // As wide as the columns split among the threads (so each reads long runs of every row).
-  const int64_t block = std::min(kMaxBlock, (((cols + threads - 1) / threads) + 15) / 16 * 16);
-  const int64_t blocks = (cols + block - 1) / block;
+  const int64_t per_thread = ((cols + threads - 1) / threads + 15) / 16 * 16;
 #pragma omp parallel for num_threads(threads) schedule(static)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t j0 = b * block, n = std::min(block, cols - j0);
-    double acc[kMaxBlock] = {};
-    for (int64_t r = 0; r < rows; ++r) {
-      const T* row = x + r * cols + j0;
+  for (int t = 0; t < threads; ++t) {
+    const int64_t end = std::min(cols, (t + 1) * per_thread);
+    for (int64_t j0 = t * per_thread; j0 < end; j0 += kMaxBlock) {
+      const int64_t n = std::min(kMaxBlock, end - j0);
+      double acc[kMaxBlock] = {};
+      if constexpr (std::is_same_v<T, float>) {
+        simd::vec().sum_rows(acc, x + j0, rows, cols, n);
+      } else {
+        for (int64_t r = 0; r < rows; ++r) {
+          const T* row = x + r * cols + j0;
 #pragma omp simd
-      for (int64_t j = 0; j < n; ++j) acc[j] += double(row[j]);
+          for (int64_t j = 0; j < n; ++j) acc[j] += double(row[j]);
+        }
+      }
+      for (int64_t j = 0; j < n; ++j) out[j0 + j] = T(mean ? acc[j] / double(rows) : acc[j]);
     }
-    for (int64_t j = 0; j < n; ++j) out[j0 + j] = T(mean ? acc[j] / double(rows) : acc[j]);
   }
 }
 

@@ -203,6 +203,28 @@ struct Kernels {
     return V::dhsum(V::dadd(V::dadd(a0, a2), V::dadd(a1, a3))) + tail;
   }
 
+  // Column sums: each four rows are added pairwise in float lanes (as sum() does), then widened
+  // into the double accumulators, so acc is loaded and stored once per four rows.
+  static void sum_rows(double* acc, const float* x, int64_t rows, int64_t stride, int64_t n) {
+    const int64_t vector_end = n / W * W;
+    auto accumulate = [acc](int64_t j, R s) {
+      typename V::D lo = V::dload(acc + j), hi = V::dload(acc + j + W / 2);
+      V::widen_add(lo, hi, s);
+      V::dstore(acc + j, lo);
+      V::dstore(acc + j + W / 2, hi);
+    };
+    int64_t r = 0;
+    for (; r + 4 <= rows; r += 4) {
+      const float *a = x + r * stride, *b = a + stride, *c = b + stride, *d = c + stride;
+      for (int64_t j = 0; j < vector_end; j += W)
+        accumulate(j, V::add(V::add(V::load(a + j), V::load(b + j)), V::add(V::load(c + j), V::load(d + j))));
+    }
+    for (; r < rows; ++r)
+      for (int64_t j = 0; j < vector_end; j += W) accumulate(j, V::load(x + r * stride + j));
+    for (int64_t j = vector_end; j < n; ++j)
+      for (r = 0; r < rows; ++r) acc[j] += double(x[r * stride + j]);
+  }
+
   // ---- layer norm rows
   // Row sums in float lanes over two vectors at a time, each pair then widened into double (as
   // sum() does over four): the float error stays that of a two-term sum per lane, with half the
@@ -424,6 +446,7 @@ struct Kernels {
     t.layer_norm_row = &layer_norm_row;
     t.layer_norm_backward_row = &layer_norm_backward_row;
     t.sum = &sum;
+    t.sum_rows = &sum_rows;
     t.softmax = &softmax;
     t.log_softmax = &log_softmax;
     t.row_max = &row_max;

@@ -40,6 +40,9 @@ struct Table {
                                   const float* w, float* gw, float* gb);
   // The sum of n floats, accumulated in double.
   double (*sum)(const float* x, int64_t n);
+  // Adds `rows` rows of n floats (row r at x + r * stride) into the double accumulators acc[0, n):
+  // the column sums of a sum over leading dims (bias gradients).
+  void (*sum_rows)(double* acc, const float* x, int64_t rows, int64_t stride, int64_t n);
   // One row of softmax / log_softmax: max subtracted first, float arithmetic.
   void (*softmax)(float* out, const float* in, int64_t n);
   void (*log_softmax)(float* out, const float* in, int64_t n);

@@ -62,6 +62,8 @@ struct Avx2 {
 #endif
   static D dzero() { return _mm256_setzero_pd(); }
   static D dadd(D a, D b) { return _mm256_add_pd(a, b); }
+  static D dload(const double* p) { return _mm256_loadu_pd(p); }
+  static void dstore(double* p, D x) { _mm256_storeu_pd(p, x); }
   static void widen_add(D& lo, D& hi, R x) {
     lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(x)));
     hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)));

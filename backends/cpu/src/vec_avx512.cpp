@@ -69,6 +69,8 @@ struct Avx512 {
 #endif
   static D dzero() { return _mm512_setzero_pd(); }
   static D dadd(D a, D b) { return _mm512_add_pd(a, b); }
+  static D dload(const double* p) { return _mm512_loadu_pd(p); }
+  static void dstore(double* p, D x) { _mm512_storeu_pd(p, x); }
   static void widen_add(D& lo, D& hi, R x) {
     lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(x)));
     hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castsi256_ps(_mm512_extracti64x4_epi64(_mm512_castps_si512(x), 1))));

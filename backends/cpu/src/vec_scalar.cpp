@@ -60,6 +60,11 @@ double sum(const float* x, int64_t n) {
   return (a0 + a1) + (a2 + a3);
 }
 
+void sum_rows(double* acc, const float* x, int64_t rows, int64_t stride, int64_t n) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j) acc[j] += double(x[r * stride + j]);
+}
+
 float row_max(const float* x, int64_t n) {
   float mx = -std::numeric_limits<float>::infinity();
   for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
@@ -118,6 +123,7 @@ Table make() {
   t.binary_sv[int(Binary::Mul)] = &sv<Binary::Mul>;
   t.binary_sv[int(Binary::Div)] = &sv<Binary::Div>;
   t.sum = &sum;
+  t.sum_rows = &sum_rows;
   t.softmax = &softmax;
   t.log_softmax = &log_softmax;
   t.row_max = &row_max;
