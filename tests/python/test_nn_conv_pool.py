@@ -95,7 +95,7 @@ def np_max_pool(x, k, s, pad, dil, ceil):
                     ih, iw = a * s[0] - pad[0] + i * dil[0], b * s[1] - pad[1] + j * dil[1]
                     if 0 <= ih < h and 0 <= iw < w:
                         v = x[:, ih, iw]
-                        better = (v > y[:, a, b]) | (idx[:, a, b] < 0)
+                        better = (v > y[:, a, b]) | np.isnan(v) | (idx[:, a, b] < 0)  # a NaN wins
                         y[:, a, b] = np.where(better, v, y[:, a, b])
                         idx[:, a, b] = np.where(better, ih * w + iw, idx[:, a, b])
     return y, idx
@@ -306,6 +306,29 @@ def test_max_pool(case, dtype, shape):
     for pl in range(flat.shape[0]):
         np.add.at(flat[pl], widx[pl].ravel(), planes(gya)[pl].ravel())
     close(gx, want.reshape(shape), dtype)
+
+
+@pytest.mark.parametrize("case", MAX_CASES, ids=[str(i) for i in range(len(MAX_CASES))])
+def test_max_pool_float32_ties_nans_and_infinities(case):
+    # float32 planes take the vector kernel (rows then columns, positions as floats): the first
+    # of equal maxima, the last NaN and a window of -inf must come out as the scalar rule says.
+    k, s, p, d, ceil = case
+    rng = np.random.default_rng(7)
+    a = rng.integers(0, 3, (2, 3, 37, 41)).astype(np.float32)  # many ties, as after a ReLU
+    a[rng.random(a.shape) < 0.02] = np.nan
+    a[rng.random(a.shape) < 0.02] = np.inf
+    a[:, :, 5:12, 3:20] = -np.inf  # windows holding only -inf
+    y, idx = ops.max_pool2d_with_indices(from_np(a), list(k), list(s), list(p), list(d), ceil)
+    wy, widx = np_max_pool(a.reshape(6, 37, 41).astype(np.float64), k, s, p, d, ceil)
+    np.testing.assert_array_equal(to_np(y), wy.reshape(2, 3, *wy.shape[-2:]).astype(np.float32))
+    np.testing.assert_array_equal(to_np(idx), widx.reshape(2, 3, *wy.shape[-2:]))
+    try:
+        import torch
+    except ImportError:
+        return
+    ty, tidx = torch.nn.functional.max_pool2d(torch.from_numpy(a), k, s, p, d, ceil, return_indices=True)
+    np.testing.assert_array_equal(to_np(y), ty.numpy())
+    np.testing.assert_array_equal(to_np(idx), tidx.numpy())
 
 
 def test_max_pool_defaults_nan_and_layout():

@@ -225,6 +225,21 @@ struct Kernels {
       for (r = 0; r < rows; ++r) acc[j] += double(x[r * stride + j]);
   }
 
+  static void max_update(float* best, float* at, const float* v, const float* v_at, float offset, int64_t n) {
+    const R shift = V::set1(offset);
+    int64_t i = 0;
+    for (; i + W <= n; i += W) {
+      const R x = V::load(v + i), b = V::load(best + i);
+      V::store(best + i, V::gt_or_nan_select(x, b, x, b));
+      V::store(at + i, V::gt_or_nan_select(x, b, V::add(V::load(v_at + i), shift), V::load(at + i)));
+    }
+    for (; i < n; ++i)
+      if (v[i] > best[i] || v[i] != v[i]) {
+        best[i] = v[i];
+        at[i] = v_at[i] + offset;
+      }
+  }
+
   // ---- layer norm rows
   // Row sums in float lanes over two vectors at a time, each pair then widened into double (as
   // sum() does over four): the float error stays that of a two-term sum per lane, with half the
@@ -447,6 +462,7 @@ struct Kernels {
     t.layer_norm_backward_row = &layer_norm_backward_row;
     t.sum = &sum;
     t.sum_rows = &sum_rows;
+    t.max_update = &max_update;
     t.softmax = &softmax;
     t.log_softmax = &log_softmax;
     t.row_max = &row_max;

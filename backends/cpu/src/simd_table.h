@@ -43,6 +43,10 @@ struct Table {
   // Adds `rows` rows of n floats (row r at x + r * stride) into the double accumulators acc[0, n):
   // the column sums of a sum over leading dims (bias gradients).
   void (*sum_rows)(double* acc, const float* x, int64_t rows, int64_t stride, int64_t n);
+  // A running max with positions (max pooling): where v[i] > best[i] or v[i] is NaN (PyTorch's
+  // rule: the first maximum wins, a NaN wins, the last NaN's position), best[i] = v[i] and
+  // at[i] = v_at[i] + offset. Positions are floats (exact below 2^24).
+  void (*max_update)(float* best, float* at, const float* v, const float* v_at, float offset, int64_t n);
   // One row of softmax / log_softmax: max subtracted first, float arithmetic.
   void (*softmax)(float* out, const float* in, int64_t n);
   void (*log_softmax)(float* out, const float* in, int64_t n);

@@ -37,6 +37,10 @@ struct Avx2 {
   static R fmadd(R a, R b, R c) { return _mm256_fmadd_ps(a, b, c); }
   // (a < b) ? x : y, lane by lane
   static R lt_select(R a, R b, R x, R y) { return _mm256_blendv_ps(y, x, _mm256_cmp_ps(a, b, _CMP_LT_OQ)); }
+  // (a > b or a is NaN) ? x : y, lane by lane: max pooling's rule for taking a candidate
+  static R gt_or_nan_select(R a, R b, R x, R y) {
+    return _mm256_blendv_ps(y, x, _mm256_or_ps(_mm256_cmp_ps(a, b, _CMP_GT_OQ), _mm256_cmp_ps(a, a, _CMP_UNORD_Q)));
+  }
   // |mag| with sgn's sign bit (mag is non-negative or NaN here)
   static R copysign(R mag, R sgn) { return _mm256_or_ps(mag, _mm256_and_ps(sgn, _mm256_set1_ps(-0.0f))); }
   static R neg(R a) { return _mm256_xor_ps(a, _mm256_set1_ps(-0.0f)); }

@@ -37,6 +37,10 @@ struct Avx512 {
   static R fmadd(R a, R b, R c) { return _mm512_fmadd_ps(a, b, c); }
   // (a < b) ? x : y, lane by lane
   static R lt_select(R a, R b, R x, R y) { return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ), x); }
+  // (a > b or a is NaN) ? x : y, lane by lane: max pooling's rule for taking a candidate
+  static R gt_or_nan_select(R a, R b, R x, R y) {
+    return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ) | _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), x);
+  }
   // |mag| with sgn's sign bit (mag is non-negative or NaN here)
   static R copysign(R mag, R sgn) {
     const __m512i m = _mm512_castps_si512(mag), s = _mm512_castps_si512(sgn);

@@ -65,6 +65,14 @@ void sum_rows(double* acc, const float* x, int64_t rows, int64_t stride, int64_t
     for (int64_t j = 0; j < n; ++j) acc[j] += double(x[r * stride + j]);
 }
 
+void max_update(float* best, float* at, const float* v, const float* v_at, float offset, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (v[i] > best[i] || v[i] != v[i]) {
+      best[i] = v[i];
+      at[i] = v_at[i] + offset;
+    }
+}
+
 float row_max(const float* x, int64_t n) {
   float mx = -std::numeric_limits<float>::infinity();
   for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
@@ -124,6 +132,7 @@ Table make() {
   t.binary_sv[int(Binary::Div)] = &sv<Binary::Div>;
   t.sum = &sum;
   t.sum_rows = &sum_rows;
+  t.max_update = &max_update;
   t.softmax = &softmax;
   t.log_softmax = &log_softmax;
   t.row_max = &row_max;
