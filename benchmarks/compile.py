@@ -3,7 +3,8 @@
 
 Rows: the 8-op element-wise chain on two 16M-float tensors; LayerNorm + GELU + residual and
 softmax over rows of 1024; the per-call cost of a compiled function of 4 small inputs; compile
-time cold (empty cache) and warm (a new process, cache on disk). Medians of interleaved runs.
+time cold (empty cache) and warm (a new process, cache on disk); dynamic sizes (a GPT forward
+called at one new sequence length after another). Medians of interleaved runs.
 
     PYTHONPATH=build/release/python python3 benchmarks/compile.py [--quick] [--no-torch-compile]
 """
@@ -149,6 +150,36 @@ def compile_times():
           f"(a later call: {cold_next:5.2f} s)")
 
 
+def dynamic_sizes(use_tc):
+    """A GPT forward (benchmarks/gpt_model.py, batch 1, no_grad) called at sequence lengths 32,
+    33, then 64..71 once each, as generation without a KV cache calls it: the first call, the
+    second length (a recompile; sizes become dynamic), the median cost of each later new length,
+    and the replay of a length already seen; beside eager (and torch.compile). An empty kernel
+    cache, so the builds are real."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from gpt_model import build
+    lengths = [32, 33] + list(range(64, 72))
+    libs = [("ts", ts)] + ([("torch", torch)] if use_tc else [])
+    parts = []
+    for name, lib in libs:
+        lib.manual_seed(0)
+        model = build(lib).eval()
+        compiled = ts.compile(model) if lib is ts else torch.compile(model)
+        tokens = [lib.randint(0, 65, (1, t)) for t in lengths]
+        with lib.no_grad():
+            firsts = []
+            for x in tokens:
+                t0 = time.perf_counter()
+                compiled(x)
+                firsts.append(time.perf_counter() - t0)
+            replay = median_time(lambda: compiled(tokens[-1]), 9)
+            eager = median_time(lambda: model(tokens[-1]), 9)
+        later = statistics.median(firsts[2:])
+        parts.append(f"{name}: first {firsts[0]:5.2f} s, 2nd length {firsts[1]:5.2f} s, each later new length "
+                     f"{later * 1e3:6.1f} ms, replay {replay * 1e3:5.1f} ms (eager {eager * 1e3:5.1f} ms)")
+    print(f"{'GPT forward, new lengths (dynamic)':<34} " + f"\n{'':<35}".join(parts))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -200,6 +231,9 @@ def main():
             with_torch.__exit__(None, None, None)
     training_rows(3 if args.quick else 5, use_tc)
     compile_times()
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ["TESSERA_CACHE_DIR"] = cache
+        dynamic_sizes(use_tc)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ namespace {
 namespace g = sdk::graph;
 }
 
-CompiledGraph::CompiledGraph(g::Graph graph, const std::string& prebuilt) : graph_(std::move(graph)), plan_(plan_fusion(graph_)) {
+CompiledGraph::CompiledGraph(g::Graph graph, const std::string& prebuilt, bool runtime_sizes)
+    : graph_(std::move(graph)), plan_(plan_fusion(graph_)) {
   operators_.assign(graph_.nodes.size(), nullptr);
   for (size_t n = 0; n < graph_.nodes.size(); ++n) {
     operators_[n] = sdk::host().find_operator(graph_.nodes[n].op.c_str());
@@ -25,7 +26,10 @@ CompiledGraph::CompiledGraph(g::Graph graph, const std::string& prebuilt) : grap
   if (plan_.kernels.empty()) return;
   CodegenOptions options;
   options.vector_math = KernelCache::instance().vector_math_available();
-  const std::string source = generate_cpp(graph_, plan_, options);
+  options.runtime_sizes = runtime_sizes;
+  GeneratedSource generated = generate_cpp(graph_, plan_, options);
+  const std::string& source = generated.source;
+  geometry_ = std::move(generated.geometry);
   library_ = prebuilt.empty() ? KernelCache::instance().load(source) : KernelCache::instance().load_prebuilt(prebuilt, source);
   for (size_t k = 0; k < plan_.kernels.size(); ++k) {
     auto fn = reinterpret_cast<KernelFn>(dlsym(library_.handle, kernel_symbol(k).c_str()));
@@ -120,7 +124,7 @@ std::vector<sdk::TensorRef> CompiledGraph::run(ts_call call, const std::vector<s
       env[size_t(id)] = sdk::empty(call, v.shape, v.dtype, k.inputs.empty() ? ts_device{0, 0} : device);
       out.push_back(env[size_t(id)].data());
     }
-    kernels_[step.index](in.data(), out.data());
+    kernels_[step.index](in.data(), out.data(), geometry_[step.index].data());
   }
   std::vector<sdk::TensorRef> results;
   for (int64_t id : graph_.outputs) results.push_back(env[size_t(id)]);

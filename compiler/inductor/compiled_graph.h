@@ -15,7 +15,8 @@ namespace tessera::inductor {
 class CompiledGraph {
  public:
   // `prebuilt`: a library built ahead of time for this graph, loaded instead of compiling.
-  explicit CompiledGraph(sdk::graph::Graph graph, const std::string& prebuilt = "");
+  // `runtime_sizes`: kernels read sizes at run time (CodegenOptions::runtime_sizes).
+  explicit CompiledGraph(sdk::graph::Graph graph, const std::string& prebuilt = "", bool runtime_sizes = false);
   std::vector<sdk::TensorRef> run(ts_call call, const std::vector<sdk::TensorRef>& arguments);
   // One paragraph for tests and explain(): kernels, dispatcher calls, the library.
   std::string describe() const;
@@ -23,7 +24,7 @@ class CompiledGraph {
   const std::string& library_path() const { return library_.path; }
 
  private:
-  using KernelFn = void (*)(void* const*, void* const*);
+  using KernelFn = void (*)(void* const*, void* const*, const int64_t*);
   void run_extern(ts_call call, size_t node, std::vector<sdk::TensorRef>& env);
   void plan_releases();
   // A fused kernel's inputs must have the geometry it was generated for; otherwise its nodes
@@ -34,6 +35,7 @@ class CompiledGraph {
   FusionPlan plan_;
   std::vector<ts_operator> operators_;  // per node (nullptr for fused nodes)
   std::vector<KernelFn> kernels_;
+  std::vector<std::vector<int64_t>> geometry_;  // per kernel, its geometry array
   // Per step, the values no later step reads: released after it, so buffers go back to the
   // allocator as soon as eager would release them (graph outputs are kept).
   std::vector<std::vector<int64_t>> release_after_;

@@ -29,17 +29,49 @@ std::string element(size_t i, int32_t dtype, const std::string& index) {
   return dtype == TS_BOOL ? "(" + load + " != 0)" : load;
 }
 
+// The sizes, strides and counts a kernel's loops use: literals in the source, or (runtime
+// sizes) slots of the geometry array `g` the kernel receives, filled from this graph's values.
+// Graphs that differ only in sizes then generate the same source, so they share one compiled
+// library: ts.compile's dynamic shapes. Whether a stride is 0 or 1 stays a literal either way
+// (it decides broadcasting and vectorisation, so it is part of the kernel's structure).
+class Geometry {
+ public:
+  explicit Geometry(bool runtime) : runtime_(runtime) {}
+  std::string operator()(int64_t value) {
+    if (!runtime_) return std::to_string(value);
+    values_.push_back(value);
+    return "g[" + std::to_string(values_.size() - 1) + "]";
+  }
+  bool runtime() const { return runtime_; }
+  std::vector<int64_t> take() { return std::move(values_); }
+
+ private:
+  bool runtime_;
+  std::vector<int64_t> values_;
+};
+
 // The loop pragma over `numel` elements: a parallel loop for large kernels, a plain one below
 // the threshold (not `parallel ... if(false)`: GCC then drops the simd part and the loop runs
-// scalar).
+// scalar). With runtime sizes the threshold is tested at run time around two copies of the loop.
 std::string loop_pragma(int64_t numel, bool simd) {
   if (numel >= kParallelThreshold)
     return simd ? "#pragma omp parallel for simd schedule(static)" : "#pragma omp parallel for schedule(static)";
   return simd ? "#pragma omp simd" : "";
 }
 
+// `loop` (a for statement and its body, after the pragma) under the right pragma for `numel`.
+void emit_loop(std::ostringstream& s, Geometry& geo, int64_t numel, const std::string& numel_expr, bool simd,
+               const std::string& loop) {
+  if (!geo.runtime()) {
+    s << "  " << loop_pragma(numel, simd) << "\n" << loop;
+    return;
+  }
+  s << "  if (" << numel_expr << " >= " << kParallelThreshold << ") {\n  " << loop_pragma(kParallelThreshold, simd)
+    << "\n" << loop << "  } else {\n  " << loop_pragma(0, simd) << "\n" << loop << "  }\n";
+}
+
 // The offset of input `v` for output row `r` (rows: every dimension but the last), as C code.
-std::string row_offset(const g::Value& v, const std::vector<int64_t>& out_shape) {
+std::string row_offset(const g::Value& v, const std::vector<int64_t>& out_shape, Geometry& geo) {
   const size_t nd = out_shape.size(), lead = nd - v.shape.size();
   std::ostringstream s;
   s << "0";
@@ -48,8 +80,9 @@ std::string row_offset(const g::Value& v, const std::vector<int64_t>& out_shape)
     const int64_t size = out_shape[d];
     int64_t stride = 0;
     if (d >= lead && v.shape[d - lead] != 1) stride = v.strides[d - lead];
-    if (stride != 0) s << " + ((" << rest << ") % " << size << ") * " << stride;
-    rest = "(" + rest + ") / " + std::to_string(size);
+    const std::string size_expr = geo(size);
+    if (stride != 0) s << " + ((" << rest << ") % " << size_expr << ") * " << geo(stride);
+    rest = "(" + rest + ") / " + size_expr;
   }
   return s.str();
 }
@@ -59,6 +92,12 @@ int64_t inner_stride(const g::Value& v, const std::vector<int64_t>& out_shape) {
   return v.shape.back() == 1 && out_shape.back() != 1 ? 0 : v.strides.back();
 }
 
+// As C code: 0 and 1 literal (they decide vectorisation), other strides from the geometry.
+std::string inner_stride_expr(const g::Value& v, const std::vector<int64_t>& out_shape, Geometry& geo) {
+  const int64_t stride = inner_stride(v, out_shape);
+  return stride == 0 || stride == 1 ? std::to_string(stride) : geo(stride);
+}
+
 std::string index_of(const std::vector<int64_t>& inputs, int64_t id) {
   return std::to_string(std::find(inputs.begin(), inputs.end(), id) - inputs.begin());
 }
@@ -66,30 +105,31 @@ std::string index_of(const std::vector<int64_t>& inputs, int64_t id) {
 // A kernel headed by a row reduction: per row, the statistics (max and sum of exp, or mean and
 // variance, accumulated in double), then one vectorised pass computing the head's result and the
 // element-wise nodes after it.
-void generate_row_kernel(std::ostringstream& s, const g::Graph& graph, const FusedKernel& k, size_t index) {
+void generate_row_kernel(std::ostringstream& s, const g::Graph& graph, const FusedKernel& k, size_t index,
+                         Geometry& geo) {
   const std::string t = ctype(k.dtype);
   const std::string exp_fn = t == "float" ? "expf" : "exp";
   const g::Node& head = graph.nodes[k.head_node];
-  const int64_t d = k.shape.back();
   int64_t numel = 1;
   for (int64_t e : k.shape) numel *= e;
-  const int64_t rows = numel / d;
-  s << "\nextern \"C\" void " << kernel_symbol(index) << "(void* const* in, void* const* out) {\n";
+  const std::string d = geo(k.shape.back()), rows = geo(numel / k.shape.back()), numel_expr = geo(numel);
+  s << "\nextern \"C\" void " << kernel_symbol(index) << "(void* const* in, void* const* out, const int64_t* g) {\n";
   for (size_t i = 0; i < k.inputs.size(); ++i) {
     const g::Value& v = graph.value(k.inputs[i]);
     s << "  const " << ctype(v.dtype) << "* __restrict in" << i << " = (const " << ctype(v.dtype) << "*)in[" << i
       << "];\n";
   }
   for (size_t i = 0; i < k.outputs.size(); ++i) s << "  " << t << "* __restrict out" << i << " = (" << t << "*)out[" << i << "];\n";
-  s << "  " << loop_pragma(numel, false) << "\n";
+  std::ostringstream s_outer;  // the rows loop, emitted under its pragma at the end
+  std::swap(s, s_outer);
   s << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n";
   std::map<int64_t, std::string> name;
   for (size_t i = 0; i < k.inputs.size(); ++i) {
     const g::Value& v = graph.value(k.inputs[i]);
     if (v.shape.size() > k.shape.size()) continue;  // not read element by element
-    s << "    const int64_t base" << i << " = " << row_offset(v, k.shape) << ";\n";
+    s << "    const int64_t base" << i << " = " << row_offset(v, k.shape, geo) << ";\n";
     name.emplace(k.inputs[i], element(i, v.dtype, "base" + std::to_string(i) + " + j * " +
-                                                      std::to_string(inner_stride(v, k.shape))));
+                                                      inner_stride_expr(v, k.shape, geo)));
   }
   // The element-wise nodes that compute the head's row input(s), evaluated in every pass.
   auto emit_nodes = [&](const std::vector<size_t>& nodes, const std::string& indent) {
@@ -168,22 +208,25 @@ void generate_row_kernel(std::ostringstream& s, const g::Graph& graph, const Fus
     const g::Value& v = graph.value(k.outputs[i]);
     if (v.shape == k.shape) s << "      out" << i << "[i] = v" << k.outputs[i] << ";\n";
   }
-  s << "    }\n  }\n}\n";
+  s << "    }\n  }\n";
+  std::swap(s, s_outer);
+  emit_loop(s, geo, numel, numel_expr, false, s_outer.str());
+  s << "}\n";
 }
 
-void generate_kernel(std::ostringstream& s, const g::Graph& graph, const FusedKernel& k, size_t index) {
-  if (k.head != RowHead::None) return generate_row_kernel(s, graph, k, index);
+void generate_kernel(std::ostringstream& s, const g::Graph& graph, const FusedKernel& k, size_t index, Geometry& geo) {
+  if (k.head != RowHead::None) return generate_row_kernel(s, graph, k, index, geo);
   const std::string t = ctype(k.dtype);
   int64_t numel = 1;
   for (int64_t d : k.shape) numel *= d;
-  const int64_t inner = k.shape.empty() ? 1 : k.shape.back();
-  const int64_t outer = inner == 0 ? 0 : numel / inner;
+  const int64_t inner_size = k.shape.empty() ? 1 : k.shape.back();
+  const std::string numel_expr = geo(numel);
   bool dense = true;
   for (int64_t id : k.inputs) {
     const g::Value& v = graph.value(id);
     dense &= v.shape == k.shape && v.is_contiguous();
   }
-  s << "\nextern \"C\" void " << kernel_symbol(index) << "(void* const* in, void* const* out) {\n";
+  s << "\nextern \"C\" void " << kernel_symbol(index) << "(void* const* in, void* const* out, const int64_t* g) {\n";
   std::map<int64_t, std::string> name;  // value id -> C expression inside the loop body
   for (size_t i = 0; i < k.inputs.size(); ++i) {
     const g::Value& v = graph.value(k.inputs[i]);
@@ -214,44 +257,56 @@ void generate_kernel(std::ostringstream& s, const g::Graph& graph, const FusedKe
     // the inline reduction's range (or NaN): the fast form costs a third less than SLEEF's.
     for (size_t i = 0; i < k.inputs.size(); ++i) name[k.inputs[i]] = element(i, graph.value(k.inputs[i]).dtype, "i");
     const int64_t chunk = 4096;
-    s << "  " << loop_pragma(numel, false) << "\n";
-    s << "  for (int64_t c = 0; c < " << numel << "; c += " << chunk << ") {\n";
-    s << "    const int64_t end = c + " << chunk << " < " << numel << " ? c + " << chunk << " : " << numel << ";\n";
-    s << "    int bad = 0;\n    #pragma omp simd reduction(|:bad)\n    for (int64_t i = c; i < end; ++i) {\n";
-    s << body(name, "      ", true) << "    }\n";
-    s << "    if (bad) {\n      #pragma omp simd\n      for (int64_t i = c; i < end; ++i) {\n";
-    s << body(name, "        ", false) << "      }\n    }\n  }\n}\n";
+    std::ostringstream loop;
+    loop << "  for (int64_t c = 0; c < " << numel_expr << "; c += " << chunk << ") {\n";
+    loop << "    const int64_t end = c + " << chunk << " < " << numel_expr << " ? c + " << chunk << " : " << numel_expr
+         << ";\n";
+    loop << "    int bad = 0;\n    #pragma omp simd reduction(|:bad)\n    for (int64_t i = c; i < end; ++i) {\n";
+    loop << body(name, "      ", true) << "    }\n";
+    loop << "    if (bad) {\n      #pragma omp simd\n      for (int64_t i = c; i < end; ++i) {\n";
+    loop << body(name, "        ", false) << "      }\n    }\n  }\n";
+    emit_loop(s, geo, numel, numel_expr, false, loop.str());
+    s << "}\n";
     return;
   }
   if (dense) {
-    s << "  " << loop_pragma(numel, true) << "\n";
-    s << "  for (int64_t i = 0; i < " << numel << "; ++i) {\n";
     for (size_t i = 0; i < k.inputs.size(); ++i) name[k.inputs[i]] = element(i, graph.value(k.inputs[i]).dtype, "i");
-    s << body(name, "    ", false) << "  }\n}\n";
+    emit_loop(s, geo, numel, numel_expr, true,
+              "  for (int64_t i = 0; i < " + numel_expr + "; ++i) {\n" + body(name, "    ", false) + "  }\n");
+    s << "}\n";
     return;
   }
-  s << "  " << loop_pragma(numel, false) << "\n";
-  s << "  for (int64_t r = 0; r < " << outer << "; ++r) {\n";
+  const std::string inner = geo(inner_size), outer = geo(inner_size == 0 ? 0 : numel / inner_size);
+  std::ostringstream loop;
+  loop << "  for (int64_t r = 0; r < " << outer << "; ++r) {\n";
   for (size_t i = 0; i < k.inputs.size(); ++i) {
     const g::Value& v = graph.value(k.inputs[i]);
-    s << "    const int64_t base" << i << " = " << row_offset(v, k.shape) << ";\n";
+    loop << "    const int64_t base" << i << " = " << row_offset(v, k.shape, geo) << ";\n";
     name[k.inputs[i]] = element(i, v.dtype, "base" + std::to_string(i) + " + j * " +
-                                                std::to_string(inner_stride(v, k.shape)));
+                                                inner_stride_expr(v, k.shape, geo));
   }
-  s << "    #pragma omp simd\n    for (int64_t j = 0; j < " << inner << "; ++j) {\n";
-  s << "      const int64_t i = r * " << inner << " + j;\n";
-  s << body(name, "      ", false) << "    }\n  }\n}\n";
+  loop << "    #pragma omp simd\n    for (int64_t j = 0; j < " << inner << "; ++j) {\n";
+  loop << "      const int64_t i = r * " << inner << " + j;\n";
+  loop << body(name, "      ", false) << "    }\n  }\n";
+  emit_loop(s, geo, numel, numel_expr, false, loop.str());
+  s << "}\n";
 }
 
 }  // namespace
 
 std::string kernel_symbol(size_t k) { return "tessera_kernel_" + std::to_string(k); }
 
-std::string generate_cpp(const g::Graph& graph, const FusionPlan& plan, const CodegenOptions& options) {
+GeneratedSource generate_cpp(const g::Graph& graph, const FusionPlan& plan, const CodegenOptions& options) {
   std::ostringstream s;
   s << "// Generated by Tessera's inductor plugin from a captured graph.\n" << kernel_math_prelude(options.vector_math);
-  for (size_t k = 0; k < plan.kernels.size(); ++k) generate_kernel(s, graph, plan.kernels[k], k);
-  return s.str();
+  GeneratedSource out;
+  for (size_t k = 0; k < plan.kernels.size(); ++k) {
+    Geometry geo(options.runtime_sizes);
+    generate_kernel(s, graph, plan.kernels[k], k, geo);
+    out.geometry.push_back(geo.take());
+  }
+  out.source = s.str();
+  return out;
 }
 
 }  // namespace tessera::inductor

@@ -8,6 +8,8 @@
 //   inductor::target() -> str                 the CPU features kernels are compiled for
 // compile's options: "prebuilt=<path>" loads kernels built ahead of time (an export archive's)
 // instead of compiling; they must come from the same graph and inductor version.
+// "runtime_sizes" generates kernels that read their sizes at run time, so graphs that differ
+// only in sizes share one library (ts.compile's dynamic shapes).
 // A compiled graph runs as one operator call, so the profiler and devices see it as such.
 #include "compiled_graph.h"
 
@@ -38,15 +40,19 @@ void compile(sdk::Args& a) {
     sdk::fail(TS_ERROR_VALUE, "inductor::compile: ", e.what());
   }
   std::string prebuilt;
+  bool runtime_sizes = false;
   if (auto options = a.optional_str(1); options && !options->empty()) {
     std::string_view o = *options;
-    if (o.rfind("prebuilt=", 0) != 0)
-      sdk::fail(TS_ERROR_VALUE, "inductor::compile: unknown options '", o, "' (known: prebuilt=<path>)");
-    prebuilt = std::string(o.substr(9));
+    if (o == "runtime_sizes")
+      runtime_sizes = true;
+    else if (o.rfind("prebuilt=", 0) == 0)
+      prebuilt = std::string(o.substr(9));
+    else
+      sdk::fail(TS_ERROR_VALUE, "inductor::compile: unknown options '", o, "' (known: prebuilt=<path>, runtime_sizes)");
   }
   std::shared_ptr<CompiledGraph> compiled;
   try {
-    compiled = std::make_shared<CompiledGraph>(std::move(graph), prebuilt);
+    compiled = std::make_shared<CompiledGraph>(std::move(graph), prebuilt, runtime_sizes);
   } catch (const sdk::Error&) {
     throw;
   } catch (const std::exception& e) {

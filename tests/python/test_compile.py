@@ -74,7 +74,7 @@ def test_size_change_recompiles_and_names_the_guard():
     x = ts.randn(5, 3)
     y = ts.randn(3)
     close(c(x, y), chain(x, y))
-    assert c.recompile_reasons == ["args[0]: tensor size changed from [4, 3] to [5, 3]"]
+    assert c.recompile_reasons == ["args[0]: tensor size changed from [4, 3] to [5, 3]; sizes are dynamic from now on"]
 
 
 def test_dtype_and_python_scalar_changes_recompile_with_the_new_values():
@@ -114,7 +114,7 @@ def test_recompile_limit_runs_eagerly_and_says_so_once():
     old = config.recompile_limit
     config.recompile_limit = 2
     try:
-        c = ts.compile(lambda x: x.sin() + 1, backend="eager")
+        c = ts.compile(lambda x: x.sin() + 1, backend="eager", dynamic=False)  # sizes stay static
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             for n in range(1, 6):
@@ -695,11 +695,12 @@ def test_a_graph_that_fuses_nothing_runs_the_function_itself(monkeypatch):
     assert not g.entries[0][1].eager
 
 
-def test_dynamic_true_says_what_it_does():
-    with pytest.warns(UserWarning, match="symbolic shapes are not built yet"):
-        c = ts.compile(lambda x: x + 1, dynamic=True, backend="eager")
+def test_dynamic_true_makes_sizes_dynamic_from_the_first_call():
+    c = ts.compile(lambda x: x + 1, dynamic=True, backend="eager")
+    assert c.dynamic_sizes
     for n in (2, 3):
         close(c(ts.ones(n)), ts.full((n,), 2.0))
+    assert ts.compile(lambda x: x + 1, dynamic=False).dynamic_sizes is False
 
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])

@@ -119,15 +119,18 @@ def joint_capture(capture, example_inputs):
     return fwd, bwd, layout
 
 
-def training_capture(gm, example_inputs):
-    """The Capture behind `gm` when calling it needs gradients (grad mode on and an input or
-    parameter requiring grad) and gm is unedited; else None."""
+def needs_grad(capture, example_inputs):
+    """Whether calling the captured graph needs gradients: grad mode on and an input or
+    parameter requiring grad."""
     from tessera.autograd.grad_mode import is_grad_enabled
+    return is_grad_enabled() and any(_differentiable(t) for t in list(example_inputs) + list(capture.constants))
+
+
+def training_capture(gm, example_inputs):
+    """The Capture behind `gm` when calling it needs gradients and gm is unedited; else None."""
     meta = getattr(gm, "meta", None) or {}
     capture = meta.get("tessera_capture")
-    if capture is None or meta.get("tessera_code") != gm.code or not is_grad_enabled():
-        return None
-    if not any(_differentiable(t) for t in list(example_inputs) + list(capture.constants)):
+    if capture is None or meta.get("tessera_code") != gm.code or not needs_grad(capture, example_inputs):
         return None
     return capture
 

@@ -58,3 +58,12 @@ def aot_eager(gm, example_inputs):
 def inductor(gm, example_inputs):
     from tessera.compiler import _plugin_backend
     return _plugin_backend.compile_graph(gm, example_inputs, "inductor")
+
+
+def _inductor_capture(capture, example_inputs, runtime_sizes=False):
+    from tessera.compiler import _plugin_backend
+    return _plugin_backend.compile_capture(capture, example_inputs, "inductor", runtime_sizes)
+
+
+# ts.compile hands its own captures to the plugin backends here, skipping the GraphModule.
+inductor.compile_capture = _inductor_capture

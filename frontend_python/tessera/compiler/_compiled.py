@@ -2,7 +2,15 @@
 the compiled graph for every later call whose guards hold. A call that misses recompiles,
 up to `config.recompile_limit` graphs; past it, calls that miss run eagerly, and one line says
 which guard failed. A function whose capture read tensor data into Python (a graph break) runs
-eagerly from then on for those guards (the graph cannot hold a value Python branched on)."""
+eagerly from then on for those guards (the graph cannot hold a value Python branched on).
+
+Dynamic shapes: after a recompile that only a change of tensor sizes caused (or from the start
+with dynamic=True; never with dynamic=False), sizes are dynamic. The inductor then generates
+kernels that read their sizes at run time, so every size runs the same compiled kernels (one C++
+build for all sizes); a new size is captured again (one traced call) but compiles nothing.
+Those size entries count once against the recompile limit (by their structure: dtypes, ranks,
+which dims are 0 or 1, layouts), and at most `config.dynamic_entries_limit` of them are kept
+(the oldest is dropped)."""
 import functools
 import warnings
 
@@ -16,6 +24,10 @@ class config:
     """Compiler settings (torch._dynamo.config's names)."""
     recompile_limit = 8
     cache_size_limit = 8  # torch's older name of recompile_limit
+    # Sizes become dynamic after a recompile caused by a size change (torch's name).
+    automatic_dynamic_shapes = True
+    # Entries kept per compiled function once sizes are dynamic (one per size seen).
+    dynamic_entries_limit = 64
     # A compiled graph that fuses nothing runs as the original function (tests turn this off
     # to exercise the compiled path on one-operator graphs).
     eager_when_nothing_fuses = True
@@ -52,9 +64,7 @@ class CompiledFunction:
         self._fullgraph = fullgraph
         self._options = options or {}
         self._module = module
-        if dynamic:
-            warnings.warn("ts.compile(dynamic=True): symbolic shapes are not built yet; each new input size is "
-                          "captured and compiled again (up to config.recompile_limit graphs)", stacklevel=3)
+        self.dynamic_sizes = dynamic is True  # kernels that read their sizes at run time
         self._entries = {}
         self._fast_entries = {}  # the same entries, by _guards.fast_key
         self._last_key = None
@@ -88,7 +98,15 @@ class CompiledFunction:
             return self._run(entry, leaves)
         if self._last_key is not None:
             reason = _guards.explain_miss(self._last_key, key, paths)
-            if len(self._entries) >= max(config.recompile_limit, 1):
+            same_structure = _guards.size_free(self._last_key) == _guards.size_free(key)
+            if (same_structure and not self.dynamic_sizes and self._dynamic is None
+                    and config.automatic_dynamic_shapes):
+                self.dynamic_sizes = True
+                reason += "; sizes are dynamic from now on"
+            if self.dynamic_sizes and same_structure:
+                self.recompile_reasons.append(reason)
+                return self._compile_and_run(key, args, kwargs, leaves, paths)
+            if self._structures() >= max(config.recompile_limit, 1):
                 if not self._warned_limit:
                     self._warned_limit = True
                     warnings.warn(f"ts.compile: {getattr(self._fn, '__qualname__', self._fn)} reached the recompile "
@@ -97,6 +115,21 @@ class CompiledFunction:
                 return self._fn(*args, **kwargs)
             self.recompile_reasons.append(reason)
         return self._compile_and_run(key, args, kwargs, leaves, paths)
+
+    def _structures(self):
+        """The entries as the recompile limit counts them: under dynamic sizes, entries that
+        differ only in sizes are one."""
+        if not self.dynamic_sizes:
+            return len(self._entries)
+        return len({_guards.size_free(key) for key in self._entries})
+
+    def _evict_sizes(self):
+        """Keeps at most config.dynamic_entries_limit entries (dicts keep insertion order)."""
+        while len(self._entries) > max(config.dynamic_entries_limit, 1):
+            oldest = next(iter(self._entries))
+            entry = self._entries.pop(oldest)
+            for fast in [f for f, e in self._fast_entries.items() if e is entry]:
+                del self._fast_entries[fast]
 
     def _run(self, entry, leaves):
         return self._fold(entry, entry.run(*[leaves[i] for i in entry.capture.input_positions]))
@@ -114,15 +147,22 @@ class CompiledFunction:
             self.graph_breaks.extend(cap.reads)
             self._entries[key] = _Entry(None, cap, True, paths)
             return result
-        gm = cap.graph_module
         example_inputs = [leaves[i] for i in cap.input_positions]
-        run = self._backend(gm, example_inputs)
+        compile_capture = getattr(self._backend, "compile_capture", None)
+        if compile_capture is not None:  # a plugin backend: no GraphModule needed
+            run = compile_capture(cap, example_inputs, runtime_sizes=self.dynamic_sizes)
+        else:
+            gm = cap.graph_module
+            gm.meta["tessera_runtime_sizes"] = self.dynamic_sizes
+            run = self._backend(gm, example_inputs)
         if not callable(run):
             raise TypeError(f"ts.compile: backend '{self._backend_name}' returned {type(run).__name__}, expected a "
                             "callable")
         # A compiled graph that fuses nothing is no faster than the function itself: run that.
         eager = config.eager_when_nothing_fuses and getattr(run, "fuses", True) is False
         self._entries[key] = _Entry(run, cap, eager, paths)
+        if self.dynamic_sizes:
+            self._evict_sizes()
         return result
 
     @property
@@ -134,6 +174,7 @@ class CompiledFunction:
         self._fast_entries.clear()
         self._last_key = None
         self._warned_limit = False
+        self.dynamic_sizes = self._dynamic is True
         self.graph_breaks.clear()
         self.recompile_reasons.clear()
 

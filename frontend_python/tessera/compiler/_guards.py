@@ -64,6 +64,34 @@ def guard_key(args, kwargs, module):
     return key, leaves, paths
 
 
+def _contiguous_strides(shape):
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
+
+
+def size_free(key):
+    """The key without the sizes of tensors: what must still hold once sizes are dynamic. A
+    tensor keeps its rank, which dims are 0 or 1 (they specialise, as in PyTorch: a size-1 dim
+    broadcasts), and whether it is contiguous (else its exact strides)."""
+    spec, parts, grad, module, autocast = key
+    free = []
+    for part in parts:
+        if isinstance(part[0], type):
+            free.append(part)
+            continue
+        dtype, device, shape, stride, requires_grad, alias = part
+        layout = "contiguous" if _same_strides(shape, stride) else (tuple(shape), tuple(stride))
+        free.append((dtype, device, tuple(s if s in (0, 1) else None for s in shape), layout, requires_grad, alias))
+    return spec, tuple(free), grad, module, autocast
+
+
+def _same_strides(shape, stride):
+    return all(a == b for a, b, n in zip(_contiguous_strides(shape), stride, shape) if n > 1)
+
+
 _TENSOR_FIELDS = ("dtype", "device", "shape", "stride", "requires_grad", "is the same tensor as argument")
 
 

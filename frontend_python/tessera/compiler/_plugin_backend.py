@@ -43,6 +43,8 @@ def backend_for(compiler):
     def backend(gm, example_inputs):
         return compile_graph(gm, example_inputs, compiler)
     backend.__name__ = compiler
+    backend.compile_capture = lambda capture, example_inputs, runtime_sizes=False: compile_capture(
+        capture, example_inputs, compiler, runtime_sizes)
     return backend
 
 
@@ -51,24 +53,44 @@ def compile_graph(gm, example_inputs, compiler="inductor"):
     ir, constants = meta.get("tessera_ir"), meta.get("tessera_constants")
     if ir is None or meta.get("tessera_code") not in (None, gm.code):
         return gm.forward
+    capture = meta.get("tessera_capture")
+    if capture is not None:
+        return compile_capture(capture, example_inputs, compiler, meta.get("tessera_runtime_sizes", False),
+                               fallback=gm.forward)
     try:
-        capture = _aot.training_capture(gm, example_inputs)
-        if capture is not None:
-            return _aot.make_training_callable(capture, example_inputs,
-                                               lambda g: _compile_ir(json.dumps(g), [], compiler))
         if is_grad_enabled() and any(t.requires_grad for t in list(example_inputs) + list(constants)):
-            return gm.forward  # an edited graph that needs gradients: replay it through autograd
+            return gm.forward  # a graph without its capture that needs gradients: replay it through autograd
         return _compile_ir(ir, list(constants), compiler)
     except RuntimeError as e:
-        _warn_once(str(e).split("\n")[0], f"ts.compile: the {compiler} backend could not compile this graph, so it "
-                                           f"runs eagerly: {e}")
+        _warn_failure(compiler, e)
         return gm.forward
 
 
-def _compile_ir(ir_text, constants, compiler):
+def compile_capture(capture, example_inputs, compiler="inductor", runtime_sizes=False, fallback=None):
+    """compile_graph for a capture as ts.compile made it, without building its GraphModule
+    unless the graph must run eagerly (that costs about as much as the capture itself, which
+    matters when dynamic sizes capture each new size). runtime_sizes: the inductor generates
+    kernels that read their sizes at run time, so all sizes share one build."""
+    options = "runtime_sizes" if runtime_sizes and compiler == "inductor" else ""
+    try:
+        if _aot.needs_grad(capture, example_inputs):
+            return _aot.make_training_callable(capture, example_inputs,
+                                               lambda g: _compile_ir(json.dumps(g), [], compiler, options))
+        return _compile_ir(capture.ir_text, list(capture.constants), compiler, options)
+    except RuntimeError as e:
+        _warn_failure(compiler, e)
+        return fallback or capture.graph_module.forward
+
+
+def _warn_failure(compiler, error):
+    _warn_once(str(error).split("\n")[0], f"ts.compile: the {compiler} backend could not compile this graph, so it "
+                                           f"runs eagerly: {error}")
+
+
+def _compile_ir(ir_text, constants, compiler, options=""):
     """A callable of the graph's inputs returning its outputs (a list), compiled by the plugin."""
     _load(compiler)
-    handle = _C.call_op(f"{compiler}::compile", (ir_text, ""), {})
+    handle = _C.call_op(f"{compiler}::compile", (ir_text, options), {})
     call, run = _C.call_op, f"{compiler}::run"
 
     def compiled(*inputs):
