@@ -4,6 +4,7 @@ torch.distributions on the same parameters (when PyTorch is importable); sample 
 large samples against closed forms; rsample gradients against finite differences / closed forms;
 invalid parameters raising ValueError as torch does."""
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -655,3 +656,417 @@ def test_exponential_family_forms_agree_with_closed_forms(make):
         close(D.ExponentialFamily.entropy(d), npa(d.entropy()), rtol=1e-9, atol=1e-12)
     q = make().expand(d.batch_shape)
     close(_kl_expfamily_expfamily(d, q), np.zeros(tuple(d.batch_shape)), atol=1e-12)
+
+
+# ---------------------------------------------------------------------------- Wishart and LKJCholesky
+def _spd(n, batch=(), seed=0):
+    """A batch of well-conditioned symmetric positive definite matrices."""
+    a = np.random.default_rng(seed).standard_normal(tuple(batch) + (n, n))
+    return a @ np.swapaxes(a, -1, -2) / n + np.eye(n)
+
+
+def _wishart_param(kind, cov):
+    if kind == "covariance_matrix":
+        return cov
+    if kind == "precision_matrix":
+        return np.linalg.inv(cov)
+    return np.linalg.cholesky(cov)
+
+
+def _torch_dtype(torch, dtype):
+    return torch.float32 if dtype == ts.float32 else torch.float64
+
+
+# (n, df: a number or nested list, batch shape of the matrix)
+WISHART_CASES = {
+    "n2_number": (2, 3.5, ()),
+    "n3_batch": (3, [2.5, 4.0, 9.0], (3,)),
+    "n4_broadcast": (4, [[3.2], [6.0]], (3,)),
+    "n5_number_batched_matrix": (5, 7.0, (2,)),
+    "n3_batched_df_only": (3, [2.2, 5.0], ()),
+}
+
+
+def _build_wishart(kind, case, dtype, torch=None):
+    """Ours, or torch's when torch is given."""
+    n, df, batch = WISHART_CASES[case]
+    mat = _wishart_param(kind, _spd(n, batch, seed=n))
+    if torch is None:
+        df_arg = df if isinstance(df, float) else T(df, dtype)
+        return D.Wishart(df_arg, **{kind: T(mat, dtype)})
+    tdt = _torch_dtype(torch, dtype)
+    df_arg = df if isinstance(df, float) else torch.tensor(df, dtype=tdt)
+    return torch.distributions.Wishart(df_arg, **{kind: torch.tensor(mat, dtype=tdt)})
+
+
+@pytest.mark.torch
+@pytest.mark.filterwarnings("ignore:Singular sample detected")  # torch warns for every sample drawn
+@pytest.mark.parametrize("dtype", [ts.float64, ts.float32])
+@pytest.mark.parametrize("kind", ["covariance_matrix", "precision_matrix", "scale_tril"])
+@pytest.mark.parametrize("case", list(WISHART_CASES))
+def test_wishart_matches_torch(case, kind, dtype):
+    torch = pytest.importorskip("torch")
+    n, df, batch = WISHART_CASES[case]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # both warn about df < n
+        ours = _build_wishart(kind, case, dtype)
+        theirs = _build_wishart(kind, case, dtype, torch)
+        # torch's mean/mode/variance fail for a number df with batched matrices (df.view(batch + (1, 1))
+        # of a 0-d tensor): their moments come from the same distribution with df given as a tensor.
+        moments = theirs
+        if isinstance(df, float) and theirs.batch_shape:
+            moments = torch.distributions.Wishart(torch.full(tuple(theirs.batch_shape), df, dtype=theirs.df.dtype),
+                                                  **{kind: getattr(theirs, kind)})
+    assert isinstance(ours, D.ExponentialFamily)
+    assert tuple(ours.batch_shape) == tuple(theirs.batch_shape) and tuple(ours.event_shape) == (n, n)
+    assert tuple(ours.df.shape) == tuple(theirs.df.shape)
+    assert ours.has_rsample is True and ours.has_enumerate_support is False
+    assert repr(ours.support) == repr(theirs.support) == "PositiveDefinite()"
+    assert {k: repr(v) for k, v in ours.arg_constraints.items()} == \
+        {k: repr(v) for k, v in theirs.arg_constraints.items()}
+    f32 = dtype == ts.float32
+    rtol, atol = (2e-4, 2e-4) if f32 else (1e-9, 1e-9)
+    for attr in ("mean", "mode", "variance", "covariance_matrix", "precision_matrix", "scale_tril"):
+        close(getattr(ours, attr), getattr(moments, attr).double().numpy(), rtol=rtol, atol=atol)
+    if not isinstance(df, float) or not batch:
+        assert bool(ts.isnan(ours.mode).any()) == bool(torch.isnan(theirs.mode).any())
+    close(ours.entropy(), theirs.entropy().double().numpy(), rtol=rtol, atol=atol)
+    # Values well inside the support (a larger df keeps them far from singular, for float32).
+    torch.manual_seed(0)
+    cov = torch.tensor(_spd(n, batch, seed=n)).expand(tuple(theirs.batch_shape) + (n, n))
+    values = torch.distributions.Wishart(torch.tensor(n + 6.0, dtype=torch.float64), cov).sample((4,))
+    lp_ours = ours.log_prob(T(values.numpy(), dtype))
+    assert lp_ours.dtype == dtype
+    assert tuple(lp_ours.shape) == (4,) + tuple(theirs.batch_shape)
+    close(lp_ours, theirs.log_prob(values.to(_torch_dtype(torch, dtype))).double().numpy(), rtol=rtol, atol=atol)
+    single = values.reshape(-1, n, n)[0]  # one matrix against the whole batch
+    lp_ours = ours.log_prob(T(single.numpy(), dtype))
+    assert tuple(lp_ours.shape) == tuple(theirs.batch_shape)
+    close(lp_ours, theirs.log_prob(single.to(_torch_dtype(torch, dtype))).double().numpy(), rtol=rtol, atol=atol)
+
+
+@pytest.mark.torch
+@pytest.mark.filterwarnings("ignore:Singular sample detected")
+@pytest.mark.parametrize("kind", ["covariance_matrix", "precision_matrix", "scale_tril"])
+def test_wishart_log_prob_and_entropy_gradients_match_torch(kind):
+    torch = pytest.importorskip("torch")
+    mat = _wishart_param(kind, _spd(3, (2,), seed=5))
+    df = np.array([3.5, 8.0])
+    torch.manual_seed(1)
+    values = torch.distributions.Wishart(torch.tensor(df), torch.tensor(_spd(3, (2,), seed=5))).sample((3,))
+    m_ours, df_ours = T(mat).requires_grad_(), T(df).requires_grad_()
+    m_theirs = torch.tensor(mat, requires_grad=True)
+    df_theirs = torch.tensor(df, requires_grad=True)
+    ours = D.Wishart(df_ours, **{kind: m_ours})
+    theirs = torch.distributions.Wishart(df_theirs, **{kind: m_theirs})
+    (ours.log_prob(T(values.numpy())).sum() + ours.entropy().sum()).backward()
+    (theirs.log_prob(values).sum() + theirs.entropy().sum()).backward()
+    close(m_ours.grad, m_theirs.grad.numpy(), rtol=1e-8, atol=1e-10)
+    close(df_ours.grad, df_theirs.grad.numpy(), rtol=1e-8, atol=1e-9)
+
+
+@pytest.mark.torch
+def test_wishart_kl_and_exponential_family_forms():
+    """The Bregman-form entropy (from _natural_params and _log_normalizer, with no carrier measure)
+    equals the closed form; KL(p, p) is zero and KL(p, q) matches torch's (same Bregman rule)."""
+    torch = pytest.importorskip("torch")
+    from tessera.distributions.kl import _kl_expfamily_expfamily
+    p = D.Wishart(T([3.5, 8.0]), covariance_matrix=T(_spd(3, (2,), seed=2)))
+    close(D.ExponentialFamily.entropy(p), npa(p.entropy()), rtol=1e-9, atol=1e-10)
+    close(_kl_expfamily_expfamily(p, p.expand(p.batch_shape)), np.zeros(2), atol=1e-9)
+    a, b = _spd(3, seed=3), _spd(3, seed=4)
+    ours = D.kl_divergence(D.Wishart(T(4.5), covariance_matrix=T(a)), D.Wishart(T(6.0), precision_matrix=T(b)))
+    theirs = torch.distributions.kl_divergence(
+        torch.distributions.Wishart(torch.tensor(4.5, dtype=torch.float64), covariance_matrix=torch.tensor(a)),
+        torch.distributions.Wishart(torch.tensor(6.0, dtype=torch.float64), precision_matrix=torch.tensor(b)))
+    assert float(theirs.detach()) > 0.1
+    close(ours, theirs.detach().numpy(), rtol=1e-9, atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", [ts.float64, ts.float32])
+@pytest.mark.parametrize("make,batch", [
+    (lambda t: D.Wishart(4.0, covariance_matrix=t(_spd(2))), ()),
+    (lambda t: D.Wishart(t([3.5, 6.0]), scale_tril=t(np.linalg.cholesky(_spd(3)))), (2,)),
+    (lambda t: D.Wishart(t([[4.0], [9.0]]), precision_matrix=t(_spd(4, (3,)))), (2, 3)),
+])
+def test_wishart_sample_shapes_expand_and_support(make, batch, dtype):
+    ts.manual_seed(4)
+    d = make(lambda a: T(a, dtype))
+    n = d.event_shape[-1]
+    assert tuple(d.batch_shape) == batch
+    for sample_shape in ((), (4,), (3, 2)):
+        for s in (d.sample(sample_shape), d.rsample(sample_shape)):
+            assert tuple(s.shape) == sample_shape + batch + (n, n) and s.dtype == dtype
+            assert bool(d.support.check(s).all())
+            a = npa(s)
+            np.testing.assert_allclose(a, np.swapaxes(a, -1, -2), rtol=1e-5, atol=1e-6)
+            assert np.all(np.linalg.eigvalsh(a) > 0)
+            assert tuple(d.log_prob(s).shape) == sample_shape + batch
+    assert not d.sample().requires_grad
+    e = d.expand((5,) + batch)
+    assert tuple(e.batch_shape) == (5,) + batch and tuple(e.event_shape) == (n, n)
+    assert tuple(e.df.shape) == (5,) + batch and tuple(e.covariance_matrix.shape) == (5,) + batch + (n, n)
+    s = e.sample((2,))
+    assert tuple(s.shape) == (2, 5) + batch + (n, n)
+    close(e.log_prob(s)[:, 0], npa(d.log_prob(s[:, 0])), rtol=1e-5 if dtype == ts.float32 else 1e-12)
+    close(e.mean[0], npa(d.mean), rtol=1e-12)
+    close(e.entropy()[0], npa(d.entropy()), rtol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["covariance_matrix", "precision_matrix"])
+def test_wishart_sample_moments(kind):
+    ts.manual_seed(2026)
+    cov = np.array([[2.0, 0.3, -0.4], [0.3, 1.0, 0.2], [-0.4, 0.2, 1.5]])
+    d = D.Wishart(T([3.5, 7.0]), **{kind: T(_wishart_param(kind, cov))})
+    # E[W] = df V, Var(W_ij) = df (V_ij^2 + V_ii V_jj)
+    close(d.mean, np.array([3.5, 7.0])[:, None, None] * cov, rtol=1e-12)
+    close(d.variance, np.array([3.5, 7.0])[:, None, None] * (cov ** 2 + np.outer(np.diag(cov), np.diag(cov))),
+          rtol=1e-12)
+    _check_moments(d.sample((N,)), d.mean, d.variance)
+
+
+@pytest.mark.parametrize("kind", ["covariance_matrix", "precision_matrix", "scale_tril"])
+def test_wishart_rsample_gradients_by_finite_differences(kind):
+    """With the generator reseeded, rsample is a deterministic function of the scale matrix (the
+    Bartlett draws do not depend on it): its autograd gradient matches central differences. The
+    matrix is built from a free (n, n) array x: tril(x) with a positive diagonal for scale_tril,
+    (x + x^T) / 2 otherwise."""
+    n = 3
+    cov = _spd(n, seed=7)
+    base = _wishart_param(kind, cov)
+    df = T([4.0, 6.5])
+    weights = T(np.linspace(0.5, 1.5, 3 * 2 * n * n).reshape(3, 2, n, n))
+
+    def build(x):
+        return x.tril() if kind == "scale_tril" else (x + x.mT) / 2
+
+    def f(x):
+        ts.manual_seed(23)
+        return float((D.Wishart(df, **{kind: build(T(x))}).rsample((3,)) * weights).sum())
+
+    x = T(base).requires_grad_()
+    ts.manual_seed(23)
+    (D.Wishart(df, **{kind: build(x)}).rsample((3,)) * weights).sum().backward()
+    fd = _fd_grad(f, base)
+    assert np.abs(fd).max() > 1.0
+    close(x.grad, fd, rtol=1e-5, atol=1e-5)
+
+
+def test_wishart_rsample_gradient_in_df():
+    """d/d df of E[sum W] = sum V: the mean of the (implicit chi-squared) pathwise gradients over
+    many samples approaches it; the scale matrix gets no gradient when only df is a leaf."""
+    ts.manual_seed(31)
+    cov = np.array([[2.0, 0.3, -0.4], [0.3, 1.0, 0.2], [-0.4, 0.2, 1.5]])
+    df = T([3.5, 9.0]).requires_grad_()
+    n_samples = 20_000
+    D.Wishart(df, covariance_matrix=T(cov)).rsample((n_samples,)).sum().backward()
+    np.testing.assert_allclose(npa(df.grad) / n_samples, [cov.sum()] * 2, rtol=0.04)
+
+
+@pytest.mark.torch
+def test_wishart_low_df_and_singular_samples():
+    torch = pytest.importorskip("torch")
+    cov = _spd(3, seed=1)
+    for lib, t in ((D, T), (torch.distributions, _tt(torch))):
+        with pytest.warns(UserWarning, match="Low df values detected"):
+            lib.Wishart(t(2.5), covariance_matrix=t(cov))
+    # df barely above n - 1: the last Bartlett diagonal entry is sqrt(Chi2(1e-4)), mostly tiny, so
+    # singular draws are common; they are drawn again (and warned about), which leaves fewer.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        d = D.Wishart(T(2.0001, ts.float32), covariance_matrix=T(cov, ts.float32))
+        ts.manual_seed(5)
+        raw = d.rsample((2000,), max_try_correction=0)
+    with pytest.warns(UserWarning, match="Singular sample detected"):
+        ts.manual_seed(5)
+        fixed = d.rsample((2000,))
+    assert tuple(fixed.shape) == (2000, 3, 3)
+    bad_raw = float((~d.support.check(raw)).double().sum())
+    bad_fixed = float((~d.support.check(fixed)).double().sum())
+    assert bad_raw > 20 and bad_fixed < bad_raw / 3, (bad_raw, bad_fixed)
+    # No warning when every draw is positive definite (torch warns "Singular sample detected." for
+    # every call, testing the support check's result the wrong way round).
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        D.Wishart(T(5.0), covariance_matrix=T(cov)).rsample((100,))
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("build,error", [
+    (lambda d, t: d.Wishart(t([0.5]), covariance_matrix=t(np.eye(2))), "Value of df="),
+    (lambda d, t: d.Wishart(1.0, covariance_matrix=t(np.eye(2))), "Value of df=1.0 expected to be greater than"),
+    (lambda d, t: d.Wishart(t(4.0), covariance_matrix=t([[1.0, 2.0], [2.0, 1.0]])), "Expected parameter covariance"),
+    (lambda d, t: d.Wishart(t(4.0), precision_matrix=t([[1.0, 0.5], [0.0, 1.0]])), "Expected parameter precision"),
+    (lambda d, t: d.Wishart(t(4.0), scale_tril=t([[1.0, 0.5], [0.0, 1.0]])), "Expected parameter scale_tril"),
+    (lambda d, t: d.Wishart(t(4.0), scale_tril=t([[-1.0, 0.0], [0.0, 1.0]])), "Expected parameter scale_tril"),
+    (lambda d, t: d.Wishart(t(4.0), precision_matrix=t([1.0, 2.0])), "scale_tril must be at least two-dimensional"),
+    (lambda d, t: d.Wishart(t(4.0), covariance_matrix=t(np.eye(2)), validate_args=True).log_prob(t(-np.eye(2))),
+     "to be within the support"),
+    (lambda d, t: d.LKJCholesky(1, t(1.0)), "Expected dim to be an integer greater than or equal to 2. Found dim=1."),
+    (lambda d, t: d.LKJCholesky(4, t([1.0, 0.0])), "Expected parameter concentration"),
+    (lambda d, t: d.LKJCholesky(3, t(-2.0)), "Expected parameter concentration"),  # (the Beta's Dirichlet's)
+    (lambda d, t: d.LKJCholesky(3, t(1.0)).log_prob(t([[1.0, 0, 0], [0.5, 0.5, 0], [0, 0, 1.0]])),
+     "to be within the support"),
+    (lambda d, t: d.LKJCholesky(2, t(1.0)).log_prob(t([[1.0, 0.1], [0.0, 1.0]])), "to be within the support"),
+])
+def test_wishart_lkj_invalid_arguments_raise_value_error_as_torch(build, error):
+    torch = pytest.importorskip("torch")
+    msgs = []
+    for lib, t in ((D, T), (torch.distributions, _tt(torch))):
+        with pytest.raises(ValueError, match=error) as info:
+            build(lib, t)
+        msgs.append(str(info.value))
+    # The same sentence up to the distribution's repr or a printed tensor.
+    cut = [m.split(" of distribution")[0].split(" of the distribution")[0].split("tensor(")[0] for m in msgs]
+    assert cut[0] == cut[1]
+
+
+@pytest.mark.torch
+def test_wishart_needs_exactly_one_matrix():
+    torch = pytest.importorskip("torch")
+    msg = "Exactly one of covariance_matrix or precision_matrix or scale_tril may be specified."
+    for kwargs in ({}, {"covariance_matrix": np.eye(2), "scale_tril": np.eye(2)}):
+        # torch asserts it (AssertionError); ours is the ValueError of the other argument checks.
+        with pytest.raises(ValueError, match=msg):
+            D.Wishart(T(3.0), **{k: T(v) for k, v in kwargs.items()})
+        with pytest.raises(AssertionError, match=msg):
+            torch.distributions.Wishart(torch.tensor(3.0), **{k: torch.tensor(v) for k, v in kwargs.items()})
+
+
+# (dim, concentration: a number or nested list)
+LKJ_CASES = [(dim, conc) for dim in (2, 3, 4, 5) for conc in (1.0, 0.5, [0.3, 1.0, 2.5, 10.0], [[0.8], [4.0]])]
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("dtype", [ts.float64, ts.float32])
+@pytest.mark.parametrize("dim,conc", LKJ_CASES)
+def test_lkj_cholesky_matches_torch(dim, conc, dtype):
+    torch = pytest.importorskip("torch")
+    tdt = _torch_dtype(torch, dtype)
+    if isinstance(conc, float):  # a number: the default dtype, in both libraries
+        ours, theirs = D.LKJCholesky(dim, conc), torch.distributions.LKJCholesky(dim, conc)
+        dtype, tdt = ts.float32, torch.float32
+    else:
+        ours = D.LKJCholesky(dim, T(conc, dtype))
+        theirs = torch.distributions.LKJCholesky(dim, torch.tensor(conc, dtype=tdt))
+    assert tuple(ours.batch_shape) == tuple(theirs.batch_shape)
+    assert tuple(ours.event_shape) == tuple(theirs.event_shape) == (dim, dim)
+    assert ours.concentration.dtype == dtype and ours.dim == dim
+    assert ours.has_rsample is theirs.has_rsample is False
+    assert repr(ours.support) == repr(theirs.support) == "CorrCholesky()"
+    assert repr(ours.arg_constraints) == repr(theirs.arg_constraints)
+    for attr in ("mean", "mode", "variance"):
+        with pytest.raises(NotImplementedError):
+            getattr(theirs, attr)
+        with pytest.raises(NotImplementedError):
+            getattr(ours, attr)
+    for method in ("entropy", "rsample"):
+        with pytest.raises(NotImplementedError):
+            getattr(theirs, method)()
+        with pytest.raises(NotImplementedError):
+            getattr(ours, method)()
+    torch.manual_seed(dim)
+    values = theirs.sample((5,))
+    lp = ours.log_prob(T(values.double().numpy(), dtype))
+    assert lp.dtype == dtype and tuple(lp.shape) == (5,) + tuple(theirs.batch_shape)
+    f32 = dtype == ts.float32
+    close(lp, theirs.log_prob(values).double().numpy(), rtol=1e-4 if f32 else 1e-11, atol=1e-4 if f32 else 1e-11)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("dim", [2, 3, 5])
+def test_lkj_cholesky_log_prob_gradient_matches_torch(dim):
+    torch = pytest.importorskip("torch")
+    conc = [0.4, 1.0, 3.0]
+    torch.manual_seed(11)
+    values = torch.distributions.LKJCholesky(dim, torch.tensor(conc, dtype=torch.float64)).sample((4,))
+    c_ours, c_theirs = T(conc).requires_grad_(), torch.tensor(conc, dtype=torch.float64, requires_grad=True)
+    D.LKJCholesky(dim, c_ours).log_prob(T(values.numpy())).sum().backward()
+    torch.distributions.LKJCholesky(dim, c_theirs).log_prob(values).sum().backward()
+    close(c_ours.grad, c_theirs.grad.numpy(), rtol=1e-9, atol=1e-10)
+
+
+def test_lkj_cholesky_two_dimensional_density_integrates_to_one():
+    """dim 2: L = [[1, 0], [r, sqrt(1 - r^2)]], and exp(log_prob) is a density in r on (-1, 1),
+    proportional to (1 - r^2)^(concentration - 1)."""
+    h = 2.0 / 200_000
+    r = -1.0 + h * (np.arange(200_000) + 0.5)  # midpoints
+    L = np.zeros((r.size, 2, 2))
+    L[:, 0, 0], L[:, 1, 0], L[:, 1, 1] = 1.0, r, np.sqrt(1 - r * r)
+    for eta in (1.0, 2.5, 4.0):
+        p = np.exp(npa(D.LKJCholesky(2, T(eta)).log_prob(T(L))))
+        np.testing.assert_allclose(p.sum() * h, 1.0, rtol=1e-6)
+        # at r = 0: 1 / B(1/2, eta) = Gamma(eta + 1/2) / (sqrt(pi) Gamma(eta))
+        at_zero = math.gamma(eta + 0.5) / (math.sqrt(math.pi) * math.gamma(eta))
+        np.testing.assert_allclose(np.exp(npa(D.LKJCholesky(2, T(eta)).log_prob(T(np.eye(2))))), at_zero, rtol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", [ts.float64, ts.float32])
+@pytest.mark.parametrize("dim,conc,batch", [(2, 1.5, ()), (3, [0.5, 2.0], (2,)), (5, [[1.0, 3.0, 0.2]], (1, 3))])
+def test_lkj_cholesky_samples_shapes_expand_and_support(dim, conc, batch, dtype):
+    ts.manual_seed(8)
+    d = D.LKJCholesky(dim, T(conc, dtype))
+    assert tuple(d.batch_shape) == batch
+    tol = 1e-5 if dtype == ts.float32 else 1e-12
+    for sample_shape in ((), (4,), (3, 2)):
+        s = d.sample(sample_shape)
+        assert tuple(s.shape) == sample_shape + batch + (dim, dim) and s.dtype == dtype
+        assert bool(d.support.check(s).all())
+        a = npa(s)
+        assert np.all(np.triu(a, 1) == 0)  # lower triangular
+        assert np.all(np.diagonal(a, axis1=-2, axis2=-1) > 0)
+        np.testing.assert_allclose(np.linalg.norm(a, axis=-1), 1.0, atol=tol)  # unit-norm rows
+        np.testing.assert_allclose(a[..., 0, 0], 1.0, atol=tol)
+        assert tuple(d.log_prob(s).shape) == sample_shape + batch
+        assert np.all(np.isfinite(npa(d.log_prob(s))))
+    e = d.expand((4,) + batch)
+    assert tuple(e.batch_shape) == (4,) + batch and e.dim == dim
+    s = e.sample((2,))
+    assert tuple(s.shape) == (2, 4) + batch + (dim, dim)
+    close(e.log_prob(s)[:, 0], npa(d.log_prob(s[:, 0])), rtol=1e-12)
+    # The constraint rejects what is not a Cholesky factor of a correlation matrix.
+    bad = np.eye(dim)
+    bad[1, 0] = 0.5  # a row of norm above one
+    assert not bool(D.constraints.corr_cholesky.check(T(bad, dtype)))
+    bad = np.eye(dim)
+    bad[0, 0] = -1.0  # a negative diagonal entry
+    assert not bool(D.constraints.corr_cholesky.check(T(bad, dtype)))
+
+
+@pytest.mark.parametrize("dim", [2, 3, 5])
+def test_lkj_cholesky_sample_moments(dim):
+    """The correlation matrix L L^T: unit diagonal, and each off-diagonal correlation r has
+    (r + 1) / 2 ~ Beta(b, b) with b = concentration - 1 + dim / 2, so E r = 0 and Var r = 1 / (2b + 1)."""
+    ts.manual_seed(99)
+    conc = np.array([0.5, 1.0, 4.0])
+    d = D.LKJCholesky(dim, T(conc))
+    s = npa(d.sample((N,)))
+    m = s @ np.swapaxes(s, -1, -2)
+    np.testing.assert_allclose(np.diagonal(m, axis1=-2, axis2=-1), 1.0, atol=1e-12)
+    i, j = np.tril_indices(dim, -1)
+    r = m[..., i, j]  # (N, 3, dim (dim - 1) / 2)
+    var = 1.0 / (2 * (conc - 1 + dim / 2) + 1)
+    expected_var = np.broadcast_to(var[:, None], r.shape[1:])
+    assert np.all(np.abs(r.mean(0)) <= 5 * np.sqrt(expected_var / N)), r.mean(0)
+    np.testing.assert_allclose(r.var(0), expected_var, rtol=0.03)
+    if dim == 2:  # concentration 1: r uniform on (-1, 1)
+        np.testing.assert_allclose(np.quantile(r[:, 1, 0], [0.1, 0.25, 0.5, 0.75, 0.9]), [-0.8, -0.5, 0.0, 0.5, 0.8],
+                                   atol=0.01)
+
+
+@pytest.mark.torch
+def test_wishart_lkj_registered_as_in_torch():
+    torch = pytest.importorskip("torch")
+    import tessera.distributions as mod
+    for name in ("Wishart", "LKJCholesky", "CorrCholeskyTransform"):
+        assert name in mod.__all__ and name in torch.distributions.__all__
+    for name in ("corr_cholesky", "positive_definite"):
+        assert name in mod.constraints.__all__
+    assert mod.Wishart.__module__ == "tessera.distributions.wishart"
+    assert mod.LKJCholesky.__module__ == "tessera.distributions.lkj_cholesky"
+    assert issubclass(mod.Wishart, mod.ExponentialFamily) and not issubclass(mod.LKJCholesky, mod.ExponentialFamily)
+    # biject_to(corr_cholesky) maps reals onto LKJCholesky's support.
+    x = T(np.random.default_rng(0).standard_normal((4, 6)))
+    y = mod.biject_to(mod.LKJCholesky(4, T(2.0)).support)(x)
+    assert bool(mod.constraints.corr_cholesky.check(y).all())
+    assert np.all(np.isfinite(npa(mod.LKJCholesky(4, T(2.0)).log_prob(y))))

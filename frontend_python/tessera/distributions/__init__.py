@@ -33,6 +33,7 @@ from tessera.distributions.independent import Independent
 from tessera.distributions.kl import kl_divergence, register_kl
 from tessera.distributions.kumaraswamy import Kumaraswamy
 from tessera.distributions.laplace import Laplace
+from tessera.distributions.lkj_cholesky import LKJCholesky
 from tessera.distributions.generalized_pareto import GeneralizedPareto
 from tessera.distributions.inverse_gamma import InverseGamma
 from tessera.distributions.log_normal import LogNormal
@@ -59,18 +60,19 @@ from tessera.distributions.transforms import (
 from tessera.distributions.uniform import Uniform
 from tessera.distributions.von_mises import VonMises
 from tessera.distributions.weibull import Weibull
+from tessera.distributions.wishart import Wishart
 
 __all__ = [
     "AbsTransform", "AffineTransform", "Bernoulli", "Beta", "Binomial", "CatTransform", "Categorical", "Cauchy",
     "Chi2", "ComposeTransform", "ContinuousBernoulli", "CorrCholeskyTransform", "CumulativeDistributionTransform",
     "Dirichlet", "Distribution", "ExpTransform", "Exponential", "ExponentialFamily", "FisherSnedecor", "Gamma",
     "GeneralizedPareto", "Geometric", "Gumbel", "HalfCauchy", "HalfNormal", "Independent", "IndependentTransform",
-    "InverseGamma", "Kumaraswamy",
+    "InverseGamma", "Kumaraswamy", "LKJCholesky",
     "Laplace", "LogNormal", "LogisticNormal", "LowRankMultivariateNormal", "LowerCholeskyTransform",
     "MixtureSameFamily", "Multinomial", "MultivariateNormal", "NegativeBinomial", "Normal", "OneHotCategorical",
     "OneHotCategoricalStraightThrough", "Pareto", "Poisson", "PositiveDefiniteTransform", "PowerTransform",
     "RelaxedBernoulli", "RelaxedOneHotCategorical", "ReshapeTransform", "SigmoidTransform", "SoftmaxTransform",
     "SoftplusTransform", "StackTransform", "StickBreakingTransform", "StudentT", "TanhTransform", "Transform",
-    "TransformedDistribution", "Uniform", "VonMises", "Weibull", "biject_to", "constraints", "identity_transform",
-    "kl_divergence", "register_kl", "transform_to", "transforms",
+    "TransformedDistribution", "Uniform", "VonMises", "Weibull", "Wishart", "biject_to", "constraints",
+    "identity_transform", "kl_divergence", "register_kl", "transform_to", "transforms",
 ]
