@@ -130,3 +130,96 @@ def test_training_at_several_sequence_lengths_matches_eager(tmp_path):
     assert c._compiled_call.dynamic_sizes
     # forward and backward: a build each for the first length, then one each for all others
     assert builds(tmp_path) == 4
+
+
+# ---- symbolic graphs: after enough sizes, new sizes are served without capturing
+
+
+def counted(fn):
+    """fn, and a list whose length is how many times Python ran it (captures only, once compiled)."""
+    runs = []
+
+    def wrapper(*args):
+        runs.append(1)
+        return fn(*args)
+    return wrapper, runs
+
+
+def attention_block(x, w):
+    # sizes flow into operator arguments: a view, a causal attention, a T x T mask and a slice
+    b, t, c = x.shape
+    q = (x @ w).view(b, t, 2, c // 2).transpose(1, 2)
+    mask = ts.ones(t, t).tril() * 0.5
+    scores = (q @ q.transpose(-1, -2)) * mask
+    y = F.softmax(scores, dim=-1) @ q
+    return F.gelu(y.transpose(1, 2).reshape(b, t, c))[:, 1:, :] + x[:, : t - 1, :]
+
+
+def test_new_sizes_are_served_from_the_fitted_graph_without_capturing(tmp_path):
+    w = ts.randn(8, 8) * 0.3
+    fn, runs = counted(attention_block)
+    c = ts.compile(fn)
+    for t in [5, 6, 8, 11, 7]:  # static, then dynamic: five captures fit 1, t, t*t and check two
+        x = ts.randn(2, t, 8)
+        close(c(x, w), attention_block(x, w))
+    assert len(runs) == 5
+    for t in [9, 30, 4, 64, 13]:
+        x = ts.randn(2, t, 8)
+        close(c(x, w), attention_block(x, w), atol=1e-5)
+    assert len(runs) == 5  # no capture: the fitted graph at each new length
+    assert builds(tmp_path) == 2
+
+
+def test_two_dims_varying_are_fitted_together():
+    fn, runs = counted(lambda x, y: (x.sum(1, keepdim=True) * y).sin() + x[:, :2].mean())
+    c = ts.compile(fn)
+    shapes = [(2, 5), (3, 7), (4, 6), (2, 9), (5, 5), (3, 11), (6, 4), (4, 10), (7, 3), (5, 8)]
+    for n, m in shapes:
+        x, y = ts.randn(n, m), ts.randn(n, m)
+        close(c(x, y), (x.sum(1, keepdim=True) * y).sin() + x[:, :2].mean())
+    captured = len(runs)
+    assert captured < len(shapes)
+    for n, m in [(9, 12), (3, 3), (12, 9)]:
+        x, y = ts.randn(n, m), ts.randn(n, m)
+        close(c(x, y), (x.sum(1, keepdim=True) * y).sin() + x[:, :2].mean())
+    assert len(runs) == captured
+
+
+@pytest.mark.parametrize("case", ["floor-division", "python-tensor", "python-int-result"])
+def test_graphs_no_expression_fits_keep_capturing(case):
+    if case == "floor-division":
+        f = lambda x: x.reshape(x.shape[0] // 2, 2).sum(1).exp()  # noqa: E731  (n // 2: no exact affine fit)
+    elif case == "python-tensor":
+        f = lambda x: x * ts.tensor([float(i) for i in range(x.shape[0])])  # noqa: E731  (contents depend on n)
+    else:
+        f = lambda x: ((x * 2).exp(), x.shape[0] * 3)  # noqa: E731  (a non-tensor result that depends on n)
+    fn, runs = counted(f)
+    c = ts.compile(fn)
+    sizes = [4, 6, 8, 10, 12, 14, 16, 22, 30]
+    for n in sizes:
+        x = ts.randn(n)
+        got, want = c(x), f(x)
+        if case == "python-int-result":
+            assert got[1] == want[1]
+            got, want = got[0], want[0]
+        close(got, want)
+    assert len(runs) == len(sizes)  # every size captured: never served from a wrong fit
+
+
+def test_training_with_fitted_graphs_matches_eager():
+    ts.manual_seed(0)
+    model = ts.nn.Sequential(ts.nn.Linear(12, 24), ts.nn.GELU(), ts.nn.LayerNorm(24), ts.nn.Linear(24, 12))
+    runs = []
+    model.register_forward_pre_hook(lambda module, args: runs.append(1))
+    c = ts.compile(model)
+    for t in (5, 9, 16, 7, 11, 3, 20, 33, 8):
+        x = ts.randn(3, t, 12)
+        model.zero_grad()
+        (c(x) ** 2).mean().backward()
+        compiled = [p.grad.clone() for p in model.parameters()]
+        model.zero_grad()
+        (model(x) ** 2).mean().backward()
+        for got, p in zip(compiled, model.parameters()):
+            close(got, p.grad, atol=1e-5)
+    # each compiled call that captured ran the module once more than eager did: 5 captures
+    assert len(runs) == 9 + 5

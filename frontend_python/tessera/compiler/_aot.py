@@ -177,11 +177,15 @@ def make_training_callable(capture, example_inputs, compile_ir):
     """A callable of the graph's inputs returning its outputs, differentiable, with forward and
     backward each compiled by compile_ir(ir_dict) -> callable(*tensors) -> list of tensors."""
     fwd_ir, bwd_ir, layout = cached_joint_capture(capture, example_inputs)
+    return training_callable(fwd_ir, bwd_ir, layout, list(capture.constants), compile_ir)
+
+
+def training_callable(fwd_ir, bwd_ir, layout, constants, compile_ir):
+    """make_training_callable from the joint capture's two graphs and layout."""
     run_fwd, run_bwd = compile_ir(fwd_ir), compile_ir(bwd_ir)
     n_out, diff_out, diff_in = layout["n_outputs"], layout["diff_out"], layout["diff_in"]
     diff_out_set = set(diff_out)
     present, n_primals = layout["present"], layout["n_primals"]
-    constants = list(capture.constants)
 
     class CompiledGraphFunction(Function):
         @staticmethod

@@ -7,15 +7,16 @@ eagerly from then on for those guards (the graph cannot hold a value Python bran
 Dynamic shapes: after a recompile that only a change of tensor sizes caused (or from the start
 with dynamic=True; never with dynamic=False), sizes are dynamic. The inductor then generates
 kernels that read their sizes at run time, so every size runs the same compiled kernels (one C++
-build for all sizes); a new size is captured again (one traced call) but compiles nothing.
-Those size entries count once against the recompile limit (by their structure: dtypes, ranks,
-which dims are 0 or 1, layouts), and at most `config.dynamic_entries_limit` of them are kept
-(the oldest is dropped)."""
+build for all sizes). A new size is captured (one traced call) until the captures of its
+structure let every size-dependent integer of the graphs be fitted exactly (_symbolic.py); from
+then on a new size is the fitted graph evaluated at it: no capture at all. Those size entries
+count once against the recompile limit (by their structure: dtypes, ranks, which dims are 0 or
+1, layouts), and at most `config.dynamic_entries_limit` of them are kept (the oldest dropped)."""
 import functools
 import warnings
 
 import tessera
-from tessera.compiler import _capture, _guards
+from tessera.compiler import _capture, _guards, _symbolic
 from tessera.compiler._backends import lookup_backend
 from tessera.compiler._pytree import LEAF, unflatten
 
@@ -65,6 +66,7 @@ class CompiledFunction:
         self._options = options or {}
         self._module = module
         self.dynamic_sizes = dynamic is True  # kernels that read their sizes at run time
+        self._families = {}  # guard key without sizes -> _symbolic.SizeFamily
         self._entries = {}
         self._fast_entries = {}  # the same entries, by _guards.fast_key
         self._last_key = None
@@ -96,9 +98,16 @@ class CompiledFunction:
             if entry.eager:
                 return self._fn(*args, **kwargs)
             return self._run(entry, leaves)
+        structure = _guards.size_free(key)
+        if self.dynamic_sizes and structure in self._families:  # a fitted graph at new sizes: no capture
+            entry = self._families[structure].instantiate(leaves, paths)
+            if entry is not None:
+                self._entries[key] = entry
+                self._evict_sizes()
+                return self._run(entry, leaves)
         if self._last_key is not None:
             reason = _guards.explain_miss(self._last_key, key, paths)
-            same_structure = _guards.size_free(self._last_key) == _guards.size_free(key)
+            same_structure = _guards.size_free(self._last_key) == structure
             if (same_structure and not self.dynamic_sizes and self._dynamic is None
                     and config.automatic_dynamic_shapes):
                 self.dynamic_sizes = True
@@ -160,7 +169,9 @@ class CompiledFunction:
                             "callable")
         # A compiled graph that fuses nothing is no faster than the function itself: run that.
         eager = config.eager_when_nothing_fuses and getattr(run, "fuses", True) is False
-        self._entries[key] = _Entry(run, cap, eager, paths)
+        entry = self._entries[key] = _Entry(run, cap, eager, paths)
+        if not eager:  # a sample of its structure's sizes, for a symbolic fit once sizes are dynamic
+            self._families.setdefault(_guards.size_free(key), _symbolic.SizeFamily()).add(leaves, entry)
         if self.dynamic_sizes:
             self._evict_sizes()
         return result
@@ -171,6 +182,7 @@ class CompiledFunction:
 
     def reset(self):
         self._entries.clear()
+        self._families.clear()
         self._fast_entries.clear()
         self._last_key = None
         self._warned_limit = False

@@ -72,11 +72,23 @@ def compile_capture(capture, example_inputs, compiler="inductor", runtime_sizes=
     matters when dynamic sizes capture each new size). runtime_sizes: the inductor generates
     kernels that read their sizes at run time, so all sizes share one build."""
     options = "runtime_sizes" if runtime_sizes and compiler == "inductor" else ""
+    dynamic = "runtime_sizes" if compiler == "inductor" else ""
+    constants = list(capture.constants)
     try:
         if _aot.needs_grad(capture, example_inputs):
-            return _aot.make_training_callable(capture, example_inputs,
-                                               lambda g: _compile_ir(json.dumps(g), [], compiler, options))
-        return _compile_ir(capture.ir_text, list(capture.constants), compiler, options)
+            fwd, bwd, layout = _aot.cached_joint_capture(capture, example_inputs)
+            run = _aot.training_callable(fwd, bwd, layout, constants,
+                                         lambda g: _compile_ir(json.dumps(g), [], compiler, options))
+            # For ts.compile's symbolic sizes (_symbolic.py): the graphs, and the same callable
+            # from graphs specialised to other sizes (with kernels that read their sizes).
+            run.graphs, run.layout = [fwd, bwd], layout
+            run.rebuild = lambda graphs: _aot.training_callable(
+                graphs[0], graphs[1], layout, constants, lambda g: _compile_ir(json.dumps(g), [], compiler, dynamic))
+            return run
+        run = _compile_ir(capture.ir_text, constants, compiler, options)
+        run.graphs = [capture.ir]
+        run.rebuild = lambda graphs: _compile_ir(json.dumps(graphs[0]), constants, compiler, dynamic)
+        return run
     except RuntimeError as e:
         _warn_failure(compiler, e)
         return fallback or capture.graph_module.forward

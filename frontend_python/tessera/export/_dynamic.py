@@ -225,17 +225,60 @@ def _solve(rows, rhs):
     return [a[r][m] / a[r][r] for r in range(m)]
 
 
+class FitFailure(Exception):
+    """fit_samples could not express the graph through the symbols: `kind` is "structure" (a
+    slot other than an integer differs: path, the sizes of the differing sample) or "not_affine"
+    (an integer follows no affine expression of the monomials: path, its values, the sizes)."""
+
+    def __init__(self, kind, path, values, sizes):
+        super().__init__(kind)
+        self.kind, self.path, self.values, self.sizes = kind, path, values, sizes
+
+
+def fit_samples(n_symbols, samples, checks):
+    """[(path, expr)] for every integer of the graph that moves with the symbols, from captures
+    at known sizes: samples = [(sizes, ir)], one per monomial (in _monomials order of rank: a
+    nonsingular system), checks = more [(sizes, ir)] each prediction must match. Returns None
+    when the samples' system is singular; raises FitFailure when no expression fits."""
+    monomials = _monomials(n_symbols)
+    everything = samples + checks
+    site_lists = [list(_sites(ir)) for _, ir in everything]
+    reference = site_lists[0]
+    for other, (sizes, _) in zip(site_lists[1:], everything[1:]):
+        if len(other) != len(reference) or any(a[0] != b[0] for a, b in zip(reference, other)):
+            first = next((a[0] for a, b in zip(reference, other) if a[0] != b[0]), reference[-1][0])
+            raise FitFailure("structure", first, None, sizes)
+    rows = [[_prod(sz, mono) for mono in monomials] for sz, _ in samples]
+    exprs = []
+    for s, (path, value, is_int) in enumerate(reference):
+        values = [sites[s][1] for sites in site_lists]
+        if all(v == value for v in values):
+            continue
+        if not is_int:
+            moved = next(sz for v, (sz, _) in zip(values[1:], everything[1:]) if v != value)
+            raise FitFailure("structure", path, values, moved)
+        coef = _solve(rows, values[:len(samples)])
+        if coef is None:
+            return None
+        ok = all(c.denominator == 1 for c in coef) and all(
+            sum(c * _prod(sz, mono) for c, mono in zip(coef, monomials)) == v
+            for (sz, _), v in zip(checks, values[len(samples):]))
+        if not ok:
+            raise FitFailure("not_affine", path, values, [sz for sz, _ in everything])
+        exprs.append((list(path), [[int(c), list(mono)] for c, mono in zip(coef, monomials) if c != 0]))
+    return exprs
+
+
 def fit(symbols, capture_at):
     """Captures at the sample sizes (capture_at(sizes) -> IR dict) and returns the base IR and
     [(path, expr)] for every integer that moves, expr = [[coef, [symbol indices]], ...]."""
     n = len(symbols)
     base = list(symbols.examples)
     alt = [symbols.alternatives(i) for i in range(n)]
-    monomials = _monomials(n)
     # One sample per monomial: the example sizes, each dim moved (to a first and a second
     # other size, for its square), each pair moved; the check moves every dim to a third size.
     samples = []
-    for mono in monomials:
+    for mono in _monomials(n):
         sizes = list(base)
         if len(mono) == 2 and mono[0] == mono[1]:
             sizes[mono[0]] = alt[mono[0]][1]
@@ -245,33 +288,18 @@ def fit(symbols, capture_at):
         samples.append(sizes)
     check = [alt[i][2] for i in range(n)]
     irs = [capture_at(s) for s in samples + [check]]
-    site_lists = [list(_sites(ir)) for ir in irs]
-    exprs = []
-    reference = site_lists[0]
-    for other, sizes in zip(site_lists[1:], samples[1:] + [check]):
-        if len(other) != len(reference) or any(a[0] != b[0] for a, b in zip(reference, other)):
-            first = next((a[0] for a, b in zip(reference, other) if a[0] != b[0]), reference[-1][0])
-            raise ConstraintViolationError(_changed_message(symbols, sizes, first, irs[0]))
-    for s, (path, value, is_int) in enumerate(reference):
-        values = [sites[s][1] for sites in site_lists]
-        if all(v == value for v in values):
-            continue
-        if not is_int:
-            moved = next(sz for v, sz in zip(values[1:], samples[1:] + [check]) if v != value)
-            raise ConstraintViolationError(_changed_message(symbols, moved, path, irs[0]))
-        rows = [[_prod(sz, mono) for mono in monomials] for sz in samples]
-        coef = _solve(rows, values[:len(samples)])
-        ok = coef is not None and all(c.denominator == 1 for c in coef)
-        if ok:
-            predicted = sum(c * _prod(check, mono) for c, mono in zip(coef, monomials))
-            ok = predicted == values[-1]
-        if not ok:
-            names = ", ".join(repr(d) for d in symbols.dims)
-            raise ConstraintViolationError(
-                f"ts.export: {_describe(path, irs[0])} changes with the dynamic dims ({names}) as no affine "
-                f"expression does (values {values} at sizes {samples + [check]}); make those dims static or "
-                "restrict their ranges")
-        exprs.append((list(path), [[int(c), list(mono)] for c, mono in zip(coef, monomials) if c != 0]))
+    try:
+        exprs = fit_samples(n, list(zip(samples, irs[:-1])), [(check, irs[-1])])
+    except FitFailure as f:
+        if f.kind == "structure":
+            raise ConstraintViolationError(_changed_message(symbols, f.sizes, f.path, irs[0])) from None
+        names = ", ".join(repr(d) for d in symbols.dims)
+        raise ConstraintViolationError(
+            f"ts.export: {_describe(f.path, irs[0])} changes with the dynamic dims ({names}) as no affine "
+            f"expression does (values {f.values} at sizes {f.sizes}); make those dims static or "
+            "restrict their ranges") from None
+    if exprs is None:  # the chosen sizes always give a nonsingular system
+        raise ConstraintViolationError("ts.export: the sample sizes of the dynamic dims gave a singular system")
     return irs[0], exprs
 
 
