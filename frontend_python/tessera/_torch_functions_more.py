@@ -402,8 +402,15 @@ def _from_cholesky(L, upper):
 
 
 def cholesky_solve(B, L, upper=False, *, out=None):
-    """X with A X = B for A given by its Cholesky factor (solved with A itself, rebuilt from the factor)."""
-    return _out(linalg.solve(_from_cholesky(L, upper), B), out, "cholesky_solve")
+    """X with A X = B for A given by its Cholesky factor (solved with A itself, rebuilt from the
+    factor). B is a matrix or a batch of them; the batch dims of B and L broadcast, as torch's
+    (linalg.solve would read a B with one dim fewer than A as a batch of vectors)."""
+    if B.dim() < 2:
+        raise RuntimeError(f"b should have at least 2 dimensions, but has {B.dim()} dimensions instead")
+    A = _from_cholesky(L, upper)
+    batch = broadcast_shapes(tuple(B.shape[:-2]), tuple(A.shape[:-2]))
+    B, A = B.expand(*batch, *B.shape[-2:]), A.expand(*batch, *A.shape[-2:])
+    return _out(linalg.solve(A, B), out, "cholesky_solve")
 
 
 def cholesky_inverse(L, upper=False, *, out=None):

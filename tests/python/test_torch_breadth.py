@@ -323,6 +323,13 @@ def test_svd_and_cholesky_solvers(torch):
     check(torch, "cholesky_inverse", L, rtol=1e-9, atol=1e-9)
     _compare(ts.tensor(b).cholesky_solve(ts.tensor(L)), torch.tensor(b).cholesky_solve(torch.tensor(L)),
              rtol=1e-9, atol=1e-9)
+    # batch dims broadcast: one B against a batch of factors and the other way round
+    Ls = np.stack([np.linalg.cholesky(_spd(4)) for _ in range(3)])
+    check(torch, "cholesky_solve", np.eye(4), Ls, rtol=1e-9, atol=1e-9)
+    check(torch, "cholesky_solve", RNG.standard_normal((2, 1, 4, 2)), Ls, rtol=1e-9, atol=1e-9)
+    check(torch, "cholesky_solve", RNG.standard_normal((3, 4, 2)), L, rtol=1e-9, atol=1e-9)
+    with pytest.raises(RuntimeError, match="b should have at least 2 dimensions"):
+        ts.cholesky_solve(ts.ones(4, dtype=ts.float64), ts.tensor(L))
 
 
 def test_triangular_solve_and_lu(torch):
