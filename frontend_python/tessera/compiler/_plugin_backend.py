@@ -82,12 +82,12 @@ def compile_capture(capture, example_inputs, compiler="inductor", runtime_sizes=
             # For ts.compile's symbolic sizes (_symbolic.py): the graphs, and the same callable
             # from graphs specialised to other sizes (with kernels that read their sizes).
             run.graphs, run.layout = [fwd, bwd], layout
-            run.rebuild = lambda graphs: _aot.training_callable(
-                graphs[0], graphs[1], layout, constants, lambda g: _compile_ir(json.dumps(g), [], compiler, dynamic))
+            run.rebuild = lambda texts: _aot.training_callable(
+                texts[0], texts[1], layout, constants, lambda text: _compile_ir(text, [], compiler, dynamic))
             return run
         run = _compile_ir(capture.ir_text, constants, compiler, options)
         run.graphs = [capture.ir]
-        run.rebuild = lambda graphs: _compile_ir(json.dumps(graphs[0]), constants, compiler, dynamic)
+        run.rebuild = lambda texts: _compile_ir(texts[0], constants, compiler, dynamic)  # serialised graphs
         return run
     except RuntimeError as e:
         _warn_failure(compiler, e)

@@ -11,9 +11,12 @@ as often as uncompiled), one per monomial plus two checks that must be predicted
 no fit exists (a graph whose operators change with a size, an integer such as T // 2, tensors
 lifted from Python whose contents depend on the size, non-tensor results that do), the family
 keeps capturing each new size."""
+import copy
 import fractions
+import json
+import re
 
-from tessera.export._dynamic import FitFailure, _monomials, fit_samples, specialise
+from tessera.export._dynamic import FitFailure, _monomials, evaluate, fit_samples, set_site
 
 _CHECKS = 2          # samples beyond the system's size that the fit must predict
 _MAX_SAMPLES = 16    # a family that has not fitted by then stops trying
@@ -65,15 +68,16 @@ class SizeFamily:
             if len(values) != 1:
                 return None  # dims that were always equal differ now: a capture splits them
             sizes.append(values.pop())
-        graphs = [specialise(g, exprs, sizes) for g, exprs in zip(base.run.graphs, self.exprs)]
         # The fitted inputs must be the call's (a cheap proof the fit holds here).
-        first = graphs[0]
         inputs = [leaves[i] for i in base.capture.input_positions]
-        for vid, t in zip(first["inputs"], inputs):
-            if list(first["values"][vid]["shape"]) != list(t.shape):
-                return None
+        if any(self._input_shape(k, sizes) != tuple(t.shape) for k, t in enumerate(inputs)):
+            return None
         from tessera.compiler._compiled import _Entry
-        return _Entry(base.run.rebuild(graphs), base.capture, False, paths)
+        return _Entry(base.run.rebuild([t.fill(sizes) for t in self.templates]), base.capture, False, paths)
+
+    def _input_shape(self, k, sizes):
+        shape, moving = self.input_shapes[k]
+        return tuple(evaluate(moving[d], sizes) if d in moving else s for d, s in enumerate(shape))
 
     # ---- fitting
 
@@ -122,7 +126,39 @@ class SizeFamily:
                 self.failed = "a lifted tensor's size moves with the sizes"
                 return
             exprs.append(fitted)
-        self.exprs = exprs  # every moving integer is set from its expression, so any sample is a base
+        # Every moving integer is set from its expression, so any sample is a base.
+        graphs = self.samples[0][1].run.graphs
+        self.templates = [_Template(g, e) for g, e in zip(graphs, exprs)]
+        first = graphs[0]
+        moving = {(path[1], path[3]): expr for path, expr in exprs[0] if path[0] == "v" and path[2] == "shape"}
+        self.input_shapes = [(tuple(first["values"][vid]["shape"]),
+                              {d: moving[(vid, d)] for d in range(len(first["values"][vid]["shape"]))
+                               if (vid, d) in moving}) for vid in first["inputs"]]
+        self.exprs = exprs
+
+
+class _Template:
+    """A graph's serialised text with holes where its moving integers go: filled at a size set by
+    joining strings (a deep copy of the graph per new size cost more than the call)."""
+
+    def __init__(self, ir, exprs):
+        marked = copy.deepcopy(ir)
+        for k, (path, _) in enumerate(exprs):
+            set_site(marked, path, f"@@hole{k}@@")
+        pieces = re.split(r'"@@hole(\d+)@@"', json.dumps(marked))
+        # Many holes hold the same expression (T, B * T, ...): each distinct one is evaluated once.
+        distinct = {}
+        self.holes = [distinct.setdefault(json.dumps(exprs[int(k)][1]), len(distinct)) for k in pieces[1::2]]
+        self.exprs = [json.loads(e) for e in distinct]
+        self.chunks = pieces[0::2]
+
+    def fill(self, sizes):
+        values = [str(evaluate(expr, sizes)) for expr in self.exprs]
+        out = [self.chunks[0]]
+        for hole, chunk in zip(self.holes, self.chunks[1:]):
+            out.append(values[hole])
+            out.append(chunk)
+        return "".join(out)
 
 
 def _identity(t):

@@ -321,22 +321,26 @@ def evaluate(expr, sizes):
     return sum(coef * _prod(sizes, mono) for coef, mono in expr)
 
 
+def set_site(ir, path, value):
+    """Writes `value` into the integer slot of `ir` that a _sites path names."""
+    if path[0] == "v":
+        v = ir["values"][path[1]]
+        if path[2] == "storage_offset":
+            v["storage_offset"] = value
+        else:
+            v[path[2]][path[3]] = value
+    else:
+        arg = ir["nodes"][path[1]]["args"][path[2]]
+        if len(path) == 3:
+            arg["int"] = value
+        else:
+            arg["ints"][path[3]] = value
+
+
 def specialise(ir, exprs, sizes):
     """A copy of `ir` with every symbolic integer evaluated at `sizes` (symbol values)."""
     import copy
     out = copy.deepcopy(ir)
     for path, expr in exprs:
-        value = evaluate(expr, sizes)
-        if path[0] == "v":
-            v = out["values"][path[1]]
-            if path[2] == "storage_offset":
-                v["storage_offset"] = value
-            else:
-                v[path[2]][path[3]] = value
-        else:
-            arg = out["nodes"][path[1]]["args"][path[2]]
-            if len(path) == 3:
-                arg["int"] = value
-            else:
-                arg["ints"][path[3]] = value
+        set_site(out, path, evaluate(expr, sizes))
     return out
