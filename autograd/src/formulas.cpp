@@ -83,11 +83,12 @@ TensorRef sum_to(const TensorRef& grad, const IntList& sizes) {
 
 std::tuple<TensorRef, TensorRef> linalg_solve_backward(const TensorRef& grad, const TensorRef& A, const TensorRef& X,
                                                        bool left) {
-  auto mT = [](const TensorRef& t) { return ops::transpose(t, -2, -1); };
+  // The conjugate transpose (the transpose for real tensors).
+  auto mT = [](const TensorRef& t) { return conj(ops::transpose(t, -2, -1)); };
   bool vector = X.dim() == A.dim() - 1 || X.dim() == 1;
   TensorRef g = vector ? ops::unsqueeze(grad, -1) : grad;
   TensorRef x = vector ? ops::unsqueeze(X, -1) : X;
-  // left: A X = B -> gB = A^-T g, gA = -gB X^T.  right: X A = B -> gB = g A^-T, gA = -X^T gB.
+  // left: A X = B -> gB = A^-H g, gA = -gB X^H.  right: X A = B -> gB = g A^-H, gA = -X^H gB.
   TensorRef gB = left ? ops::linalg_solve(mT(A), g, true) : ops::linalg_solve(mT(A), g, false);
   TensorRef gA = left ? ops::neg(ops::matmul(gB, mT(x))) : ops::neg(ops::matmul(mT(x), gB));
   gA = sum_to(gA, A.shape_vector());
@@ -125,6 +126,37 @@ TensorRef eigh_backward(const TensorRef& gL, const TensorRef& gV, const TensorRe
   TensorRef inner = divide_off_degenerate(ops::mul(ops::sub(VtgV, mT(VtgV)), Scalar(0.5)), pairwise_gaps(L));
   inner = ops::add(inner, ops::diag_embed(gL, 0, -2, -1));
   return ops::matmul(V, ops::matmul(inner, mT(V)));
+}
+
+TensorRef eig_backward(const TensorRef& gL, const TensorRef& gV, const TensorRef& A, const TensorRef& L,
+                       const TensorRef& V) {
+  // A = V diag(L) V^-1 (complex L, V; each column of V of unit norm, so its phase is free and
+  // only the part of V^H gV off the directions that keep the norm moves A). As torch's:
+  //   X = V^H gV - V^H V diag(re(diag(V^H gV))),  X_ij /= conj(L_j - L_i) off the diagonal,
+  //   diag(X) = gL,  gA = V^-H X V^H  (a real A takes the real part).
+  auto mH = [](const TensorRef& t) { return conj(ops::transpose(t, -2, -1)); };
+  const int64_t n = size_from_end(V, -1);
+  const TensorRef Vh = mH(V);
+  TensorRef X = ops::matmul(Vh, gV);
+  const TensorRef diag = ops::diagonal(X, 0, -2, -1);
+  // A loss that depends on the eigenvectors' phases has no gradient (torch's check and message).
+  if (diag.device().type == 0 && diag.numel() > 0) {
+    const TensorRef worst = ops::contiguous(ops::to(ops::amax(ops::abs(ops::imag(diag)), {}, false), int32_t(TS_FLOAT64)));
+    if (*worst.data<double>() > 1e-2)
+      sdk::fail(TS_ERROR, "linalg_eig_backward: The eigenvectors in the complex case are specified up to "
+                "multiplication by e^{i phi}. The specified loss function depends on this quantity, so it is "
+                "ill-defined.");
+  }
+  const TensorRef diag_re = ops::real(diag);
+  X = ops::sub(X, ops::matmul(Vh, ops::mul(V, ops::unsqueeze(diag_re, -2))));
+  const TensorRef eye = ops::eye(n, std::nullopt, V.dtype(), V.device());
+  const TensorRef Lc = conj(L);
+  // E_ij = conj(L_j - L_i), 1 on the diagonal (replaced by gL below)
+  const TensorRef E = ops::add(ops::sub(ops::unsqueeze(Lc, -2), ops::unsqueeze(Lc, -1)), eye);
+  X = ops::mul(ops::div(X, E), ops::sub(scalar_like(eye, 1.0), eye));
+  X = ops::add(X, ops::diag_embed(gL, 0, -2, -1));
+  TensorRef gA = ops::linalg_solve(Vh, ops::matmul(X, Vh), true);
+  return sdk::is_complex(A.dtype()) ? gA : ops::real(gA);
 }
 
 TensorRef svd_backward(const TensorRef& gU_full, const TensorRef& gS, const TensorRef& gVh_full,

@@ -81,6 +81,8 @@ std::tuple<TensorRef, TensorRef> linalg_solve_backward(const TensorRef& grad, co
 TensorRef cholesky_backward(const TensorRef& grad, const TensorRef& result, bool upper);
 // linalg.eigh, linalg.svd and linalg.qr (real): the gradient of A from the outputs' gradients.
 TensorRef eigh_backward(const TensorRef& gL, const TensorRef& gV, const TensorRef& L, const TensorRef& V);
+TensorRef eig_backward(const TensorRef& gL, const TensorRef& gV, const TensorRef& A, const TensorRef& L,
+                       const TensorRef& V);
 TensorRef svd_backward(const TensorRef& gU, const TensorRef& gS, const TensorRef& gVh, const TensorRef& U,
                        const TensorRef& S, const TensorRef& Vh);
 TensorRef qr_backward(const TensorRef& gQ, const TensorRef& gR, const TensorRef& Q, const TensorRef& R,

@@ -80,6 +80,7 @@ LEADING = {
     "linalg_cholesky_ex": {},
     "linalg_qr": {},
     "linalg_eigh": {},
+    "linalg_eig": {},
     "linalg_svd": {},
     "native_layer_norm": dict(passed=["weight", "bias"]),
     "full_like": {},

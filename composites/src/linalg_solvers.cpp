@@ -1,5 +1,5 @@
 // torch.linalg's solvers over the LAPACK primitives: inv, solve, det, slogdet and cholesky
-// (explicit composites: autograd/derivatives.yaml has their formulas), and eigvalsh, svdvals,
+// (explicit composites: autograd/derivatives.yaml has their formulas), and eigvalsh, eigvals, svdvals,
 // pinv, matrix_norm, matrix_rank and lstsq (implicit composites).
 #include "composite.h"
 
@@ -127,6 +127,12 @@ void eigvalsh(Args& a) {
   a.return_tensor(std::move(w));
 }
 
+// Through linalg_eig, so the gradient is eig's (as torch's eigvals).
+void eigvals(Args& a) {
+  auto [w, v] = ops::linalg_eig(a.tensor(0));
+  a.return_tensor(std::move(w));
+}
+
 TensorRef singular_values(const TensorRef& A) {
   auto [u, s, vh] = ops::linalg_svd(A, false, nullptr);
   return s;
@@ -230,6 +236,7 @@ void register_linalg_solvers(sdk::Registrar& reg) {
   reg.kernel("linalg_slogdet", TS_KEY_COMPOSITE_EXPLICIT, slogdet);
   reg.kernel("linalg_cholesky", TS_KEY_COMPOSITE_EXPLICIT, cholesky);
   composite(reg, "linalg_eigvalsh", eigvalsh);
+  composite(reg, "linalg_eigvals", eigvals);
   composite(reg, "linalg_svdvals", svdvals);
   composite(reg, "linalg_pinv", pinv);
   composite(reg, "linalg_matrix_norm", matrix_norm);

@@ -1,7 +1,9 @@
 """tessera.linalg: PyTorch's torch.linalg over Tessera's operators. The factorizations (LU,
-Cholesky, QR, eigh, SVD) are LAPACK on the CPU; the solvers built on them are composites, so a
-device that implements the factorizations gets them all. Real dtypes (float32, float64). The rest
-(triangular solves, LU with P, matrix functions, ...) is in _linalg_more."""
+Cholesky, QR, eigh, eig, SVD) are LAPACK on the CPU; the solvers built on them are composites, so
+a device that implements the factorizations gets them all. Real dtypes (float32, float64); LU and
+what is built on it (solve, inv, det) and eig also take complex64 / complex128 (eig of a real
+matrix is complex). The rest (triangular solves, LU with P, matrix functions, ...) is in
+_linalg_more."""
 import builtins
 from collections import namedtuple
 
@@ -13,6 +15,7 @@ _E = {}
 SlogdetResult = namedtuple("slogdet", ["sign", "logabsdet"])
 QRResult = namedtuple("qr", ["Q", "R"])
 EighResult = namedtuple("eigh", ["eigenvalues", "eigenvectors"])
+EigResult = namedtuple("eig", ["eigenvalues", "eigenvectors"])
 SVDResult = namedtuple("svd", ["U", "S", "Vh"])
 LUFactorResult = namedtuple("lu_factor", ["LU", "pivots"])
 LUFactorExResult = namedtuple("lu_factor_ex", ["LU", "pivots", "info"])
@@ -96,6 +99,26 @@ def eigh(A, UPLO="L"):
 
 def eigvalsh(A, UPLO="L"):
     return _call("linalg_eigvalsh", (A, UPLO), _E)
+
+
+def eig(A, *, out=None):
+    """Eigenvalues and right eigenvectors (columns, each of unit norm with its largest component
+    real: LAPACK's geev, as torch) of square matrices; complex results for real input too. The
+    gradient is defined for losses that do not depend on each eigenvector's phase."""
+    result = EigResult(*_call("linalg_eig", (A,), _E))
+    if out is not None:
+        for o, r in zip(out, result):
+            o.resize_(r.shape).copy_(r)
+        return EigResult(*out)
+    return result
+
+
+def eigvals(A, *, out=None):
+    """The eigenvalues of eig (complex), its gradient through eig's."""
+    w = _call("linalg_eigvals", (A,), _E)
+    if out is not None:
+        return out.resize_(w.shape).copy_(w)
+    return w
 
 
 def svd(A, full_matrices=True, *, driver=None):

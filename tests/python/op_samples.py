@@ -1272,8 +1272,18 @@ def _check_svd(args, result):
     np.testing.assert_allclose(u[..., :k] @ (s[..., None] * vh[..., :k, :]), a, rtol=1e-8, atol=1e-8)
 
 
-# eigenvectors and singular vectors are unique only up to sign: checked by reconstruction
+def _check_eig(args, result):
+    w, v = (np.asarray(t.tolist()) for t in result)
+    a = np.asarray(args[0].tolist())
+    np.testing.assert_allclose(a @ v, v * w[..., None, :], rtol=1e-8, atol=1e-8)
+
+
+# eigenvectors and singular vectors are unique only up to sign (eig's up to phase): checked by reconstruction
 samples("linalg_eigh", check=_check_eigh)(lambda: [Sample(_spd()), Sample(_spd(2), "U")])
+samples("linalg_eig", check=_check_eig)(lambda: [Sample(_mat(3, 3)), Sample(_mat(2, 4, 4)),
+                                                 Sample(_mat(3, 3).to(ts.complex128)),
+                                                 Sample(_mat(3, 4)).raises(ValueError)])
+samples("linalg_eigvals", tol=LINALG_TOL)(lambda: [Sample(_mat(4, 4)), Sample(_mat(2, 3, 3))])
 samples("linalg_svd", check=_check_svd)(lambda: [Sample(_mat(4, 3)), Sample(_mat(2, 3, 4), False)])
 
 

@@ -43,11 +43,11 @@ def close(ours, theirs, dtype=np.float64, scale=1.0):
 
 # ---- names
 @pytest.mark.torch
-def test_every_torch_linalg_name_but_the_complex_eigensolver():
+def test_every_torch_linalg_name():
     torch = torch_mod()
     theirs = {k for k in dir(torch.linalg) if not k.startswith("_")}
     ours = {k for k in dir(LA) if not k.startswith("_")}
-    assert theirs - ours <= {"eig", "eigvals", "common_notes"}
+    assert theirs - ours <= {"common_notes"}
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -402,3 +402,135 @@ def test_bad_input_as_torch(name, fn):
     with pytest.raises(type(theirs.value) if type(theirs.value).__module__ == "builtins" else Exception) as ours:
         fn(ts)
     assert str(ours.value) == str(theirs.value)
+
+
+# ---- the general eigendecomposition (LAPACK geev) and complex LU (solve, inv, det)
+def complex_rand(*shape):
+    return RNG.standard_normal(shape) + 1j * RNG.standard_normal(shape)
+
+
+def sorted_eigenvalues(w, n):
+    """Each matrix's eigenvalues in one order (by rounded real part, then imaginary part), so
+    that two solvers' conjugate pairs line up."""
+    rows = np.asarray(w, dtype=np.complex128).reshape(-1, n)
+    return np.array([sorted(r, key=lambda z: (round(z.real, 3), z.imag)) for r in rows])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("shape", [(4, 4), (3, 5, 5), (1, 1), (0, 3, 3)], ids=str)
+def test_eig_reconstructs_and_matches_numpy(dtype, shape):
+    a = (complex_rand(*shape) if np.dtype(dtype).kind == "c" else rand(*shape)).astype(dtype)
+    w, v = LA.eig(from_np(a))
+    complex_dtype = {np.float32: ts.complex64, np.float64: ts.complex128}.get(dtype, from_np(a).dtype)
+    assert w.dtype == v.dtype == complex_dtype and w.shape == shape[:-1] and v.shape == shape
+    wn, vn = to_np(w), to_np(v)
+    tol = 1e-4 if dtype in (np.float32, np.complex64) else 1e-10
+    np.testing.assert_allclose(a @ vn, vn * wn[..., None, :], rtol=tol, atol=tol)  # A V = V diag(w)
+    np.testing.assert_allclose(np.linalg.norm(vn, axis=-2), 1.0, rtol=tol) if vn.size else None
+    expected = np.linalg.eigvals(a.astype(np.complex128)) if a.size else np.zeros(shape[:-1])
+    np.testing.assert_allclose(sorted_eigenvalues(wn, shape[-1]), sorted_eigenvalues(expected, shape[-1]),
+                               rtol=tol * 10, atol=tol * 10)
+    np.testing.assert_array_equal(to_np(LA.eigvals(from_np(a))), wn)
+
+
+def test_eig_pairs_of_a_real_matrix_are_conjugate():
+    rotation = np.array([[0.0, -2.0, 0.0], [2.0, 0.0, 0.0], [0.0, 0.0, 3.0]])
+    w, v = LA.eig(ts.tensor(rotation))
+    wn = to_np(w)
+    np.testing.assert_allclose(sorted_eigenvalues(wn, 3)[0], [-2j, 2j, 3], atol=1e-14)
+    k = int(np.argmax(wn.imag))
+    np.testing.assert_allclose(to_np(v)[:, k], np.conj(to_np(v)[:, np.argmin(wn.imag)]), atol=1e-15)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_eig_against_torch(dtype):
+    torch = torch_mod()
+    a = (complex_rand(2, 5, 5) if dtype == np.complex128 else rand(2, 5, 5)).astype(dtype)
+    w, v = LA.eig(from_np(a))
+    tw, tv = torch.linalg.eig(torch.from_numpy(a))
+    # the same LAPACK routine: the same order, normalisation and phases
+    np.testing.assert_allclose(to_np(w), tw.numpy(), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(to_np(v), tv.numpy(), rtol=1e-8, atol=1e-8)
+
+
+def _eig_loss(lib, a):
+    # depends on the eigenvalues and on |V| only, so not on the eigenvectors' phases
+    w, v = lib.linalg.eig(a)
+    weights = lib.arange(a.shape[-1], dtype=lib.float64) + 1
+    return (w.abs() ** 2).sum() + (w.real * 0.5).sum() + ((v.abs() ** 2) * weights).sum()
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_eig_gradient_against_torch(dtype):
+    torch = torch_mod()
+    a = (complex_rand(3, 4, 4) if dtype == np.complex128 else rand(3, 4, 4)).astype(dtype)
+    x = ts.tensor(a, requires_grad=True)
+    _eig_loss(ts, x).backward()
+    tx = torch.tensor(a, requires_grad=True)
+    _eig_loss(torch, tx).backward()
+    np.testing.assert_allclose(to_np(x.grad), tx.grad.numpy(), rtol=1e-8, atol=1e-9)
+    x.grad = None
+    LA.eigvals(x).real.sum().backward()
+    tx.grad = None
+    torch.linalg.eigvals(tx).real.sum().backward()
+    np.testing.assert_allclose(to_np(x.grad), tx.grad.numpy(), rtol=1e-8, atol=1e-9)
+
+
+def test_eig_gradient_by_finite_differences():
+    a = rand(4, 4)
+    x = ts.tensor(a, requires_grad=True)
+    _eig_loss(ts, x).backward()
+    numeric = np.zeros_like(a)
+    for i in range(4):
+        for j in range(4):
+            e = np.zeros_like(a)
+            e[i, j] = 1e-6
+            up, down = (float(_eig_loss(ts, ts.tensor(a + s * e))) for s in (1, -1))
+            numeric[i, j] = (up - down) / 2e-6
+    np.testing.assert_allclose(to_np(x.grad), numeric, rtol=1e-5, atol=1e-6)
+
+
+def test_eig_errors_as_torch():
+    with pytest.raises(ValueError, match="square matrices"):
+        LA.eig(ts.ones(3, 4, dtype=ts.float64))
+    with pytest.raises(ValueError, match="at least 2 dimensions"):
+        LA.eig(ts.ones(3, dtype=ts.float64))
+    with pytest.raises(ValueError, match="should not contain infs or NaNs"):
+        LA.eig(ts.tensor([[1.0, float("nan")], [0.0, 1.0]]))
+    with pytest.raises(TypeError, match="linalg.eig.*int64"):
+        LA.eig(ts.ones(2, 2, dtype=ts.int64))
+    x = ts.tensor([[0.5, -2.0, 0.1], [2.0, 0.2, 0.0], [0.3, 0.0, 3.0]], requires_grad=True)  # a complex pair
+    w, v = LA.eig(x)
+    with pytest.raises(RuntimeError, match="specified up to multiplication by e\\^\\{i phi\\}"):
+        v.real.sum().backward()  # depends on the phases: no gradient, as torch
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_complex_solve_inv_det_match_numpy(dtype):
+    a = (complex_rand(2, 4, 4) + 4 * np.eye(4)).astype(dtype)
+    b = complex_rand(2, 4, 3).astype(dtype)
+    tol = 1e-4 if dtype == np.complex64 else 1e-10
+    np.testing.assert_allclose(to_np(LA.solve(from_np(a), from_np(b))), np.linalg.solve(a, b), rtol=tol, atol=tol)
+    np.testing.assert_allclose(to_np(LA.inv(from_np(a))), np.linalg.inv(a), rtol=tol, atol=tol)
+    np.testing.assert_allclose(to_np(LA.det(from_np(a))), np.linalg.det(a), rtol=tol, atol=tol)
+    lu, piv = LA.lu_factor(from_np(a))
+    x = LA.lu_solve(lu, piv, from_np(b), adjoint=True)  # A^H X = B
+    np.testing.assert_allclose(to_np(x), np.linalg.solve(np.conj(np.swapaxes(a, -1, -2)), b), rtol=tol, atol=tol)
+
+
+@pytest.mark.torch
+def test_complex_solve_inv_det_gradients_against_torch():
+    torch = torch_mod()
+    a, b = complex_rand(2, 4, 4) + 3 * np.eye(4), complex_rand(2, 4, 2)
+
+    def loss(lib, a, b):
+        x, i, d = lib.linalg.solve(a, b), lib.linalg.inv(a), lib.linalg.det(a)
+        return (x.abs() ** 2).sum() + (i.real * 0.3).sum() + (d * d.conj()).real.sum() + x.imag.sum()
+    x, y = ts.tensor(a, requires_grad=True), ts.tensor(b, requires_grad=True)
+    loss(ts, x, y).backward()
+    tx, ty = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    loss(torch, tx, ty).backward()
+    np.testing.assert_allclose(to_np(x.grad), tx.grad.numpy(), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(to_np(y.grad), ty.grad.numpy(), rtol=1e-9, atol=1e-9)

@@ -60,7 +60,7 @@ SKIP = {"empty.memory_format", "mean"}  # reached only by full name (see test_co
 # operators that can output dynamic shape" / ".item() on a Tensor being vmapped").
 DATA_DEPENDENT = {"nonzero", "masked_select", "_unique2", "unique_dim", "unique_consecutive", "_local_scalar_dense"}
 # Checked by reconstruction (eigenvectors and singular vectors are unique up to sign), not random.
-CHECKED_NOT_RANDOM = {"linalg_eigh", "linalg_svd"}
+CHECKED_NOT_RANDOM = {"linalg_eigh", "linalg_eig", "linalg_svd"}
 TOL = {"float16": (2e-3, 2e-3), "bfloat16": (1.6e-2, 1.6e-2), "float32": (1e-5, 1e-5), "float64": (1e-10, 1e-10),
        "complex64": (1e-5, 1e-5), "complex128": (1e-10, 1e-10)}
 MODES = ("all", "first", "last")

@@ -1,7 +1,8 @@
 // torch.linalg's factorizations through LAPACKE (row-major): LU (getrf / getrs), Cholesky
-// (potrf), QR (geqrf / orgqr), the symmetric eigendecomposition (syevd), the SVD (gesdd) and
-// the symmetric indefinite LDL^T (sytrf / sytrs, column-major as torch calls them).
-// Each works on the last two dims of a float32 / float64 tensor, one matrix at a time (LAPACK
+// (potrf), QR (geqrf / orgqr), the symmetric eigendecomposition (syevd), the general one
+// (geev), the SVD (gesdd) and the symmetric indefinite LDL^T (sytrf / sytrs, column-major as
+// torch calls them). Each works on the last two dims of a float32 / float64 tensor (LU and the
+// general eigendecomposition also complex64 / complex128), one matrix at a time (LAPACK
 // overwrites its input, so every matrix is copied to a contiguous buffer first), matrices in
 // parallel. The solvers built on these (inv, solve, det, ...) are composites (composites/src).
 #include "kernels.h"
@@ -9,9 +10,15 @@
 
 #include <tessera/sdk/ops.h>
 
+#include <complex>
+// LAPACKE's complex arguments as std::complex (the layout of Tessera's complex64 / complex128);
+// lapack.h's documented override (Debian's lapacke_config.h does not honour LAPACK_COMPLEX_CPP).
+#define lapack_complex_float std::complex<float>
+#define lapack_complex_double std::complex<double>
 #include <lapacke.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -31,6 +38,30 @@ lapack_int getrs(char t, int n, int k, const float* a, const lapack_int* p, floa
 }
 lapack_int getrs(char t, int n, int k, const double* a, const lapack_int* p, double* b) {
   return LAPACKE_dgetrs(LAPACK_ROW_MAJOR, t, n, k, a, n, p, b, k);
+}
+using cfloat = std::complex<float>;
+using cdouble = std::complex<double>;
+lapack_int getrf(int m, int n, cfloat* a, lapack_int* p) { return LAPACKE_cgetrf(LAPACK_ROW_MAJOR, m, n, a, n, p); }
+lapack_int getrf(int m, int n, cdouble* a, lapack_int* p) { return LAPACKE_zgetrf(LAPACK_ROW_MAJOR, m, n, a, n, p); }
+lapack_int getrs(char t, int n, int k, const cfloat* a, const lapack_int* p, cfloat* b) {
+  return LAPACKE_cgetrs(LAPACK_ROW_MAJOR, t, n, k, a, n, p, b, k);
+}
+lapack_int getrs(char t, int n, int k, const cdouble* a, const lapack_int* p, cdouble* b) {
+  return LAPACKE_zgetrs(LAPACK_ROW_MAJOR, t, n, k, a, n, p, b, k);
+}
+// The general eigendecomposition, right eigenvectors only: real input gives eigenvalues as
+// (wr, wi) and conjugate pairs of vectors packed in two real columns; complex input gives them whole.
+lapack_int geev(int n, float* a, float* wr, float* wi, float* vr) {
+  return LAPACKE_sgeev(LAPACK_ROW_MAJOR, 'N', 'V', n, a, n, wr, wi, nullptr, n, vr, n);
+}
+lapack_int geev(int n, double* a, double* wr, double* wi, double* vr) {
+  return LAPACKE_dgeev(LAPACK_ROW_MAJOR, 'N', 'V', n, a, n, wr, wi, nullptr, n, vr, n);
+}
+lapack_int geev(int n, cfloat* a, cfloat* w, cfloat* vr) {
+  return LAPACKE_cgeev(LAPACK_ROW_MAJOR, 'N', 'V', n, a, n, w, nullptr, n, vr, n);
+}
+lapack_int geev(int n, cdouble* a, cdouble* w, cdouble* vr) {
+  return LAPACKE_zgeev(LAPACK_ROW_MAJOR, 'N', 'V', n, a, n, w, nullptr, n, vr, n);
 }
 lapack_int potrf(char uplo, int n, float* a) { return LAPACKE_spotrf(LAPACK_ROW_MAJOR, uplo, n, a, n); }
 lapack_int potrf(char uplo, int n, double* a) { return LAPACKE_dpotrf(LAPACK_ROW_MAJOR, uplo, n, a, n); }
@@ -68,10 +99,13 @@ struct Batch {
   int64_t count = 1, m = 0, n = 0;
 };
 
-Batch matrices(const char* op, const TensorRef& a, bool square = false) {
+bool is_complex_dtype(int32_t dtype) { return dtype == TS_COMPLEX64 || dtype == TS_COMPLEX128; }
+
+Batch matrices(const char* op, const TensorRef& a, bool square = false, bool complex_ok = false) {
   if (a.dim() < 2) fail(TS_ERROR_VALUE, op, ": The input tensor A must have at least 2 dimensions.");
-  if (a.dtype() != TS_FLOAT32 && a.dtype() != TS_FLOAT64)
-    fail(TS_ERROR_TYPE, op, ": Expected a floating point tensor (float32 or float64), got ", sdk::dtype_name(a.dtype()));
+  if (a.dtype() != TS_FLOAT32 && a.dtype() != TS_FLOAT64 && !(complex_ok && is_complex_dtype(a.dtype())))
+    fail(TS_ERROR_TYPE, op, ": Expected a floating point", complex_ok ? " or complex" : "", " tensor (float32 or float64",
+         complex_ok ? ", complex64 or complex128" : "", "), got ", sdk::dtype_name(a.dtype()));
   Batch b;
   b.m = a.size(a.dim() - 2);
   b.n = a.size(a.dim() - 1);
@@ -107,15 +141,19 @@ void lu_factor(const Batch& b, TensorRef& lu, TensorRef& piv, TensorRef& info) {
 }
 
 void lu_factor_k(sdk::Args& a) {
-  Batch b = matrices("linalg.lu_factor", a.tensor(0));
+  Batch b = matrices("linalg.lu_factor", a.tensor(0), false, true);
   if (!a.to_bool(1)) fail(TS_ERROR_NOT_IMPLEMENTED, "linalg.lu_factor: LU without pivoting is not implemented on the CPU");
   bool check = a.to_bool(2);
   TensorRef lu = new_tensor(a, with(b.batch, {b.m, b.n}), b.t.dtype());
   TensorRef piv = new_tensor(a, with(b.batch, {std::min(b.m, b.n)}), TS_INT32);
   TensorRef info = new_tensor(a, b.batch, TS_INT32);
   if (b.t.numel() > 0) {
-    if (b.t.dtype() == TS_FLOAT32) lu_factor<float>(b, lu, piv, info);
-    else lu_factor<double>(b, lu, piv, info);
+    switch (b.t.dtype()) {
+      case TS_FLOAT32: lu_factor<float>(b, lu, piv, info); break;
+      case TS_FLOAT64: lu_factor<double>(b, lu, piv, info); break;
+      case TS_COMPLEX64: lu_factor<cfloat>(b, lu, piv, info); break;
+      default: lu_factor<cdouble>(b, lu, piv, info);
+    }
   } else {
     std::fill_n(info.data<int32_t>(), info.numel(), 0);
   }
@@ -129,12 +167,12 @@ void lu_factor_k(sdk::Args& a) {
 
 // linalg_lu_solve(Tensor LU, Tensor pivots, Tensor B, *, bool left=True, bool adjoint=False)
 void lu_solve_k(sdk::Args& a) {
-  Batch lu = matrices("linalg.lu_solve", a.tensor(0), true);
+  Batch lu = matrices("linalg.lu_solve", a.tensor(0), true, true);
   TensorRef piv = ops::contiguous(ops::to(a.tensor(1), int32_t(TS_INT32)));
   TensorRef b_in = a.tensor(2);
   if (!a.to_bool(3)) fail(TS_ERROR_NOT_IMPLEMENTED, "linalg.lu_solve: left=False is not implemented; solve the transposed system");
   bool adjoint = a.to_bool(4);
-  Batch rhs = matrices("linalg.lu_solve", b_in);
+  Batch rhs = matrices("linalg.lu_solve", b_in, false, true);
   if (rhs.batch != lu.batch || rhs.m != lu.n)
     fail(TS_ERROR_VALUE, "linalg.lu_solve: expected B of shape [..., ", lu.n, ", k] with LU's batch dims, got ",
          sdk::shape_text(b_in.sizes()));
@@ -149,11 +187,17 @@ void lu_solve_k(sdk::Args& a) {
       for (int64_t i = 0; i < lu.count; ++i) {
         std::vector<lapack_int> p(static_cast<size_t>(n));
         for (int64_t j = 0; j < n; ++j) p[size_t(j)] = piv.data<int32_t>()[i * n + j];
-        getrs(adjoint ? 'T' : 'N', int(n), int(k), lu.t.data<T>() + i * n * n, p.data(), x.data<T>() + i * n * k);
+        // the adjoint of a complex matrix is its conjugate transpose
+        getrs(adjoint ? (is_complex_dtype(x.dtype()) ? 'C' : 'T') : 'N', int(n), int(k), lu.t.data<T>() + i * n * n,
+              p.data(), x.data<T>() + i * n * k);
       }
     };
-    if (x.dtype() == TS_FLOAT32) run(float{});
-    else run(double{});
+    switch (x.dtype()) {
+      case TS_FLOAT32: run(float{}); break;
+      case TS_FLOAT64: run(double{}); break;
+      case TS_COMPLEX64: run(cfloat{}); break;
+      default: run(cdouble{});
+    }
   }
   a.return_tensor(std::move(x));
 }
@@ -331,6 +375,83 @@ void eigh_k(sdk::Args& a) {
   a.returns({sdk::Args::tensor_value(std::move(w)), sdk::Args::tensor_value(std::move(v))});
 }
 
+// linalg_eig(Tensor self) -> (eigenvalues, eigenvectors as columns), both complex: LAPACK's order
+// and normalisation (each vector of unit norm, its largest component real), as torch's.
+template <class T>
+int32_t eig_matrix(int64_t n, const T* in, std::complex<T>* w, std::complex<T>* v) {
+  std::vector<T> a(in, in + n * n), wr(static_cast<size_t>(n)), wi(static_cast<size_t>(n)),
+      vr(static_cast<size_t>(n * n));
+  const lapack_int info = geev(int(n), a.data(), wr.data(), wi.data(), vr.data());
+  if (info != 0) return int32_t(info);
+  for (int64_t j = 0; j < n; ++j) {
+    w[j] = std::complex<T>(wr[size_t(j)], wi[size_t(j)]);
+    if (wi[size_t(j)] == 0) {
+      for (int64_t r = 0; r < n; ++r) v[r * n + j] = std::complex<T>(vr[size_t(r * n + j)], T(0));
+    } else if (j + 1 < n) {  // a conjugate pair: columns j and j + 1 hold the real and imaginary parts
+      w[j + 1] = std::complex<T>(wr[size_t(j + 1)], wi[size_t(j + 1)]);
+      for (int64_t r = 0; r < n; ++r) {
+        const T re = vr[size_t(r * n + j)], im = vr[size_t(r * n + j + 1)];
+        v[r * n + j] = std::complex<T>(re, im);
+        v[r * n + j + 1] = std::complex<T>(re, -im);
+      }
+      ++j;
+    }
+  }
+  return 0;
+}
+
+template <class C>
+int32_t eig_matrix_complex(int64_t n, const C* in, C* w, C* v) {
+  std::vector<C> a(in, in + n * n);
+  return int32_t(geev(int(n), a.data(), w, v));
+}
+
+void eig_k(sdk::Args& a) {
+  Batch b = matrices("linalg.eig", a.tensor(0), true, true);
+  const int64_t n = b.n;
+  const int32_t dtype = b.t.dtype();
+  const int32_t out_dtype = dtype == TS_FLOAT32 ? TS_COMPLEX64 : dtype == TS_FLOAT64 ? TS_COMPLEX128 : dtype;
+  // LAPACK returns garbage (or does not converge) on non-finite input; torch refuses it.
+  auto all_finite = [&](auto tag) {
+    using T = decltype(tag);  // the real type; complex elements are two of them
+    const T* p = static_cast<const T*>(b.t.data());
+    const int64_t count = b.t.numel() * (is_complex_dtype(dtype) ? 2 : 1);
+    for (int64_t i = 0; i < count; ++i)
+      if (!std::isfinite(p[i])) return false;
+    return true;
+  };
+  if (!(dtype == TS_FLOAT32 || dtype == TS_COMPLEX64 ? all_finite(float{}) : all_finite(double{})))
+    fail(TS_ERROR_VALUE, "linalg.eig: input tensor should not contain infs or NaNs.");
+  TensorRef w = new_tensor(a, with(b.batch, {n}), out_dtype);
+  TensorRef v = new_tensor(a, with(b.batch, {n, n}), out_dtype);
+  std::vector<int32_t> infos(static_cast<size_t>(b.count), 0);
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+#pragma omp parallel for num_threads(threads_for_matrices(b)) schedule(static)
+    for (int64_t i = 0; i < b.count; ++i) {
+      if constexpr (std::is_floating_point_v<T>)
+        infos[size_t(i)] = eig_matrix<T>(n, b.t.data<T>() + i * n * n, w.data<std::complex<T>>() + i * n,
+                                         v.data<std::complex<T>>() + i * n * n);
+      else
+        infos[size_t(i)] = eig_matrix_complex<T>(n, b.t.data<T>() + i * n * n, w.data<T>() + i * n,
+                                                 v.data<T>() + i * n * n);
+    }
+  };
+  if (b.t.numel() > 0) {
+    switch (dtype) {
+      case TS_FLOAT32: run(float{}); break;
+      case TS_FLOAT64: run(double{}); break;
+      case TS_COMPLEX64: run(cfloat{}); break;
+      default: run(cdouble{});
+    }
+  }
+  for (int32_t r : infos)
+    if (r > 0)
+      fail(TS_ERROR_VALUE, "linalg.eig: The algorithm failed to converge because the input matrix is ill-conditioned or "
+           "has too many repeated eigenvalues (error code: ", r, ").");
+  a.returns({sdk::Args::tensor_value(std::move(w)), sdk::Args::tensor_value(std::move(v))});
+}
+
 // linalg_svd(Tensor A, bool full_matrices=True, *, str? driver=None) -> (U, S descending, Vh)
 void svd_k(sdk::Args& a) {
   Batch b = matrices("linalg.svd", a.tensor(0));
@@ -370,6 +491,7 @@ void register_lapack_kernels(sdk::Registrar& reg, ts_dispatch_key key) {
   reg.kernel("linalg_cholesky_ex", key, cholesky_k);
   reg.kernel("linalg_qr", key, qr_k);
   reg.kernel("linalg_eigh", key, eigh_k);
+  reg.kernel("linalg_eig", key, eig_k);
   reg.kernel("linalg_ldl_factor_ex", key, ldl_factor_k);
   reg.kernel("linalg_ldl_solve", key, ldl_solve_k);
   reg.kernel("linalg_svd", key, svd_k);
