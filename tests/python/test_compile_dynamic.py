@@ -223,3 +223,39 @@ def test_training_with_fitted_graphs_matches_eager():
             close(got, p.grad, atol=1e-5)
     # each compiled call that captured ran the module once more than eager did: 5 captures
     assert len(runs) == 9 + 5
+
+
+# ---- torch._dynamo's and torch.compiler's knobs
+
+
+def test_mark_dynamic_compiles_dynamic_from_the_first_call(tmp_path):
+    import tessera._dynamo as dynamo
+    assert dynamo.config is config
+    c = ts.compile(lambda x, y: chain(x, y) * 2)
+    for n in (50, 60, 70):
+        x, y = ts.randn(n), ts.randn(n)
+        dynamo.mark_dynamic(x, 0)
+        close(c(x, y), chain(x, y) * 2)
+    assert c.dynamic_sizes and c.recompile_reasons[0] == "args[0]: tensor size changed from [50] to [60]"
+    assert builds(tmp_path) == 1  # no static build for the first size
+    with pytest.raises(IndexError, match="mark_dynamic: dim 2"):
+        dynamo.mark_dynamic(ts.ones(3, 4), 2)
+    dynamo.reset()
+    assert c.entries == [] and not c.dynamic_sizes
+
+
+def test_compiler_disable_keeps_a_function_eager():
+    calls = []
+
+    @ts.compiler.disable
+    def f(x):
+        calls.append(1)
+        return x.sin() + 1
+
+    c = ts.compile(f)
+    assert c is f
+    for _ in range(3):
+        close(c(ts.ones(3)), ts.ones(3).sin() + 1)
+    assert len(calls) == 3  # ran as Python every time
+    g = ts.compile(lambda x: f(x) * 2)  # called inside a compiled function: captured with it
+    close(g(ts.ones(4)), (ts.ones(4).sin() + 1) * 2)

@@ -8,7 +8,8 @@ from tessera.compiler._capture import GraphBreakError, is_compiling
 from tessera.compiler._compiled import CompiledFunction, OptimizedModule, config
 from tessera.compiler._explain import ExplainOutput, explain
 
-__all__ = ["CompiledFunction", "ExplainOutput", "GraphBreakError", "OptimizedModule", "compile", "config", "explain", "is_compiling", "list_backends", "register_backend", "reset"]
+__all__ = ["CompiledFunction", "ExplainOutput", "GraphBreakError", "OptimizedModule", "compile", "config", "disable",
+           "explain", "is_compiling", "list_backends", "register_backend", "reset"]
 
 _compiled_functions = weakref.WeakSet()
 
@@ -26,7 +27,7 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mo
                            "max-autotune-no-cudagraphs")
     if not callable(model):
         raise RuntimeError(f"ts.compile: expected a function or an nn.Module, got {type(model).__name__}")
-    if disable:
+    if disable or getattr(model, "_tessera_compile_disabled", False):
         return model
     import tessera
     if isinstance(model, tessera.nn.Module):
@@ -38,6 +39,26 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mo
                                 module=module if isinstance(module, tessera.nn.Module) else None)
     _compiled_functions.add(compiled)
     return compiled
+
+
+def disable(fn=None, recursive=True, *, reason=None):
+    """torch.compiler.disable: `fn` (or, as a decorator, the decorated function) is never
+    compiled: ts.compile returns it as it is. Called inside a compiled function, its operators
+    are captured with the caller's (the results are the same; torch would break the graph)."""
+    del recursive, reason
+    if fn is None:
+        return disable
+    try:
+        fn._tessera_compile_disabled = True
+    except AttributeError:  # a builtin or a bound method: wrap it
+        import functools
+        inner = fn
+
+        @functools.wraps(inner)
+        def fn(*args, **kwargs):
+            return inner(*args, **kwargs)
+        fn._tessera_compile_disabled = True
+    return fn
 
 
 def reset():

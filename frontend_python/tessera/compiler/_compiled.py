@@ -150,6 +150,9 @@ class CompiledFunction:
         return unflatten(folded, cap.out_spec)
 
     def _compile_and_run(self, key, args, kwargs, leaves, paths):
+        if self._dynamic is None and not self.dynamic_sizes and any(
+                getattr(leaf, "_dynamo_dynamic_indices", None) for leaf in leaves if isinstance(leaf, tessera.Tensor)):
+            self.dynamic_sizes = True  # torch._dynamo.mark_dynamic on an argument
         result, cap = _capture.capture(self._fn, args, kwargs, fullgraph=self._fullgraph)
         self._last_key = key
         if cap.reads:
