@@ -1,6 +1,7 @@
 // nn::RNN, nn::LSTM, nn::GRU: layers and directions over a padded sequence, each one `_rnn_layer`
 // call for float32 CPU tensors (as tessera/nn/_rnn.py's fused path), else per-step cells written
-// with ordinary operators (its composite path); nn::RNNCell, LSTMCell, GRUCell: one such step.
+// with ordinary operators (its composite path), or over a packed sequence, one such call per run
+// of steps with the same batch; nn::RNNCell, LSTMCell, GRUCell: one such step.
 #include <tessera/cpp/autograd.h>
 #include <tessera/cpp/nn/functional.h>
 #include <tessera/cpp/nn/init.h>
@@ -9,6 +10,7 @@
 
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace tessera::nn {
@@ -65,6 +67,83 @@ std::tuple<Tensor, Tensor, Tensor> composite_direction(int64_t mode, const Tenso
 bool fused_ok(const Tensor& x, const std::vector<Tensor>& w) {
   auto ok = [](const Tensor& t) { return !t.defined() || (t.dtype() == kFloat32 && t.device().is_cpu()); };
   return x.dtype() == kFloat32 && x.device().is_cpu() && std::all_of(w.begin(), w.end(), ok);
+}
+
+// One layer and direction over a sequence (T, N, I): (out, h, c), fused when it can be.
+std::tuple<Tensor, Tensor, Tensor> direction(int64_t mode, const Tensor& x, const Tensor& h0, const Tensor& c0,
+                                             const std::vector<Tensor>& w, bool reverse, bool train) {
+  if (w.size() == 4 && fused_ok(x, w)) {  // the fused layer has no projection
+    auto [out, h, c, workspace] = _rnn_layer(x, w[0], w[1], w[2], w[3], h0.contiguous(),
+                                             mode == kLstm ? c0.contiguous() : Tensor(), mode, reverse, train);
+    return {out, h, c};
+  }
+  return composite_direction(mode, x, h0, c0, w, reverse);
+}
+
+// A packed sequence's time steps in runs of equal batch size: (first step, end step, batch, first row).
+struct Segment {
+  int64_t t0, t1, batch, row;
+};
+
+std::vector<Segment> segments(const std::vector<int64_t>& batch_sizes) {
+  std::vector<Segment> out;
+  int64_t row = 0;
+  for (size_t t = 0; t < batch_sizes.size();) {
+    size_t end = t;
+    while (end < batch_sizes.size() && batch_sizes[end] == batch_sizes[t]) ++end;
+    out.push_back({int64_t(t), int64_t(end), batch_sizes[t], row});
+    row += int64_t(end - t) * batch_sizes[t];
+    t = end;
+  }
+  return out;
+}
+
+// One layer and direction over packed rows (rows, I) (as tessera/nn/_rnn.py's run_direction):
+// (out rows, h_n, c_n) with each sequence's final state. Left to right, a sequence that ends keeps
+// its state; right to left, the segments run last to first and each newly running sequence
+// starts from its initial state.
+std::tuple<Tensor, Tensor, Tensor> packed_direction(int64_t mode, const Tensor& data, const std::vector<Segment>& segs,
+                                                    const Tensor& h0, const Tensor& c0, const std::vector<Tensor>& w,
+                                                    bool reverse, bool train) {
+  const bool is_lstm = mode == kLstm;
+  std::vector<Tensor> outs(segs.size()), finals_h, finals_c;
+  Tensor h = h0.narrow(0, 0, 0), c = is_lstm ? c0.narrow(0, 0, 0) : Tensor();
+  for (size_t s = 0; s < segs.size(); ++s) {
+    const size_t k = reverse ? segs.size() - 1 - s : s;
+    const Segment& seg = segs[k];
+    if (reverse) {
+      if (h.size(0) < seg.batch) {
+        h = cat({h, h0.narrow(0, h.size(0), seg.batch - h.size(0))}, 0);
+        if (is_lstm) c = cat({c, c0.narrow(0, c.size(0), seg.batch - c.size(0))}, 0);
+      }
+    } else if (h.size(0) == 0) {
+      h = h0.narrow(0, 0, seg.batch);
+      if (is_lstm) c = c0.narrow(0, 0, seg.batch);
+    } else if (h.size(0) > seg.batch) {
+      finals_h.push_back(h.narrow(0, seg.batch, h.size(0) - seg.batch));
+      h = h.narrow(0, 0, seg.batch);
+      if (is_lstm) {
+        finals_c.push_back(c.narrow(0, seg.batch, c.size(0) - seg.batch));
+        c = c.narrow(0, 0, seg.batch);
+      }
+    }
+    const int64_t steps = seg.t1 - seg.t0;
+    Tensor x = data.narrow(0, seg.row, steps * seg.batch).reshape({steps, seg.batch, data.size(1)});
+    Tensor out;
+    std::tie(out, h, c) = direction(mode, x, h, c, w, reverse, train);
+    outs[k] = out.reshape({steps * seg.batch, out.size(-1)});
+  }
+  if (!reverse) {  // the sequences that ended first come last in the batch
+    finals_h.push_back(h);
+    std::reverse(finals_h.begin(), finals_h.end());
+    h = finals_h.size() > 1 ? cat(finals_h, 0) : h;
+    if (is_lstm) {
+      finals_c.push_back(c);
+      std::reverse(finals_c.begin(), finals_c.end());
+      c = finals_c.size() > 1 ? cat(finals_c, 0) : c;
+    }
+  }
+  return {outs.size() > 1 ? cat(outs, 0) : outs[0], h, c};
 }
 
 }  // namespace
@@ -164,16 +243,9 @@ std::tuple<Tensor, Tensor, Tensor> RNNBase::run(const Tensor& input, Tensor hx, 
       int64_t k = layer * dirs + d;
       const std::vector<Tensor>& w = weights[size_t(k)];
       Tensor h0 = hx.select(0, k), c0 = is_lstm ? cx.select(0, k) : Tensor();
-      Tensor out, h, c;
-      if (w.size() == 4 && fused_ok(layer_in, w)) {  // the fused layer has no projection
-        bool train = grad && (layer_in.requires_grad() || hx.requires_grad() || (is_lstm && cx.requires_grad()) ||
-                              std::any_of(w.begin(), w.end(), [](const Tensor& t) { return t.defined() && t.requires_grad(); }));
-        Tensor workspace;
-        std::tie(out, h, c, workspace) = _rnn_layer(layer_in, w[0], w[1], w[2], w[3], h0.contiguous(),
-                                                    is_lstm ? c0.contiguous() : Tensor(), mode_, d == 1, train);
-      } else {
-        std::tie(out, h, c) = composite_direction(mode_, layer_in, h0, c0, w, d == 1);
-      }
+      bool train = grad && (layer_in.requires_grad() || hx.requires_grad() || (is_lstm && cx.requires_grad()) ||
+                            std::any_of(w.begin(), w.end(), [](const Tensor& t) { return t.defined() && t.requires_grad(); }));
+      auto [out, h, c] = direction(mode_, layer_in, h0, c0, w, d == 1, train);
       outs.push_back(out);
       hs.push_back(h);
       if (is_lstm) cs.push_back(c);
@@ -190,6 +262,70 @@ std::tuple<Tensor, Tensor, Tensor> RNNBase::run(const Tensor& input, Tensor hx, 
     if (is_lstm) c_n = c_n.squeeze(1);
   }
   return {output, h_n, c_n};
+}
+
+std::tuple<utils::rnn::PackedSequence, Tensor, Tensor> RNNBase::run_packed(const utils::rnn::PackedSequence& input,
+                                                                           Tensor hx, Tensor cx) {
+  const std::string& m = name();
+  const Tensor& data = input.data();
+  if (!input.is_defined()) raise<ValueError>("{}: got an empty PackedSequence", m);
+  if (data.dim() != 2)
+    raise<ValueError>("{}: expected packed data of 2 dims (rows, input_size), got [{}]", m, fmt::join(data.shape(), ", "));
+  if (!is_floating_point(data.dtype())) raise<TypeError>("{}: expected a floating-point input, got {}", m, tessera::name(data.dtype()));
+  if (data.size(1) != input_size_)
+    raise<ValueError>("{}: expected input with input_size={} features (last dim), got {} (packed data of shape [{}])", m,
+                      input_size_, data.size(1), fmt::join(data.shape(), ", "));
+  std::vector<int64_t> batch_sizes;
+  for (double b : input.batch_sizes().to_double_vector()) batch_sizes.push_back(int64_t(b));
+  int64_t rows = 0;
+  for (size_t t = 0; t < batch_sizes.size(); ++t) {
+    if (batch_sizes[t] <= 0 || (t > 0 && batch_sizes[t] > batch_sizes[t - 1]))
+      raise<ValueError>("{}: batch_sizes must be positive and non-increasing, got [{}]", m, fmt::join(batch_sizes, ", "));
+    rows += batch_sizes[t];
+  }
+  if (rows != data.size(0))
+    raise<ValueError>("{}: batch_sizes add up to {} rows, but the packed data has {}", m, rows, data.size(0));
+  const std::vector<Segment> segs = segments(batch_sizes);
+  const bool is_lstm = mode_ == kLstm;
+  const int64_t dirs = options_.bidirectional ? 2 : 1, N = batch_sizes.empty() ? 0 : batch_sizes[0];
+  const int64_t h_size = options_.proj_size > 0 ? options_.proj_size : hidden_size_;
+  auto prepare = [&](Tensor s, const char* what) {  // given in the caller's order: into the sorted one
+    const std::vector<int64_t> state{options_.num_layers * dirs, N, what[0] == 'h' ? h_size : hidden_size_};
+    if (!s.defined()) return zeros(state, data.dtype(), data.device());
+    if (s.shape() != state)
+      raise<ValueError>("{}: expected {} of shape [{}], got [{}]", m, what, fmt::join(state, ", "), fmt::join(s.shape(), ", "));
+    return input.sorted_indices().defined() ? s.index_select(1, input.sorted_indices()) : s;
+  };
+  hx = prepare(std::move(hx), "hx");
+  if (is_lstm) cx = prepare(std::move(cx), "cx");
+  auto weights = all_weights();
+  bool grad = autograd::is_grad_enabled();
+  std::vector<Tensor> hs, cs;
+  Tensor layer_in = data;
+  for (int64_t layer = 0; layer < options_.num_layers; ++layer) {
+    std::vector<Tensor> outs;
+    for (int64_t d = 0; d < dirs; ++d) {
+      int64_t k = layer * dirs + d;
+      const std::vector<Tensor>& w = weights[size_t(k)];
+      bool train = grad && (layer_in.requires_grad() || hx.requires_grad() || (is_lstm && cx.requires_grad()) ||
+                            std::any_of(w.begin(), w.end(), [](const Tensor& t) { return t.defined() && t.requires_grad(); }));
+      auto [out, h, c] = packed_direction(mode_, layer_in, segs, hx.select(0, k), is_lstm ? cx.select(0, k) : Tensor(),
+                                          w, d == 1, train);
+      outs.push_back(out);
+      hs.push_back(h);
+      if (is_lstm) cs.push_back(c);
+    }
+    layer_in = dirs == 2 ? cat(outs, -1) : outs[0];
+    if (options_.dropout > 0 && is_training() && layer < options_.num_layers - 1)
+      layer_in = functional::dropout(layer_in, options_.dropout, true);
+  }
+  Tensor h_n = stack(hs, 0), c_n = is_lstm ? stack(cs, 0) : Tensor();
+  if (input.unsorted_indices().defined()) {  // back to the caller's order
+    h_n = h_n.index_select(1, input.unsorted_indices());
+    if (is_lstm) c_n = c_n.index_select(1, input.unsorted_indices());
+  }
+  return {utils::rnn::PackedSequence(layer_in, input.batch_sizes(), input.sorted_indices(), input.unsorted_indices()),
+          h_n, c_n};
 }
 
 Tensor RNNBase::forward(const Tensor& input) { return std::get<0>(run(input, Tensor(), Tensor())); }
@@ -227,6 +363,12 @@ std::tuple<Tensor, Tensor> RNN::forward(const Tensor& input, const Tensor& hx) {
   return {out, h};
 }
 
+std::tuple<utils::rnn::PackedSequence, Tensor> RNN::forward_with_packed_input(const utils::rnn::PackedSequence& input,
+                                                                              const Tensor& hx) {
+  auto [out, h, c] = run_packed(input, hx, Tensor());
+  return {out, h};
+}
+
 LSTM::LSTM(int64_t input_size, int64_t hidden_size, const LSTMOptions& options)
     : RNNBase("LSTM", kLstm, input_size, hidden_size, no_nonlinearity(options, "LSTM")) {}
 
@@ -235,11 +377,23 @@ std::tuple<Tensor, std::tuple<Tensor, Tensor>> LSTM::forward(const Tensor& input
   return {out, {h, c}};
 }
 
+std::tuple<utils::rnn::PackedSequence, std::tuple<Tensor, Tensor>> LSTM::forward_with_packed_input(
+    const utils::rnn::PackedSequence& input, const std::tuple<Tensor, Tensor>& hx) {
+  auto [out, h, c] = run_packed(input, std::get<0>(hx), std::get<1>(hx));
+  return {out, {h, c}};
+}
+
 GRU::GRU(int64_t input_size, int64_t hidden_size, const GRUOptions& options)
     : RNNBase("GRU", kGru, input_size, hidden_size, no_nonlinearity(options, "GRU")) {}
 
 std::tuple<Tensor, Tensor> GRU::forward(const Tensor& input, const Tensor& hx) {
   auto [out, h, c] = run(input, hx, Tensor());
+  return {out, h};
+}
+
+std::tuple<utils::rnn::PackedSequence, Tensor> GRU::forward_with_packed_input(const utils::rnn::PackedSequence& input,
+                                                                              const Tensor& hx) {
+  auto [out, h, c] = run_packed(input, hx, Tensor());
   return {out, h};
 }
 

@@ -13,3 +13,4 @@
 #include <tessera/cpp/nn/normalization.h>
 #include <tessera/cpp/nn/pooling.h>
 #include <tessera/cpp/nn/rnn.h>
+#include <tessera/cpp/nn/utils/rnn.h>

@@ -22,7 +22,15 @@
 //
 //   nn::LSTMCell cell(8, 16);
 //   auto [h, c] = cell(x_t, {h, c});
+//
+// Sequences of different lengths go in packed (nn/utils/rnn.h), as libtorch's
+// forward_with_packed_input: each run of time steps with the same number of running sequences is
+// one fused call (or a step loop), each sequence's final state is the one of its own last step,
+// and states given or returned are in the caller's batch order.
+//
+//   auto [packed_out, state] = lstm.forward_with_packed_input(packed, {});
 #include <tessera/cpp/nn/module.h>
+#include <tessera/cpp/nn/utils/rnn.h>
 
 #include <optional>
 #include <string>
@@ -65,6 +73,9 @@ class RNNBase : public Module {
   RNNBase(std::string name, int64_t mode, int64_t input_size, int64_t hidden_size, const RNNOptions& options);
   // (output, h_n, c_n); c_n / cx only for LSTM. hx, cx undefined: zeros.
   std::tuple<Tensor, Tensor, Tensor> run(const Tensor& input, Tensor hx, Tensor cx);
+  // The same over a packed sequence (states in the caller's batch order).
+  std::tuple<utils::rnn::PackedSequence, Tensor, Tensor> run_packed(const utils::rnn::PackedSequence& input, Tensor hx,
+                                                                    Tensor cx);
 
   int64_t mode_, input_size_, hidden_size_;
   RNNOptions options_;
@@ -78,6 +89,8 @@ class RNN : public RNNBase {
   // (output, h_n); hx undefined: zeros.
   std::tuple<Tensor, Tensor> forward(const Tensor& input, const Tensor& hx);
   std::tuple<Tensor, Tensor> operator()(const Tensor& input, const Tensor& hx) { return forward(input, hx); }
+  std::tuple<utils::rnn::PackedSequence, Tensor> forward_with_packed_input(const utils::rnn::PackedSequence& input,
+                                                                           const Tensor& hx = Tensor());
 };
 
 class LSTM : public RNNBase {
@@ -90,6 +103,8 @@ class LSTM : public RNNBase {
   std::tuple<Tensor, std::tuple<Tensor, Tensor>> operator()(const Tensor& input, const std::tuple<Tensor, Tensor>& hx) {
     return forward(input, hx);
   }
+  std::tuple<utils::rnn::PackedSequence, std::tuple<Tensor, Tensor>> forward_with_packed_input(
+      const utils::rnn::PackedSequence& input, const std::tuple<Tensor, Tensor>& hx = {});
 };
 
 class GRU : public RNNBase {
@@ -100,6 +115,8 @@ class GRU : public RNNBase {
   // (output, h_n); hx undefined: zeros.
   std::tuple<Tensor, Tensor> forward(const Tensor& input, const Tensor& hx);
   std::tuple<Tensor, Tensor> operator()(const Tensor& input, const Tensor& hx) { return forward(input, hx); }
+  std::tuple<utils::rnn::PackedSequence, Tensor> forward_with_packed_input(const utils::rnn::PackedSequence& input,
+                                                                           const Tensor& hx = Tensor());
 };
 
 struct RNNCellOptions {
