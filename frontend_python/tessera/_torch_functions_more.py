@@ -1256,6 +1256,7 @@ def _install(namespace):
         if k not in namespace and v is not None:
             namespace[k] = v
     namespace.setdefault("newaxis", None)
+    namespace.setdefault("_grouped_mm", _F.grouped_mm)  # torch._grouped_mm, F.grouped_mm's operator
     for name in _INPLACE_METHODS:
         if name not in namespace:
             namespace[name] = _inplace_function(name)

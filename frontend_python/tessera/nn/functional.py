@@ -1833,3 +1833,4 @@ def one_hot(tensor, num_classes=-1):
 # shuffle, pooling variants, ...) live in their own file and are re-exported here under torch's names.
 from tessera.nn._functional_layers import *  # noqa: E402,F401,F403
 from tessera.nn._linear_cross_entropy import linear_cross_entropy  # noqa: E402,F401
+from tessera.nn._grouped_mm import grouped_mm  # noqa: E402,F401
