@@ -2,6 +2,7 @@
 and stream functions with and without an accelerator, and utils.checkpoint's extra names."""
 import collections
 
+import numpy as np
 import pytest
 
 import tessera as ts
@@ -98,8 +99,8 @@ def test_checkpoint_names():
     x.grad = None
     C.CheckpointFunction.apply(lambda t: t * t, True, x).sum().backward()
     assert all(abs(g - 2 * v) < 1e-6 for g, v in zip(x.grad.tolist(), x.tolist()))
-    with pytest.raises(NotImplementedError, match="context_fn"):
-        C.checkpoint(lambda t: t, x, use_reentrant=False, context_fn=lambda: (None, None))
+    with pytest.raises(ValueError, match="only supported when use_reentrant=False"):
+        C.checkpoint(lambda t: t, x, use_reentrant=True, context_fn=lambda: C.noop_context_fn())
     with pytest.raises(NotImplementedError, match="selective activation checkpointing"):
         C.create_selective_checkpoint_contexts(lambda ctx, op, *a, **k: C.CheckpointPolicy.MUST_SAVE)
     with pytest.raises(TypeError, match="policy_fn_or_list must be either a function or a list of ops"):
@@ -124,3 +125,25 @@ def test_flag_defaults_match_torch():
     assert set(torch.backends.quantized.supported_engines) <= set(ts.backends.quantized.supported_engines)
     assert [p.name for p in ts.utils.checkpoint.CheckpointPolicy] == \
         [p.name for p in torch.utils.checkpoint.CheckpointPolicy]
+
+
+def test_checkpoint_context_fn_wraps_the_forward_and_the_recomputation():
+    import contextlib
+    events = []
+
+    @contextlib.contextmanager
+    def tagged(name):
+        events.append(f"enter {name}")
+        yield
+        events.append(f"exit {name}")
+
+    def f(t):
+        events.append("run")
+        return (t.sin() * t).sum()
+    x = ts.randn(5, requires_grad=True)
+    out = C.checkpoint(f, x, use_reentrant=False, context_fn=lambda: (tagged("forward"), tagged("recompute")))
+    assert events == ["enter forward", "run", "exit forward"]
+    out.backward()
+    assert events[3:] == ["enter recompute", "run", "exit recompute"]
+    xd = x.detach()
+    np.testing.assert_allclose(x.grad.numpy(), (xd.cos() * xd + xd.sin()).numpy(), rtol=1e-5, atol=1e-6)

@@ -3,8 +3,11 @@ recording a graph (its activations are not kept); the backward pass runs it agai
 random generator's state as it was (dropout draws the same masks), and backpropagates through
 that recomputation. Parameters the function uses get their gradients from it as usual.
 
-Selective activation checkpointing (a context_fn choosing per operator what to save) needs
-per-operator dispatch hooks that Tessera does not have: context_fn may only be noop_context_fn."""
+A context_fn (use_reentrant=False) gives two context managers: the first is entered around the
+forward run, the second around the recomputation. Selective activation checkpointing (contexts
+from create_selective_checkpoint_contexts that decide per operator call whether to save or
+recompute) needs per-operator dispatch hooks below autograd that Tessera does not have: creating
+them raises NotImplementedError."""
 import contextlib
 import enum
 import warnings
@@ -166,13 +169,27 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=noop_context_fn, 
     if use_reentrant is None:
         warnings.warn("torch.utils.checkpoint: the use_reentrant parameter should be passed explicitly; both "
                       "values run the same recomputation here", stacklevel=2)
-    if context_fn is not None and context_fn is not noop_context_fn:
-        raise NotImplementedError("checkpoint: context_fn other than noop_context_fn (selective activation "
-                                  "checkpointing) is not supported: it needs per-operator dispatch hooks that Tessera "
-                                  "does not have")
+    custom_context = context_fn is not None and context_fn is not noop_context_fn
+    if use_reentrant and (custom_context or debug):
+        raise ValueError("Passing `context_fn`, `debug`, or `respect_saved_tensors_hooks` is only supported when "
+                         "use_reentrant=False.")
     if not tessera.is_grad_enabled():
         return function(*args, **kwargs)
+    if custom_context:
+        function = _in_contexts(function, *context_fn())
     return _CheckpointFunction.apply(function, preserve_rng_state, kwargs, *args)
+
+
+def _in_contexts(function, forward_context, recompute_context):
+    """function, run inside forward_context the first time (the forward) and inside
+    recompute_context after (the recomputation in backward)."""
+    runs = []
+
+    def run(*args, **kwargs):
+        with forward_context if not runs else recompute_context:
+            runs.append(1)
+            return function(*args, **kwargs)
+    return run
 
 
 def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwargs):
