@@ -156,6 +156,7 @@ TensorRef linalg_solve_jvp(const TensorRef& A_t, const TensorRef& B_t, const Ten
 TensorRef linalg_det_jvp(const TensorRef& A_t, const TensorRef& A, const TensorRef& result);
 std::vector<TensorRef> slogdet_jvp(const TensorRef& A_t, const TensorRef& A);
 std::vector<TensorRef> eigh_jvp(const TensorRef& A_t, const TensorRef& L, const TensorRef& V);
+std::vector<TensorRef> eig_jvp(const TensorRef& A_t, const TensorRef& L, const TensorRef& V);
 std::vector<TensorRef> svd_jvp(const TensorRef& A_t, const TensorRef& U, const TensorRef& S, const TensorRef& Vh,
                                bool full_matrices);
 std::vector<TensorRef> qr_jvp(const TensorRef& A_t, const TensorRef& Q, const TensorRef& R, const std::string& mode);

@@ -276,6 +276,18 @@ std::vector<TensorRef> eigh_jvp(const TensorRef& A_t, const TensorRef& L, const 
   return {dL, dV};
 }
 
+std::vector<TensorRef> eig_jvp(const TensorRef& A_t, const TensorRef& L, const TensorRef& V) {
+  // A V = V diag(L): with P = V^-1 dA V, dL = diag(P) and dV = V C, C = F o P off the diagonal
+  // (F_ij = 1 / (L_j - L_i)) and, on it, what keeps each column of unit norm:
+  // C_jj = -re((V^H V C)_jj), so that re(v_j^H dv_j) = 0.
+  const TensorRef dA = sdk::is_complex(A_t.dtype()) ? A_t : ops::to(A_t, V.dtype());
+  const TensorRef P = ops::linalg_solve(V, ops::matmul(dA, V), true);
+  const TensorRef C = ops::mul(inverse_gaps(L), P);
+  const TensorRef VC = ops::matmul(V, C);
+  const TensorRef norm_change = ops::real(ops::diagonal(ops::matmul(conj(mT(V)), VC), 0, -2, -1));
+  return {ops::diagonal(P, 0, -2, -1), ops::sub(VC, ops::mul(V, ops::unsqueeze(norm_change, -2)))};
+}
+
 std::vector<TensorRef> svd_jvp(const TensorRef& A_t, const TensorRef& U, const TensorRef& S, const TensorRef& Vh,
                                bool full_matrices) {
   const int64_t m = size_from_end(U, -2), n = size_from_end(Vh, -1);
