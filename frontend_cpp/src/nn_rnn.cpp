@@ -233,29 +233,11 @@ std::tuple<Tensor, Tensor, Tensor> RNNBase::run(const Tensor& input, Tensor hx, 
   hx = prepare(std::move(hx), "hx");
   if (is_lstm) cx = prepare(std::move(cx), "cx");
 
-  auto weights = all_weights();
-  bool grad = autograd::is_grad_enabled();
-  std::vector<Tensor> hs, cs;
-  Tensor layer_in = x;
-  for (int64_t layer = 0; layer < options_.num_layers; ++layer) {
-    std::vector<Tensor> outs;
-    for (int64_t d = 0; d < dirs; ++d) {
-      int64_t k = layer * dirs + d;
-      const std::vector<Tensor>& w = weights[size_t(k)];
-      Tensor h0 = hx.select(0, k), c0 = is_lstm ? cx.select(0, k) : Tensor();
-      bool train = grad && (layer_in.requires_grad() || hx.requires_grad() || (is_lstm && cx.requires_grad()) ||
-                            std::any_of(w.begin(), w.end(), [](const Tensor& t) { return t.defined() && t.requires_grad(); }));
-      auto [out, h, c] = direction(mode_, layer_in, h0, c0, w, d == 1, train);
-      outs.push_back(out);
-      hs.push_back(h);
-      if (is_lstm) cs.push_back(c);
-    }
-    layer_in = dirs == 2 ? cat(outs, -1) : outs[0];
-    if (options_.dropout > 0 && is_training() && layer < options_.num_layers - 1)
-      layer_in = functional::dropout(layer_in, options_.dropout, true);
-  }
+  auto [layer_in, h_n, c_n] = run_layers(x, hx, cx, [](int64_t mode, const Tensor& in, const Tensor& h0, const Tensor& c0,
+                                                          const std::vector<Tensor>& w, bool reverse, bool train) {
+    return direction(mode, in, h0, c0, w, reverse, train);
+  });
   Tensor output = options_.batch_first ? layer_in.transpose(0, 1) : layer_in;
-  Tensor h_n = stack(hs, 0), c_n = is_lstm ? stack(cs, 0) : Tensor();
   if (!batched) {
     output = output.squeeze(batch_dim);
     h_n = h_n.squeeze(1);
@@ -298,10 +280,26 @@ std::tuple<utils::rnn::PackedSequence, Tensor, Tensor> RNNBase::run_packed(const
   };
   hx = prepare(std::move(hx), "hx");
   if (is_lstm) cx = prepare(std::move(cx), "cx");
+  auto [layer_in, h_n, c_n] = run_layers(data, hx, cx, [&segs](int64_t mode, const Tensor& in, const Tensor& h0,
+                                                             const Tensor& c0, const std::vector<Tensor>& w, bool reverse,
+                                                             bool train) {
+    return packed_direction(mode, in, segs, h0, c0, w, reverse, train);
+  });
+  if (input.unsorted_indices().defined()) {  // back to the caller's order
+    h_n = h_n.index_select(1, input.unsorted_indices());
+    if (is_lstm) c_n = c_n.index_select(1, input.unsorted_indices());
+  }
+  return {utils::rnn::PackedSequence(layer_in, input.batch_sizes(), input.sorted_indices(), input.unsorted_indices()),
+          h_n, c_n};
+}
+
+std::tuple<Tensor, Tensor, Tensor> RNNBase::run_layers(const Tensor& input, const Tensor& hx, const Tensor& cx,
+                                                       const DirectionFn& run_direction) {
+  const bool is_lstm = mode_ == kLstm, grad = autograd::is_grad_enabled();
+  const int64_t dirs = options_.bidirectional ? 2 : 1;
   auto weights = all_weights();
-  bool grad = autograd::is_grad_enabled();
   std::vector<Tensor> hs, cs;
-  Tensor layer_in = data;
+  Tensor layer_in = input;
   for (int64_t layer = 0; layer < options_.num_layers; ++layer) {
     std::vector<Tensor> outs;
     for (int64_t d = 0; d < dirs; ++d) {
@@ -309,8 +307,8 @@ std::tuple<utils::rnn::PackedSequence, Tensor, Tensor> RNNBase::run_packed(const
       const std::vector<Tensor>& w = weights[size_t(k)];
       bool train = grad && (layer_in.requires_grad() || hx.requires_grad() || (is_lstm && cx.requires_grad()) ||
                             std::any_of(w.begin(), w.end(), [](const Tensor& t) { return t.defined() && t.requires_grad(); }));
-      auto [out, h, c] = packed_direction(mode_, layer_in, segs, hx.select(0, k), is_lstm ? cx.select(0, k) : Tensor(),
-                                          w, d == 1, train);
+      auto [out, h, c] = run_direction(mode_, layer_in, hx.select(0, k), is_lstm ? cx.select(0, k) : Tensor(), w, d == 1,
+                                       train);
       outs.push_back(out);
       hs.push_back(h);
       if (is_lstm) cs.push_back(c);
@@ -319,13 +317,7 @@ std::tuple<utils::rnn::PackedSequence, Tensor, Tensor> RNNBase::run_packed(const
     if (options_.dropout > 0 && is_training() && layer < options_.num_layers - 1)
       layer_in = functional::dropout(layer_in, options_.dropout, true);
   }
-  Tensor h_n = stack(hs, 0), c_n = is_lstm ? stack(cs, 0) : Tensor();
-  if (input.unsorted_indices().defined()) {  // back to the caller's order
-    h_n = h_n.index_select(1, input.unsorted_indices());
-    if (is_lstm) c_n = c_n.index_select(1, input.unsorted_indices());
-  }
-  return {utils::rnn::PackedSequence(layer_in, input.batch_sizes(), input.sorted_indices(), input.unsorted_indices()),
-          h_n, c_n};
+  return {layer_in, stack(hs, 0), is_lstm ? stack(cs, 0) : Tensor()};
 }
 
 Tensor RNNBase::forward(const Tensor& input) { return std::get<0>(run(input, Tensor(), Tensor())); }

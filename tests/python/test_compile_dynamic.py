@@ -114,24 +114,6 @@ def test_many_sizes_stay_compiled_and_the_oldest_entries_go(monkeypatch):
         c(ts.randn(5).to(ts.bfloat16), ts.randn(5).to(ts.bfloat16))
 
 
-def test_training_at_several_sequence_lengths_matches_eager(tmp_path):
-    ts.manual_seed(0)
-    model = ts.nn.Sequential(ts.nn.Linear(12, 24), ts.nn.GELU(), ts.nn.LayerNorm(24), ts.nn.Linear(24, 12))
-    c = ts.compile(model)
-    for t in (5, 9, 16, 7):
-        x = ts.randn(3, t, 12)
-        model.zero_grad()
-        (c(x) ** 2).mean().backward()
-        compiled = [p.grad.clone() for p in model.parameters()]
-        model.zero_grad()
-        (model(x) ** 2).mean().backward()
-        for got, p in zip(compiled, model.parameters()):
-            close(got, p.grad, atol=1e-5)
-    assert c._compiled_call.dynamic_sizes
-    # forward and backward: a build each for the first length, then one each for all others
-    assert builds(tmp_path) == 4
-
-
 # ---- symbolic graphs: after enough sizes, new sizes are served without capturing
 
 
@@ -206,7 +188,7 @@ def test_graphs_no_expression_fits_keep_capturing(case):
     assert len(runs) == len(sizes)  # every size captured: never served from a wrong fit
 
 
-def test_training_with_fitted_graphs_matches_eager():
+def test_training_at_several_lengths_matches_eager_and_builds_once(tmp_path):
     ts.manual_seed(0)
     model = ts.nn.Sequential(ts.nn.Linear(12, 24), ts.nn.GELU(), ts.nn.LayerNorm(24), ts.nn.Linear(24, 12))
     runs = []
@@ -221,8 +203,10 @@ def test_training_with_fitted_graphs_matches_eager():
         (model(x) ** 2).mean().backward()
         for got, p in zip(compiled, model.parameters()):
             close(got, p.grad, atol=1e-5)
-    # each compiled call that captured ran the module once more than eager did: 5 captures
+    # each compiled call that captured ran the module once more than eager did: 5 captures, then
+    # the fitted graphs; forward and backward a build each for the first length, then one each for all others
     assert len(runs) == 9 + 5
+    assert c._compiled_call.dynamic_sizes and builds(tmp_path) == 4
 
 
 # ---- torch._dynamo's and torch.compiler's knobs

@@ -36,6 +36,15 @@ def _precision_to_scale_tril(P):
     return ts.linalg.solve(U, eye.expand(tuple(U.shape))).mT
 
 
+def _scale_tril_of(scale_tril, covariance_matrix, precision_matrix):
+    """The lower Cholesky factor of whichever of the three parameterisations was given."""
+    if scale_tril is not None:
+        return scale_tril
+    if covariance_matrix is not None:
+        return ts.linalg.cholesky(covariance_matrix)
+    return _precision_to_scale_tril(precision_matrix)
+
+
 class MultivariateNormal(Distribution):
     """MultivariateNormal(loc, covariance_matrix=, precision_matrix= or scale_tril=) (exactly one):
     loc (…, n) and an (…, n, n) matrix, their batch dimensions broadcast; event_shape (n,)."""
@@ -69,12 +78,7 @@ class MultivariateNormal(Distribution):
         setattr(self, name, matrix.expand(batch_shape + (n, n)))
         self.loc = loc.expand(batch_shape + (n,))
         super().__init__(batch_shape, (n,), validate_args=validate_args)
-        if scale_tril is not None:
-            self._unbroadcasted_scale_tril = scale_tril
-        elif covariance_matrix is not None:
-            self._unbroadcasted_scale_tril = ts.linalg.cholesky(covariance_matrix)
-        else:
-            self._unbroadcasted_scale_tril = _precision_to_scale_tril(precision_matrix)
+        self._unbroadcasted_scale_tril = _scale_tril_of(scale_tril, covariance_matrix, precision_matrix)
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(MultivariateNormal, _instance)

@@ -11,7 +11,7 @@ from tessera.distributions import constraints
 from tessera.distributions.chi2 import Chi2
 from tessera.distributions.distribution import Distribution
 from tessera.distributions.exp_family import ExponentialFamily
-from tessera.distributions.multivariate_normal import _precision_to_scale_tril
+from tessera.distributions.multivariate_normal import _scale_tril_of
 from tessera.distributions.utils import _size, broadcast_shapes, digamma, lazy_property
 
 __all__ = ["Wishart"]
@@ -81,12 +81,7 @@ class Wishart(ExponentialFamily):
             warnings.warn("Low df values detected. Singular samples are highly likely to occur for ndim - 1 < df < "
                           "ndim.", stacklevel=2)
         super().__init__(batch_shape, event_shape, validate_args=validate_args)
-        if scale_tril is not None:
-            self._unbroadcasted_scale_tril = scale_tril
-        elif covariance_matrix is not None:
-            self._unbroadcasted_scale_tril = ts.linalg.cholesky(covariance_matrix)
-        else:
-            self._unbroadcasted_scale_tril = _precision_to_scale_tril(precision_matrix)
+        self._unbroadcasted_scale_tril = _scale_tril_of(scale_tril, covariance_matrix, precision_matrix)
         self._dist_chi2 = self._bartlett_chi2(batch_shape)
 
     def _bartlett_chi2(self, batch_shape):

@@ -32,6 +32,7 @@
 #include <tessera/cpp/nn/module.h>
 #include <tessera/cpp/nn/utils/rnn.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -76,6 +77,13 @@ class RNNBase : public Module {
   // The same over a packed sequence (states in the caller's batch order).
   std::tuple<utils::rnn::PackedSequence, Tensor, Tensor> run_packed(const utils::rnn::PackedSequence& input, Tensor hx,
                                                                     Tensor cx);
+  // One layer and direction: (mode, input, h0, c0, weights, reverse, train) -> (output, h_n, c_n).
+  using DirectionFn = std::function<std::tuple<Tensor, Tensor, Tensor>(int64_t, const Tensor&, const Tensor&,
+                                                                       const Tensor&, const std::vector<Tensor>&, bool, bool)>;
+  // Every layer and direction over `input` (dropout between layers when training): (last layer's
+  // output, h_n, c_n) with states stacked layer-major.
+  std::tuple<Tensor, Tensor, Tensor> run_layers(const Tensor& input, const Tensor& hx, const Tensor& cx,
+                                                const DirectionFn& run_direction);
 
   int64_t mode_, input_size_, hidden_size_;
   RNNOptions options_;
