@@ -1,6 +1,7 @@
 """ts.compile and ts.compiler: capture a function's operator calls into a graph (the tracer
 plugin), compile it with a backend (the inductor plugin by default), and reuse it while the
-guards hold. See docs/compile.md for the semantics."""
+guards hold. The semantics (guards, recompiles, dynamic sizes, graph breaks) are in the
+repository's compiler/README.md."""
 import weakref
 
 from tessera.compiler._backends import list_backends, register_backend
