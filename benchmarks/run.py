@@ -161,7 +161,8 @@ def matmul_cases(sizes, peak):
 
 
 def operator_cases(sizes, bw, peak):
-    """sort, topk(k=100), cumsum over n floats; einsum: a batched matmul and an attention-shaped
+    """sort, topk(k=100), cumsum over n floats; a sum over the batch rows (a bias gradient) and a
+    ResNet stem's max pooling; einsum: a batched matmul and an attention-shaped
     contraction; a complex64 matmul; fft of a power-of-two and a prime length. The roofline of the
     scans, sorts and FFTs is their reads and writes at full bandwidth."""
     rng = np.random.default_rng(3)
@@ -180,6 +181,22 @@ def operator_cases(sizes, bw, peak):
             Case("cumsum", size, lambda a=x_ts: ts.cumsum(a, 0), lambda a=x_np: np.cumsum(a),
                  (lambda a=x_th: torch.cumsum(a, 0)) if th else None, io),
         ]
+    # A bias gradient (a sum over the batch rows) and a ResNet stem's max pooling (3x3, stride 2,
+    # pad 1); NumPy's pooling is a strided window view.
+    g_np = rng.standard_normal((2048, 1152), dtype=np.float32)
+    g_ts, g_th = ts.from_numpy(g_np.copy()), (torch.from_numpy(g_np.copy()) if th else None)
+    cases.append(Case("sum over dim 0", "2048x1152", lambda a=g_ts: a.sum(0), lambda a=g_np: a.sum(0),
+                      (lambda a=g_th: a.sum(0)) if th else None, g_np.nbytes / bw))
+    p_np = rng.standard_normal((8, 64, 112, 112), dtype=np.float32)
+    p_ts, p_th = ts.from_numpy(p_np.copy()), (torch.from_numpy(p_np.copy()) if th else None)
+
+    def numpy_pool(a):
+        padded = np.pad(a, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
+        return np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))[:, :, ::2, ::2].max(axis=(-2, -1))
+    cases.append(Case("max_pool2d 3x3/2", "8x64x112x112", lambda a=p_ts: ts.nn.functional.max_pool2d(a, 3, 2, 1),
+                      lambda a=p_np: numpy_pool(a),
+                      (lambda a=p_th: torch.nn.functional.max_pool2d(a, 3, 2, 1)) if th else None,
+                      1.25 * p_np.nbytes / bw))
     for eq, sa, sb in (("bij,bjk->bik", (64, 128, 128), (64, 128, 128)),
                        ("bhqd,bhkd->bhqk", (8, 8, 256, 64), (8, 8, 256, 64))):
         a_np = rng.standard_normal(sa, dtype=np.float32)
