@@ -243,3 +243,24 @@ def test_compiler_disable_keeps_a_function_eager():
     assert len(calls) == 3  # ran as Python every time
     g = ts.compile(lambda x: f(x) * 2)  # called inside a compiled function: captured with it
     close(g(ts.ones(4)), (ts.ones(4).sin() + 1) * 2)
+
+
+def test_a_fit_that_breaks_at_new_sizes_falls_back_to_capturing():
+    # pos = arange(min(T, 8)): affine (= T) over the lengths sampled below 8, wrong above; the
+    # fitted graph then fails (a broadcast of T against 8 positions) and the call is captured instead
+    def f(x):
+        t = x.shape[1]
+        pos = ts.arange(min(t, 8), dtype=ts.float32)
+        return x[:, -8:] * 2 + pos
+    fn, runs = counted(f)
+    c = ts.compile(fn)
+    for t in (3, 4, 5, 6, 7):
+        x = ts.randn(2, t)
+        close(c(x), f(x))
+    assert len(runs) == 5
+    family = next(iter(c._families.values()))
+    assert family.exprs is not None  # fitted over 3..7
+    for t in (12, 20, 6):
+        x = ts.randn(2, t)
+        close(c(x), f(x))  # right, by capturing
+    assert family.failed and family.exprs is None

@@ -100,11 +100,20 @@ class CompiledFunction:
             return self._run(entry, leaves)
         structure = _guards.size_free(key)
         if self.dynamic_sizes and structure in self._families:  # a fitted graph at new sizes: no capture
-            entry = self._families[structure].instantiate(leaves, paths)
+            family = self._families[structure]
+            entry = family.instantiate(leaves, paths)
             if entry is not None:
-                self._entries[key] = entry
-                self._evict_sizes()
-                return self._run(entry, leaves)
+                try:
+                    result = self._run(entry, leaves)
+                except (RuntimeError, ValueError, IndexError, TypeError) as e:
+                    # The fit does not hold at these sizes (an integer affine only over the sizes
+                    # sampled, a min/max of a size): stop serving fitted graphs for this structure.
+                    family.failed = f"a fitted graph failed at new sizes: {type(e).__name__}: {e}"
+                    family.exprs = None
+                else:
+                    self._entries[key] = entry
+                    self._evict_sizes()
+                    return result
         if self._last_key is not None:
             reason = _guards.explain_miss(self._last_key, key, paths)
             same_structure = _guards.size_free(self._last_key) == structure
