@@ -264,3 +264,19 @@ def test_a_fit_that_breaks_at_new_sizes_falls_back_to_capturing():
         x = ts.randn(2, t)
         close(c(x), f(x))  # right, by capturing
     assert family.failed and family.exprs is None
+
+
+def test_graphs_that_write_buffers_keep_capturing():
+    ts.manual_seed(0)
+    bn = ts.nn.BatchNorm1d(4)  # training: the running statistics are written every call
+    reference = ts.nn.BatchNorm1d(4)
+    reference.load_state_dict(bn.state_dict())
+    runs = []
+    bn.register_forward_pre_hook(lambda module, args: runs.append(1))
+    c = ts.compile(bn)
+    sizes = (3, 5, 6, 7, 9, 11, 12)
+    for n in sizes:
+        x = ts.randn(n, 4)
+        close(c(x), reference(x))
+    close(bn.running_mean, reference.running_mean)
+    assert len(runs) == len(sizes)  # every size captured: the running statistics are written once per call

@@ -10,7 +10,9 @@ The fit uses only real captures (no calls at made-up sizes, so a function's side
 as often as uncompiled), one per monomial plus two checks that must be predicted exactly. Where
 no fit exists (a graph whose operators change with a size, an integer such as T // 2, tensors
 lifted from Python whose contents depend on the size, non-tensor results that do), the family
-keeps capturing each new size."""
+keeps capturing each new size; so does one whose graph writes its inputs or buffers (batch
+norm's running statistics in training), since a fitted graph that failed half-way could not be
+captured again without writing twice."""
 import copy
 import fractions
 import json
@@ -41,6 +43,10 @@ class SizeFamily:
         run = entry.run
         if getattr(run, "graphs", None) is None or getattr(run, "rebuild", None) is None:
             self.failed = "the backend's compiled graphs cannot be rebuilt"
+            return
+        if any(g.get("mutated_inputs") for g in run.graphs):
+            # a fitted graph that failed half-way could not be run again without writing twice
+            self.failed = "the graph writes its inputs or buffers"
             return
         if self.samples and not self._compatible(self.samples[0][1], entry):
             return
