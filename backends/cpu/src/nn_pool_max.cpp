@@ -86,6 +86,10 @@ void max_pool_forward(const MaxPool& m, const T* x, T* y, int64_t* idx) {
 // candidates from a -inf padded copy of the row, every column start computed and the strided
 // ones picked), then each output row over its window's rows. The branchy scalar kernel lost
 // most of its time to mispredicted compares (8x64x112x112, 3x3 stride 2: 22 -> 5.7 ms; torch 25).
+// Planes narrower than this take the scalar kernel: with few outputs a row, the vector passes
+// fixed costs outweigh what they save (32x16x8x8, 2x2: 163 us vector, 49 us scalar; torch 71).
+constexpr int64_t kVectorPoolMinWidth = 16;
+
 void max_pool_forward_vector(const MaxPool& m, const float* x, float* y, int64_t* idx) {
   const simd::Table& vec = simd::vec();
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
@@ -235,7 +239,8 @@ void max_pool2d_kernel(Args& a) {
   const bool int32_positions = m.in.h * m.in.w <= std::numeric_limits<int32_t>::max();
   TS_DISPATCH_FLOAT(self.dtype(), fail(TS_ERROR_TYPE, op, ": unsupported dtype"), {
     scalar_t* yp = y.data<scalar_t>();
-    if (!m.layout.channels_last && std::is_same_v<scalar_t, float> && m.in.h * m.in.w < (int64_t(1) << 24))
+    if (!m.layout.channels_last && std::is_same_v<scalar_t, float> && m.in.w >= kVectorPoolMinWidth &&
+        m.in.h * m.in.w < (int64_t(1) << 24))
       max_pool_forward_vector(m, reinterpret_cast<const float*>(x.data<scalar_t>()), reinterpret_cast<float*>(yp),
                               idx.data<int64_t>());
     else if (!m.layout.channels_last)
