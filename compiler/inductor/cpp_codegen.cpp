@@ -105,7 +105,7 @@ std::string index_of(const std::vector<int64_t>& inputs, int64_t id) {
 // A kernel headed by a row reduction: per row, the statistics (max and sum of exp, or mean and
 // variance, accumulated in double), then one vectorised pass computing the head's result and the
 // element-wise nodes after it.
-void generate_row_kernel(std::ostringstream& s, const g::Graph& graph, const FusedKernel& k, size_t index,
+void generate_row_kernel(std::ostringstream& source, const g::Graph& graph, const FusedKernel& k, size_t index,
                          Geometry& geo) {
   const std::string t = ctype(k.dtype);
   const std::string exp_fn = t == "float" ? "expf" : "exp";
@@ -113,15 +113,14 @@ void generate_row_kernel(std::ostringstream& s, const g::Graph& graph, const Fus
   int64_t numel = 1;
   for (int64_t e : k.shape) numel *= e;
   const std::string d = geo(k.shape.back()), rows = geo(numel / k.shape.back()), numel_expr = geo(numel);
-  s << "\nextern \"C\" void " << kernel_symbol(index) << "(void* const* in, void* const* out, const int64_t* g) {\n";
+  source << "\nextern \"C\" void " << kernel_symbol(index) << "(void* const* in, void* const* out, const int64_t* g) {\n";
   for (size_t i = 0; i < k.inputs.size(); ++i) {
     const g::Value& v = graph.value(k.inputs[i]);
-    s << "  const " << ctype(v.dtype) << "* __restrict in" << i << " = (const " << ctype(v.dtype) << "*)in[" << i
+    source << "  const " << ctype(v.dtype) << "* __restrict in" << i << " = (const " << ctype(v.dtype) << "*)in[" << i
       << "];\n";
   }
-  for (size_t i = 0; i < k.outputs.size(); ++i) s << "  " << t << "* __restrict out" << i << " = (" << t << "*)out[" << i << "];\n";
-  std::ostringstream s_outer;  // the rows loop, emitted under its pragma at the end
-  std::swap(s, s_outer);
+  for (size_t i = 0; i < k.outputs.size(); ++i) source << "  " << t << "* __restrict out" << i << " = (" << t << "*)out[" << i << "];\n";
+  std::ostringstream s;  // the rows loop, put under its pragma (emit_loop) at the end
   s << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n";
   std::map<int64_t, std::string> name;
   for (size_t i = 0; i < k.inputs.size(); ++i) {
@@ -209,9 +208,8 @@ void generate_row_kernel(std::ostringstream& s, const g::Graph& graph, const Fus
     if (v.shape == k.shape) s << "      out" << i << "[i] = v" << k.outputs[i] << ";\n";
   }
   s << "    }\n  }\n";
-  std::swap(s, s_outer);
-  emit_loop(s, geo, numel, numel_expr, false, s_outer.str());
-  s << "}\n";
+  emit_loop(source, geo, numel, numel_expr, false, s.str());
+  source << "}\n";
 }
 
 void generate_kernel(std::ostringstream& s, const g::Graph& graph, const FusedKernel& k, size_t index, Geometry& geo) {

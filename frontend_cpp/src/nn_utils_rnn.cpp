@@ -106,26 +106,23 @@ std::tuple<Tensor, Tensor> pad_packed_sequence(const PackedSequence& sequence, b
   const Tensor& data = sequence.data();
   std::vector<int64_t> shape{total_length.value_or(steps), batch};
   for (int64_t d = 1; d < data.dim(); ++d) shape.push_back(data.size(d));
-  Tensor padded = full(shape, Scalar(padding_value), data.dtype(), data.device());
+  auto padding = [&](int64_t rows) {  // rows of a step that no sequence reaches
+    std::vector<int64_t> step_shape(shape.begin() + 1, shape.end());
+    step_shape[0] = rows;
+    return full(step_shape, Scalar(padding_value), data.dtype(), data.device());
+  };
   std::vector<int64_t> lengths(size_t(batch), 0);
-  int64_t row = 0;
   std::vector<Tensor> steps_out;
+  int64_t row = 0;
   for (int64_t t = 0; t < steps; ++t) {
     const int64_t b = batch_sizes[size_t(t)];
     Tensor step = data.narrow(0, row, b);
-    if (b < batch) {  // the finished sequences' rows keep the padding
-      std::vector<int64_t> rest(shape.begin() + 1, shape.end());
-      rest[0] = batch - b;
-      step = cat({step, full(rest, Scalar(padding_value), data.dtype(), data.device())}, 0);
-    }
-    steps_out.push_back(step);
+    steps_out.push_back(b < batch ? cat({step, padding(batch - b)}, 0) : step);  // finished sequences: padding
     for (int64_t i = 0; i < b; ++i) ++lengths[size_t(i)];
     row += b;
   }
-  if (steps > 0) {
-    Tensor body = stack(steps_out, 0);
-    padded = shape[0] > steps ? cat({body, padded.narrow(0, steps, shape[0] - steps)}, 0) : body;
-  }
+  for (int64_t t = steps; t < shape[0]; ++t) steps_out.push_back(padding(batch));  // up to total_length
+  Tensor padded = steps_out.empty() ? full(shape, Scalar(padding_value), data.dtype(), data.device()) : stack(steps_out, 0);
   Tensor out_lengths = int64_tensor(lengths);
   if (sequence.unsorted_indices().defined()) {
     padded = padded.index_select(1, sequence.unsorted_indices());

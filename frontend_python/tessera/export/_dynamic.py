@@ -249,6 +249,17 @@ def fit_samples(n_symbols, samples, checks):
             first = next((a[0] for a, b in zip(reference, other) if a[0] != b[0]), reference[-1][0])
             raise FitFailure("structure", first, None, sizes)
     rows = [[_prod(sz, mono) for mono in monomials] for sz, _ in samples]
+    fitted = {}  # the values of a moving integer -> its expression (most recur: T, B * T, ...)
+
+    def fit_values(values):
+        coef = _solve(rows, values[:len(samples)])
+        if coef is None:
+            return None
+        ok = all(c.denominator == 1 for c in coef) and all(
+            sum(c * _prod(sz, mono) for c, mono in zip(coef, monomials)) == v
+            for (sz, _), v in zip(checks, values[len(samples):]))
+        return [[int(c), list(mono)] for c, mono in zip(coef, monomials) if c != 0] if ok else False
+
     exprs = []
     for s, (path, value, is_int) in enumerate(reference):
         values = [sites[s][1] for sites in site_lists]
@@ -257,15 +268,15 @@ def fit_samples(n_symbols, samples, checks):
         if not is_int:
             moved = next(sz for v, (sz, _) in zip(values[1:], everything[1:]) if v != value)
             raise FitFailure("structure", path, values, moved)
-        coef = _solve(rows, values[:len(samples)])
-        if coef is None:
+        key = tuple(values)
+        if key not in fitted:
+            fitted[key] = fit_values(values)
+        expr = fitted[key]
+        if expr is None:
             return None
-        ok = all(c.denominator == 1 for c in coef) and all(
-            sum(c * _prod(sz, mono) for c, mono in zip(coef, monomials)) == v
-            for (sz, _), v in zip(checks, values[len(samples):]))
-        if not ok:
+        if expr is False:
             raise FitFailure("not_affine", path, values, [sz for sz, _ in everything])
-        exprs.append((list(path), [[int(c), list(mono)] for c, mono in zip(coef, monomials) if c != 0]))
+        exprs.append((list(path), expr))
     return exprs
 
 
