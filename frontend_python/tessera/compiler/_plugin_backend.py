@@ -72,7 +72,7 @@ def compile_capture(capture, example_inputs, compiler="inductor", runtime_sizes=
     matters when dynamic sizes capture each new size). runtime_sizes: the inductor generates
     kernels that read their sizes at run time, so all sizes share one build."""
     options = "runtime_sizes" if runtime_sizes and compiler == "inductor" else ""
-    dynamic = "runtime_sizes" if compiler == "inductor" else ""
+    rebuild_options = "runtime_sizes" if compiler == "inductor" else ""  # other sizes: size-generic kernels
     constants = list(capture.constants)
     try:
         if _aot.needs_grad(capture, example_inputs):
@@ -83,11 +83,11 @@ def compile_capture(capture, example_inputs, compiler="inductor", runtime_sizes=
             # from graphs specialised to other sizes (with kernels that read their sizes).
             run.graphs, run.layout = [fwd, bwd], layout
             run.rebuild = lambda texts: _aot.training_callable(
-                texts[0], texts[1], layout, constants, lambda text: _compile_ir(text, [], compiler, dynamic))
+                texts[0], texts[1], layout, constants, lambda text: _compile_ir(text, [], compiler, rebuild_options))
             return run
         run = _compile_ir(capture.ir_text, constants, compiler, options)
         run.graphs = [capture.ir]
-        run.rebuild = lambda texts: _compile_ir(texts[0], constants, compiler, dynamic)  # serialised graphs
+        run.rebuild = lambda texts: _compile_ir(texts[0], constants, compiler, rebuild_options)  # serialised graphs
         return run
     except RuntimeError as e:
         _warn_failure(compiler, e)
