@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """ts.compile beside Tessera eager, PyTorch eager and torch.compile, in one run.
 
-Rows: the 8-op element-wise chain on two 16M-float tensors; LayerNorm + GELU + residual and
+Rows: the 8-op element-wise chain on two 16M-float tensors, and a like chain with a graph
+break (a Python branch on a value) in its middle; LayerNorm + GELU + residual and
 softmax over rows of 1024; the per-call cost of a compiled function of 4 small inputs; compile
 time cold (empty cache) and warm (a new process, cache on disk); dynamic sizes (a GPT forward
 called at one new sequence length after another). Medians of interleaved runs.
@@ -50,6 +51,19 @@ def chain(lib):
         h = lib.clamp(g, 0.0, 4.0)
         k = h - x
         return lib.tanh(k)
+    return f
+
+
+def chain_with_break(lib):
+    """The chain with a Python branch on a value in its middle: a graph break in both libraries."""
+    def f(x, y):
+        b = x * y + x
+        d = lib.sin(b) * y
+        if d.mean() > 0:  # read into Python: the graph is cut here
+            g = lib.exp(d + 1.0)
+        else:
+            g = lib.exp(d - 1.0)
+        return lib.tanh(lib.clamp(g, 0.0, 4.0) - x)
     return f
 
 
@@ -210,6 +224,8 @@ def main():
     with ts.no_grad():
         compare("8-op chain, 2 x 16M float32", chain(ts), (x, y), chain(torch) if torch else None, (tx, ty), reps,
                 use_tc)
+        compare("same, a branch on a value midway", chain_with_break(ts), (x, y),
+                chain_with_break(torch) if torch else None, (tx, ty), reps, use_tc)
 
         rows = ts.randn(8192, 1024)
         ln = ts.nn.LayerNorm(1024)

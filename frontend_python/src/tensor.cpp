@@ -114,7 +114,7 @@ PyObject* tolist_rec(const TensorImpl* t, const char* base, int64_t isz, int64_t
 }
 
 // ts.compile's capture sets this hook: a read of tensor data into Python (item, tolist, numpy,
-// printing) during capture is a data-dependent value that the graph cannot hold.
+// printing) during capture is a data-dependent value that one graph cannot hold.
 }  // namespace
 
 PyObject* g_data_read_hook = nullptr;
@@ -127,7 +127,9 @@ void note_data_read(const char* what, const Tensor& t) {
                         ".{}() on a Tensor, please try to rewrite what you're doing with other operations. If error "
                         "is occurring somewhere inside PyTorch internals, please file a bug report.", what, what);
   if (!t_watch_data_reads || !g_data_read_hook) [[likely]] return;
-  PyObject* r = PyObject_CallFunction(g_data_read_hook, "s", what);
+  // The tensor goes with the name: a capture cuts its graph at the read and guards on the value.
+  py::object tensor = wrap(t);
+  PyObject* r = PyObject_CallFunction(g_data_read_hook, "sO", what, tensor.ptr());
   if (!r) throw py::error_already_set();
   Py_DECREF(r);
 }
@@ -604,7 +606,7 @@ void bind_tensor(py::module_& m) {
         Py_XDECREF(g_data_read_hook);
         g_data_read_hook = hook.is_none() ? nullptr : hook.inc_ref().ptr();
       },
-      py::arg("hook"), "Calls hook(what) on every read of tensor data into Python on a thread that watches "
+      py::arg("hook"), "Calls hook(what, tensor) on every read of tensor data into Python on a thread that watches "
                        "(_set_data_read_watch); None: no hook.");
   m.def(
       "_set_data_read_watch", [](bool on) { t_watch_data_reads = on; }, py::arg("on"),

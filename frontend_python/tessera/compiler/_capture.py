@@ -4,7 +4,9 @@ every primitive it dispatches, and turn the recording into a GraphModule.
 The function's tensor arguments become the graph's inputs; tensors it reads without receiving
 them (parameters, buffers, closures) are lifted as constants and referenced by identity.
 Reading tensor data into Python (item, tolist, numpy, bool, printing) is a data-dependent value
-the graph cannot hold: a graph break, recorded with the source line that read it."""
+one graph cannot hold: a graph break, recorded with the source line that read it, and, for
+item/bool/int/tolist, a place where _segments cuts the graph."""
+import json
 import linecache
 import sys
 import threading
@@ -12,6 +14,7 @@ import threading
 import tessera
 from tessera import _C
 from tessera.compiler._pytree import flatten
+from tessera.compiler._segments import ReadPoint, read_value
 from tessera.fx._from_ir import graph_module_from_ir, parse_ir
 
 _local = threading.local()
@@ -54,12 +57,23 @@ def note_break(reason):
         on_read(reason, verbatim=True)
 
 
-def _dispatch_read(what):
+def _dispatch_read(what, tensor=None):
     """The process's one data-read hook (called only on threads that watch, see capture()):
     tells the capture open on this thread."""
     on_read = getattr(_local, "on_read", None)
     if on_read is not None:
-        on_read(what)
+        on_read(what, tensor)
+
+
+def _printing():
+    """Whether the read on this thread comes from formatting a tensor (print, str, f-strings):
+    its value goes into text Python keeps, so the call is not replayed (it runs eagerly)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_globals.get("__name__") == "tessera._printing":
+            return True
+        frame = frame.f_back
+    return False
 
 
 _hook_installed = False
@@ -76,7 +90,7 @@ class Capture:
     """What one capture produced: the graph (IR text and GraphModule), how the function's
     tensor arguments map to graph inputs, and how graph outputs fold into its result."""
 
-    def __init__(self, ir_text, constants, input_positions, out_spec, out_leaves, reads):
+    def __init__(self, ir_text, constants, input_positions, out_spec, out_leaves, reads, read_points=None):
         self.ir_text = ir_text
         self.ir = parse_ir(ir_text)
         self.constants = constants
@@ -85,6 +99,9 @@ class Capture:
         # Per output leaf: ("graph", k) for the k-th graph output, ("const", value) otherwise.
         self.out_leaves = out_leaves
         self.reads = reads                      # [(what, where)] data-dependent reads
+        # The reads as places to cut the graph (_segments.ReadPoint), when every read is one
+        # a replay can repeat (item, tolist); None otherwise.
+        self.read_points = read_points
         self._gm = None
 
     @property
@@ -106,13 +123,26 @@ def capture(fn, args, kwargs, fullgraph=False):
             seen.add(id(leaf))
             input_positions.append(i)
     reads = []
+    # Per read, (what, tensor, nodes recorded so far, where, value), or None for a read a
+    # replay cannot repeat.
+    points = []
 
-    def on_read(what, verbatim=False):
+    def on_read(what, tensor=None, verbatim=False):
         where = _user_frame()
         reason = what if verbatim else f"data-dependent Tensor.{what}()"
         if fullgraph:
             raise GraphBreakError(f"ts.compile(fullgraph=True): {reason} at {where} would break the graph")
         reads.append((reason if verbatim else f"Tensor.{what}()", where))
+        replayable = not verbatim and tensor is not None and what in ("item", "tolist") and not _printing()
+        if replayable:  # the value as Python gets it now (a later write must not change it)
+            _C._set_data_read_watch(False)
+            try:
+                value = read_value(tensor, what)
+            finally:
+                _C._set_data_read_watch(True)
+            points.append((what, tensor, call("tracer::mark", (), {}), where, value))
+        else:
+            points.append(None)
 
     call = _C.call_op
     call("tracer::begin", (), {})
@@ -132,7 +162,10 @@ def capture(fn, args, kwargs, fullgraph=False):
                 graph_outputs.append(leaf)
             else:
                 folded.append(("const", leaf))
-        text = call("tracer::end", (graph_outputs,), {})
+        # The tensors read go out too, so the graph names their values (removed again below).
+        cut = bool(points) and None not in points
+        read_tensors = [p[1] for p in points] if cut else []
+        text = call("tracer::end", (graph_outputs + read_tensors,), {})
     except BaseException:
         call("tracer::abort", (), {})
         raise
@@ -146,4 +179,14 @@ def capture(fn, args, kwargs, fullgraph=False):
         if fullgraph:
             raise GraphBreakError(f"ts.compile(fullgraph=True): {reason} would break the graph")
         reads.append((reason, "inside an operator"))
-    return result, Capture(text, constants, input_positions, out_spec, folded, reads)
+        cut = False
+    read_points = None
+    if read_tensors:
+        ir = parse_ir(text)
+        read_ids = ir["outputs"][len(graph_outputs):]
+        ir["outputs"] = ir["outputs"][:len(graph_outputs)]
+        text = json.dumps(ir)
+        if cut:
+            read_points = [ReadPoint(what, vid, mark, where, value)
+                           for (what, _, mark, where, value), vid in zip(points, read_ids)]
+    return result, Capture(text, constants, input_positions, out_spec, folded, reads, read_points)

@@ -1,8 +1,10 @@
 """A compiled function: captures on the first call, compiles with the backend, and reuses
 the compiled graph for every later call whose guards hold. A call that misses recompiles,
 up to `config.recompile_limit` graphs; past it, calls that miss run eagerly, and one line says
-which guard failed. A function whose capture read tensor data into Python (a graph break) runs
-eagerly from then on for those guards (the graph cannot hold a value Python branched on).
+which guard failed. A function whose capture read tensor data into Python (a graph break: item, bool,
+int, tolist) is cut there; the pieces are compiled and the values read are guarded on
+(_segments.py). Captures that print, convert to NumPy, run autograd inside or write their
+inputs before a read run eagerly for those guards.
 
 Dynamic shapes: after a recompile that only a change of tensor sizes caused (or from the start
 with dynamic=True; never with dynamic=False), sizes are dynamic. The inductor then generates
@@ -19,6 +21,7 @@ import tessera
 from tessera.compiler import _capture, _guards, _symbolic
 from tessera.compiler._backends import lookup_backend
 from tessera.compiler._pytree import LEAF, unflatten
+from tessera.compiler._segments import SegmentedGraph, ValueGuardMiss
 
 
 class config:
@@ -35,18 +38,20 @@ class config:
 
 
 class _Entry:
-    __slots__ = ("run", "capture", "eager", "paths", "positional", "single_output", "all_outputs")
+    __slots__ = ("run", "capture", "eager", "paths", "segmented", "positional", "single_output", "all_outputs")
 
     def __init__(self, run, capture, eager, paths):
         self.run = run
         self.capture = capture
         self.eager = eager
         self.paths = paths
+        # Cut at data reads (_segments): run returns the folded result and may miss a value.
+        self.segmented = isinstance(run, SegmentedGraph)
         # The common shapes of a call, served without the general pytree code: every
         # argument is a distinct tensor and a graph input, and the result is one tensor or a
         # tuple of graph outputs in order.
         n = len(capture.input_positions)
-        self.positional = capture.input_positions == list(range(n))
+        self.positional = capture.input_positions == list(range(n)) and not self.segmented
         folded = capture.out_leaves
         self.single_output = capture.out_spec is LEAF and folded == [("graph", 0)]
         self.all_outputs = (capture.out_spec.kind == "tuple" and all(c is LEAF for c in capture.out_spec.children)
@@ -97,6 +102,8 @@ class CompiledFunction:
                 self._fast_entries[fast] = entry
             if entry.eager:
                 return self._fn(*args, **kwargs)
+            if entry.segmented:
+                return self._run_segmented(entry, leaves, args, kwargs)
             return self._run(entry, leaves)
         structure = _guards.size_free(key)
         if self.dynamic_sizes and structure in self._families:  # a fitted graph at new sizes: no capture
@@ -152,6 +159,40 @@ class CompiledFunction:
     def _run(self, entry, leaves):
         return self._fold(entry, entry.run(*[leaves[i] for i in entry.capture.input_positions]))
 
+    def _run_segmented(self, entry, leaves, args, kwargs):
+        """A graph cut at data reads: its pieces run while the values read are ones a
+        continuation was captured for; another value captures the function again from the
+        start (safe: the pieces write nothing they did not make) and keeps that continuation."""
+        try:
+            return entry.run(*[leaves[i] for i in entry.capture.input_positions])
+        except ValueGuardMiss as miss:
+            graph, step = entry.run, miss.step
+            known = " or ".join(repr(v) for v in step.values_seen)
+            reason = f"Tensor.{step.what}() at {step.where} read {miss.value!r}, compiled for {known}"
+            if graph.variants >= max(config.recompile_limit, 1):
+                if not self._warned_limit:
+                    self._warned_limit = True
+                    warnings.warn(f"ts.compile: {getattr(self._fn, '__qualname__', self._fn)} reached the recompile "
+                                  f"limit ({config.recompile_limit}); running eagerly. Last guard failure: {reason}",
+                                  stacklevel=3)
+                return self._fn(*args, **kwargs)
+            self.recompile_reasons.append(reason)
+            result, cap = _capture.capture(self._fn, args, kwargs, fullgraph=self._fullgraph)
+            graph.add_variant(cap, miss)
+            return result
+
+    def _compile_piece(self, step, example_inputs):
+        """Compiles one piece of a segmented graph with this function's backend."""
+        import json
+        cap = _capture.Capture(json.dumps(step.ir), step.constants, list(range(len(example_inputs))), LEAF,
+                               [("graph", k) for k in range(len(step.ir["outputs"]))], [])
+        compile_capture = getattr(self._backend, "compile_capture", None)
+        if compile_capture is not None:
+            return compile_capture(cap, example_inputs, runtime_sizes=self.dynamic_sizes)
+        gm = cap.graph_module
+        gm.meta["tessera_runtime_sizes"] = self.dynamic_sizes
+        return self._backend(gm, example_inputs)
+
     @staticmethod
     def _fold(entry, outs):
         cap = entry.capture
@@ -166,7 +207,10 @@ class CompiledFunction:
         self._last_key = key
         if cap.reads:
             self.graph_breaks.extend(cap.reads)
-            self._entries[key] = _Entry(None, cap, True, paths)
+            if SegmentedGraph.segmentable(cap) is None:  # compiled around the reads
+                self._entries[key] = _Entry(SegmentedGraph(cap, self._compile_piece), cap, False, paths)
+            else:
+                self._entries[key] = _Entry(None, cap, True, paths)
             return result
         example_inputs = [leaves[i] for i in cap.input_positions]
         compile_capture = getattr(self._backend, "compile_capture", None)

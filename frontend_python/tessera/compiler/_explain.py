@@ -40,8 +40,14 @@ def explain(fn):
             guards.extend(_guards.describe(key, entry.paths))
             if entry.eager:
                 continue
-            gm = entry.capture.graph_module
-            graphs.append(gm)
-            ops.append([n.format_target() for n in gm.graph.nodes if n.op == "call_function"])
+            if entry.segmented:  # one graph per piece between the reads
+                from tessera.fx._from_ir import graph_module_from_ir
+                modules = [graph_module_from_ir(step.ir, step.constants) for step in entry.run.pieces()
+                           if step.ir["nodes"]]
+            else:
+                modules = [entry.capture.graph_module]
+            for gm in modules:
+                graphs.append(gm)
+                ops.append([n.format_target() for n in gm.graph.nodes if n.op == "call_function"])
         return ExplainOutput(graphs, list(compiled.graph_breaks), guards, ops)
     return run
