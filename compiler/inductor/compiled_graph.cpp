@@ -1,5 +1,6 @@
 #include "compiled_graph.h"
 #include "cpp_codegen.h"
+#include "cuda_codegen.h"
 
 #include <tessera/sdk/graph_call.h>
 
@@ -13,8 +14,18 @@ namespace {
 namespace g = sdk::graph;
 }
 
+FusionTarget CompiledGraph::target_for(const g::Graph& graph) {
+  FusionTarget cpu;
+  if (!TS_STRUCT_HAS(&sdk::host(), ts_host_api, device_type_id)) return cpu;
+  const int32_t cuda = sdk::host().device_type_id("cuda");
+  if (cuda < 0 || !Nvrtc::instance().available()) return cpu;
+  for (const g::Value& v : graph.values)
+    if (v.device.type == cuda) return FusionTarget{cuda, false};
+  return cpu;
+}
+
 CompiledGraph::CompiledGraph(g::Graph graph, const std::string& prebuilt, bool runtime_sizes)
-    : graph_(std::move(graph)), plan_(plan_fusion(graph_)) {
+    : graph_(std::move(graph)), plan_(plan_fusion(graph_, target_for(graph_))) {
   operators_.assign(graph_.nodes.size(), nullptr);
   for (size_t n = 0; n < graph_.nodes.size(); ++n) {
     operators_[n] = sdk::host().find_operator(graph_.nodes[n].op.c_str());
@@ -24,6 +35,16 @@ CompiledGraph::CompiledGraph(g::Graph graph, const std::string& prebuilt, bool r
   }
   plan_releases();
   if (plan_.kernels.empty()) return;
+  if (const ts_device device = graph_.value(plan_.kernels[0].outputs[0]).device; device.type != 0) {
+    // CUDA: sizes are literals (an NVRTC build is cheap next to a C++ one); no prebuilt kernels.
+    if (!prebuilt.empty())
+      throw sdk::Error(TS_ERROR_VALUE, "inductor::compile: ahead-of-time kernels are CPU kernels; this graph runs on "
+                                       "a CUDA device");
+    const std::string ptx = Nvrtc::instance().cached_compile(generate_cuda(graph_, plan_),
+                                                             CudaModule::architecture(device.index));
+    cuda_ = std::make_unique<CudaModule>(ptx, device.index, plan_.kernels.size());
+    return;
+  }
   CodegenOptions options;
   options.vector_math = KernelCache::instance().vector_math_available();
   options.runtime_sizes = runtime_sizes;
@@ -124,6 +145,17 @@ std::vector<sdk::TensorRef> CompiledGraph::run(ts_call call, const std::vector<s
       env[size_t(id)] = sdk::empty(call, v.shape, v.dtype, k.inputs.empty() ? ts_device{0, 0} : device);
       out.push_back(env[size_t(id)].data());
     }
+    if (cuda_) {
+      in.insert(in.end(), out.begin(), out.end());  // the kernel's parameters: inputs, then outputs
+      int64_t numel = 1;
+      for (int64_t d : k.shape) numel *= d;
+      const ts_device where = env[size_t(k.outputs[0])].device();
+      void* stream = TS_STRUCT_HAS(&sdk::host(), ts_host_api, native_stream)
+                         ? sdk::host().native_stream(where, sdk::host().current_stream(where))
+                         : nullptr;
+      cuda_->launch(step.index, in, numel, stream);
+      continue;
+    }
     kernels_[step.index](in.data(), out.data(), geometry_[step.index].data());
   }
   std::vector<sdk::TensorRef> results;
@@ -136,7 +168,8 @@ std::string CompiledGraph::describe() const {
   for (const auto& k : plan_.kernels)
     fused_nodes += k.prologue.size() + k.nodes.size() + (k.head != RowHead::None ? 1 : 0);
   return sdk::cat("nodes=", graph_.nodes.size(), " kernels=", plan_.kernels.size(), " fused_nodes=", fused_nodes,
-                  " extern_calls=", graph_.nodes.size() - fused_nodes, " library=", library_.path,
+                  " extern_calls=", graph_.nodes.size() - fused_nodes, " target=", cuda_ ? "cuda" : "cpu",
+                  " library=", library_.path,
                   " from_cache=", library_.from_cache ? 1 : 0);
 }
 

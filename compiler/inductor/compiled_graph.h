@@ -2,11 +2,13 @@
 // A compiled graph: its schedule, the loaded fused kernels, and the operators of the nodes
 // that stay dispatcher calls, resolved once. run() takes the graph's inputs followed by its
 // constants and returns its outputs.
+#include "cuda_runtime.h"
 #include "fusion_plan.h"
 #include "kernel_cache.h"
 
 #include <tessera/sdk/plugin.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,6 +24,9 @@ class CompiledGraph {
   std::string describe() const;
   // The fused kernels' library ("" when nothing fused).
   const std::string& library_path() const { return library_.path; }
+  // The device type the kernels are generated for: 0 for the CPU (C++), else a CUDA device
+  // type (CUDA C through NVRTC) when the graph's values live there and NVRTC is installed.
+  static FusionTarget target_for(const sdk::graph::Graph& graph);
 
  private:
   using KernelFn = void (*)(void* const*, void* const*, const int64_t*);
@@ -35,6 +40,7 @@ class CompiledGraph {
   FusionPlan plan_;
   std::vector<ts_operator> operators_;  // per node (nullptr for fused nodes)
   std::vector<KernelFn> kernels_;
+  std::unique_ptr<CudaModule> cuda_;  // the kernels of a graph on a CUDA device
   std::vector<std::vector<int64_t>> geometry_;  // per kernel, its geometry array
   // Per step, the values no later step reads: released after it, so buffers go back to the
   // allocator as soon as eager would release them (graph outputs are kept).

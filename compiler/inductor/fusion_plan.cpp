@@ -18,11 +18,11 @@ bool broadcasts_to(const std::vector<int64_t>& from, const std::vector<int64_t>&
   return true;
 }
 
-// Can `node` join a kernel computing `dtype` values of `shape` on the CPU?
-bool fusible(const g::Graph& graph, const g::Node& node) {
+// Can `node` join a kernel computing `dtype` values of `shape` on devices of `device_type`?
+bool fusible(const g::Graph& graph, const g::Node& node, int32_t device_type) {
   if (!is_pointwise(node.op) || node.in_place() || node.outputs.size() != 1 || node.outputs[0].size() != 1) return false;
   const g::Value& out = graph.value(node.outputs[0][0]);
-  if (out.device.type != 0 || (out.dtype != TS_FLOAT32 && out.dtype != TS_FLOAT64)) return false;
+  if (out.device.type != device_type || (out.dtype != TS_FLOAT32 && out.dtype != TS_FLOAT64)) return false;
   if (!out.is_contiguous() || out.alias_of >= 0 || out.numel() == 0) return false;
   for (size_t i = 0; i < node.args.size(); ++i) {
     const g::Arg& a = node.args[i];
@@ -30,7 +30,8 @@ bool fusible(const g::Graph& graph, const g::Node& node) {
     if (a.kind != g::Arg::Kind::Tensor) continue;
     const g::Value& v = graph.value(a.tensor);
     const bool condition = bool_argument(node.op) == int(i);
-    if (v.device.type != 0 || !broadcasts_to(v.shape, out.shape)) return false;
+    if (v.device.type != out.device.type || v.device.index != out.device.index || !broadcasts_to(v.shape, out.shape))
+      return false;
     if (condition ? v.dtype != TS_BOOL : v.dtype != out.dtype) return false;
   }
   // A lowering must exist for these very arguments.
@@ -112,7 +113,7 @@ bool reads_any(const g::Node& node, const std::set<int64_t>& ids) {
 
 }  // namespace
 
-FusionPlan plan_fusion(const g::Graph& graph) {
+FusionPlan plan_fusion(const g::Graph& graph, const FusionTarget& target) {
   FusionPlan plan;
   // Where each value is used: by which node, or as a graph output.
   std::vector<std::vector<size_t>> users(graph.values.size());
@@ -167,7 +168,7 @@ FusionPlan plan_fusion(const g::Graph& graph) {
   FusedKernel current;
   for (size_t n = 0; n < graph.nodes.size(); ++n) {
     const g::Node& node = graph.nodes[n];
-    if (RowHead head = row_head(graph, node); head != RowHead::None) {
+    if (RowHead head = target.row_heads ? row_head(graph, node) : RowHead::None; head != RowHead::None) {
       const g::Value& out = graph.value(node.outputs[0][0]);
       // An open element-wise run of the head's shape that computes its row input becomes the
       // head's prologue: the row is computed in each pass instead of read from a buffer.
@@ -186,7 +187,7 @@ FusionPlan plan_fusion(const g::Graph& graph) {
       current.dtype = out.dtype;
       continue;
     }
-    if (fusible(graph, node)) {
+    if (fusible(graph, node, target.device_type)) {
       const g::Value& out = graph.value(node.outputs[0][0]);
       const bool open = !current.nodes.empty() || current.head != RowHead::None;
       if (open && (out.shape != current.shape || out.dtype != current.dtype)) close(current);

@@ -36,6 +36,13 @@ struct FusionPlan {
   std::vector<Step> steps;
 };
 
-FusionPlan plan_fusion(const sdk::graph::Graph& graph);
+// What the kernels are generated for: devices of one type (0: the CPU), and whether they may
+// start with a row reduction (the CPU generator's; CUDA kernels are element-wise only).
+struct FusionTarget {
+  int32_t device_type = 0;
+  bool row_heads = true;
+};
+
+FusionPlan plan_fusion(const sdk::graph::Graph& graph, const FusionTarget& target = {});
 
 }  // namespace tessera::inductor

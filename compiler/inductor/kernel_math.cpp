@@ -4,7 +4,10 @@
 
 namespace tessera::inductor {
 
-std::string kernel_math_prelude(bool vector_math) {
+namespace {
+
+// The C math declarations for the host compiler (CUDA's are built into NVRTC).
+std::string math_declarations(bool vector_math) {
   std::ostringstream s;
   s << "#include <stdint.h>\n";
   const char* functions[] = {"sin", "cos", "tan", "exp", "expm1", "log", "log1p", "log2", "log10", "erf", "atan", "pow"};
@@ -18,6 +21,11 @@ std::string kernel_math_prelude(bool vector_math) {
     }
   }
   s << "}\n";
+  return s.str();
+}
+
+std::string inline_math() {
+  std::ostringstream s;
   // Everything below is branch-free C the vectoriser if-converts. GCC gives up on a loop whose
   // selects nest too deeply (an inline exp's range checks feeding a nested NaN-aware max), so
   // the clamps against a number are one compare each (ts_clamp_lo/hi).
@@ -159,6 +167,27 @@ static inline float ts_gelu_erf_grad(float x) {
 }
 )";
   return s.str();
+}
+
+}  // namespace
+
+std::string kernel_math_prelude(bool vector_math) { return math_declarations(vector_math) + inline_math(); }
+
+std::string cuda_kernel_math_prelude() {
+  // The same functions as device functions; the GCC builtins they and the element-wise
+  // lowerings use spelled as CUDA's math functions (NVRTC needs no header for those).
+  std::string body = inline_math();
+  const std::string from = "static inline", to = "static __device__ __forceinline__";
+  for (size_t at = body.find(from); at != std::string::npos; at = body.find(from, at + to.size()))
+    body.replace(at, from.size(), to);
+  std::ostringstream s;
+  s << "typedef unsigned char uint8_t;\n";
+  for (const char* f : {"fabs", "sqrt", "floor", "ceil", "trunc", "rint", "copysign", "fma"})
+    s << "#define __builtin_" << f << "f " << f << "f\n#define __builtin_" << f << " " << f << "\n";
+  s << "#define __builtin_memcpy memcpy\n#define __builtin_log log\n"
+       "#define __builtin_nan(s) __longlong_as_double(0x7ff8000000000000LL)\n"
+       "#define __builtin_inf() __longlong_as_double(0x7ff0000000000000LL)\n";
+  return s.str() + body;
 }
 
 }  // namespace tessera::inductor

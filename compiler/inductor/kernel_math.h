@@ -10,4 +10,7 @@ namespace tessera::inductor {
 // GNU-ABI variants (the library must then be linked).
 std::string kernel_math_prelude(bool vector_math);
 
+// The same inline functions for CUDA C compiled by NVRTC (device functions, CUDA's math).
+std::string cuda_kernel_math_prelude();
+
 }  // namespace tessera::inductor

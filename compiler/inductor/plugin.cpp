@@ -6,12 +6,17 @@
 //   inductor::release(int handle) -> ()
 //   inductor::library(int handle) -> str      the fused kernels' shared object ("" if none)
 //   inductor::target() -> str                 the CPU features kernels are compiled for
+//   inductor::generate(str graph, str target) -> str   the kernels' source for "cpu" (C++) or
+//                                             "cuda" (CUDA C), the graph's devices aside
+//   inductor::nvrtc(str source, str arch) -> str       CUDA C -> PTX with NVRTC (no GPU needed)
 // compile's options: "prebuilt=<path>" loads kernels built ahead of time (an export archive's)
 // instead of compiling; they must come from the same graph and inductor version.
 // "runtime_sizes" generates kernels that read their sizes at run time, so graphs that differ
 // only in sizes share one library (ts.compile's dynamic shapes).
 // A compiled graph runs as one operator call, so the profiler and devices see it as such.
 #include "compiled_graph.h"
+#include "cpp_codegen.h"
+#include "cuda_codegen.h"
 
 #include <map>
 #include <memory>
@@ -96,6 +101,31 @@ void return_string(sdk::Args& a, std::string value) {
 void library(sdk::Args& a) { return_string(a, lookup("inductor::library", a.to_int(0))->library_path()); }
 void target(sdk::Args& a) { return_string(a, KernelCache::instance().cpu_features()); }
 
+void generate(sdk::Args& a) {
+  sdk::graph::Graph graph;
+  try {
+    graph = sdk::graph::parse(*a.optional_str(0));
+  } catch (const std::exception& e) {
+    sdk::fail(TS_ERROR_VALUE, "inductor::generate: ", e.what());
+  }
+  const std::string target(*a.optional_str(1));
+  if (target != "cpu" && target != "cuda")
+    sdk::fail(TS_ERROR_VALUE, "inductor::generate: target must be 'cpu' or 'cuda', got '", target, "'");
+  // The plan for the devices the graph's values are on, with the chosen generator's abilities.
+  int32_t device_type = 0;
+  for (const auto& v : graph.values) device_type = v.device.type;
+  const FusionPlan plan = plan_fusion(graph, FusionTarget{device_type, target == "cpu"});
+  return_string(a, target == "cpu" ? generate_cpp(graph, plan, CodegenOptions{}).source : generate_cuda(graph, plan));
+}
+
+void nvrtc(sdk::Args& a) {
+  try {
+    return_string(a, Nvrtc::instance().compile(std::string(*a.optional_str(0)), std::string(*a.optional_str(1))));
+  } catch (const std::runtime_error& e) {
+    sdk::fail(TS_ERROR, "inductor::nvrtc: ", e.what());
+  }
+}
+
 void release(sdk::Args& a) {
   const int64_t handle = a.to_int(0);
   std::lock_guard lock(registry_mutex);
@@ -125,6 +155,8 @@ void register_inductor(sdk::Registrar& reg) {
       {"inductor::cache_dir() -> str", "inductor::cache_dir", cache_dir},
       {"inductor::library(int handle) -> str", "inductor::library", library},
       {"inductor::target() -> str", "inductor::target", target},
+      {"inductor::generate(str graph, str target) -> str", "inductor::generate", generate},
+      {"inductor::nvrtc(str source, str arch) -> str", "inductor::nvrtc", nvrtc},
   };
   for (const Op& op : ops) {
     reg.def(op.schema);
