@@ -167,6 +167,11 @@ std::string Nvrtc::cached_compile(const std::string& source, const std::string& 
       return ptx.substr(0, ptx.size() - key.size());
   }
   const std::string ptx = compile(source, arch);
+  try {
+    make_directories(dir);
+  } catch (const std::runtime_error&) {
+    return ptx;  // an unwritable cache costs the next process this compile, nothing more
+  }
   const std::string tmp = path + ".tmp" + std::to_string(getpid());
   std::ofstream out(tmp, std::ios::binary);
   out << ptx << key;

@@ -65,7 +65,9 @@ std::string cpu_flags() {
   return "unknown-cpu";
 }
 
-void make_dirs(const std::string& path) {
+}  // namespace
+
+void make_directories(const std::string& path) {
   std::string partial;
   std::istringstream parts(path);
   for (std::string part; std::getline(parts, part, '/');) {
@@ -75,8 +77,6 @@ void make_dirs(const std::string& path) {
       throw std::runtime_error("inductor: cannot create the cache directory '" + partial + "': " + std::strerror(errno));
   }
 }
-
-}  // namespace
 
 uint64_t stable_hash(const std::string& text, uint64_t seed) {
   uint64_t h = seed;
@@ -154,7 +154,7 @@ LoadedLibrary KernelCache::load(const std::string& source) {
     if (LoadedLibrary lib = try_load(true); lib.handle) return lib;
     std::remove(so.c_str());  // corrupt or foreign: rebuild it
   }
-  make_dirs(dir);
+  make_directories(dir);
   std::random_device rd;
   const std::string tmp_tag = "." + std::to_string(getpid()) + "." + std::to_string(rd()) + ".tmp";
   const std::string cpp = dir + "/" + name + ".cpp";

@@ -40,6 +40,9 @@ class KernelCache {
   bool vector_math_ = false;
 };
 
+// mkdir -p; throws std::runtime_error naming the part that could not be made.
+void make_directories(const std::string& path);
+
 // A stable 64-bit FNV-1a hash (std::hash differs between builds; a cache key must not).
 uint64_t stable_hash(const std::string& text, uint64_t seed = 1469598103934665603ull);
 

@@ -8,7 +8,8 @@
 //   inductor::target() -> str                 the CPU features kernels are compiled for
 //   inductor::generate(str graph, str target) -> str   the kernels' source for "cpu" (C++) or
 //                                             "cuda" (CUDA C), the graph's devices aside
-//   inductor::nvrtc(str source, str arch) -> str       CUDA C -> PTX with NVRTC (no GPU needed)
+//   inductor::nvrtc(str source, str arch, bool cached) -> str   CUDA C -> PTX with NVRTC (no GPU
+//                                             needed); cached: through the on-disk cache
 // compile's options: "prebuilt=<path>" loads kernels built ahead of time (an export archive's)
 // instead of compiling; they must come from the same graph and inductor version.
 // "runtime_sizes" generates kernels that read their sizes at run time, so graphs that differ
@@ -120,7 +121,9 @@ void generate(sdk::Args& a) {
 
 void nvrtc(sdk::Args& a) {
   try {
-    return_string(a, Nvrtc::instance().compile(std::string(*a.optional_str(0)), std::string(*a.optional_str(1))));
+    const std::string source(*a.optional_str(0)), arch(*a.optional_str(1));
+    const Nvrtc& nvrtc = Nvrtc::instance();
+    return_string(a, a.to_bool(2) ? nvrtc.cached_compile(source, arch) : nvrtc.compile(source, arch));
   } catch (const std::runtime_error& e) {
     sdk::fail(TS_ERROR, "inductor::nvrtc: ", e.what());
   }
@@ -156,7 +159,7 @@ void register_inductor(sdk::Registrar& reg) {
       {"inductor::library(int handle) -> str", "inductor::library", library},
       {"inductor::target() -> str", "inductor::target", target},
       {"inductor::generate(str graph, str target) -> str", "inductor::generate", generate},
-      {"inductor::nvrtc(str source, str arch) -> str", "inductor::nvrtc", nvrtc},
+      {"inductor::nvrtc(str source, str arch, bool cached=False) -> str", "inductor::nvrtc", nvrtc},
   };
   for (const Op& op : ops) {
     reg.def(op.schema);

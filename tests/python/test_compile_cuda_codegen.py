@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -122,3 +123,31 @@ def test_generated_cuda_computes_what_eager_computes(case, tmp_path):
     kernel(*[ctypes.c_void_p(b.ctypes.data) for b in buffers], ctypes.c_void_p(out.ctypes.data))
     tol = 1e-9 if expected.dtype == np.float64 else 2e-6  # the series tanh: as the CPU kernels
     np.testing.assert_allclose(out, expected, rtol=tol, atol=tol)
+
+
+def test_ptx_cache_rebuilds_a_truncated_entry_and_survives_two_writers(tmp_path, monkeypatch):
+    monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path))
+    source = cuda_source(chain, ts.randn(64), ts.randn(64))
+    fresh = nvrtc(source)
+    cached = _C.call_op("inductor::nvrtc", (source, "compute_80", True), {})
+    assert cached == fresh
+    cache_dir = _C.call_op("inductor::cache_dir", (), {})
+    entries = [os.path.join(cache_dir, f) for f in os.listdir(cache_dir) if f.endswith(".ptx")]
+    assert len(entries) == 1 and open(entries[0]).read().startswith(fresh)
+    with open(entries[0], "r+") as f:  # a write cut short
+        f.truncate(len(fresh) // 2)
+    assert _C.call_op("inductor::nvrtc", (source, "compute_80", True), {}) == fresh
+    assert open(entries[0]).read().startswith(fresh)  # rebuilt whole
+    os.remove(entries[0])
+    # Two processes filling the same entry at once: each gets the PTX, and the file is whole.
+    script = ("import tessera as ts; from tessera import _C; from tessera.compiler import _plugin_backend as p; "
+              "p._load('inductor'); import sys; src = open(sys.argv[1]).read(); "
+              "print(len(_C.call_op('inductor::nvrtc', (src, 'compute_80', True), {})))")
+    (tmp_path / "src.cu").write_text(source)
+    env = {**os.environ, "TESSERA_CACHE_DIR": str(tmp_path)}
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "src.cu")], env=env,
+                              stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=120)[0].strip() for p in procs]
+    assert outs == [str(len(fresh))] * 2
+    assert open(entries[0]).read().startswith(fresh)
+    assert not [f for f in os.listdir(cache_dir) if ".tmp" in f]
