@@ -18,7 +18,7 @@ FusionTarget CompiledGraph::target_for(const g::Graph& graph) {
   FusionTarget cpu;
   if (!TS_STRUCT_HAS(&sdk::host(), ts_host_api, device_type_id)) return cpu;
   const int32_t cuda = sdk::host().device_type_id("cuda");
-  if (cuda < 0 || !Nvrtc::instance().available()) return cpu;
+  if (cuda < 0) return cpu;
   for (const g::Value& v : graph.values)
     if (v.device.type == cuda) return FusionTarget{cuda, false};
   return cpu;
@@ -33,16 +33,20 @@ CompiledGraph::CompiledGraph(g::Graph graph, const std::string& prebuilt, bool r
       throw sdk::Error(TS_ERROR_VALUE, "inductor::compile: the graph calls operator '" + graph_.nodes[n].op +
                                            "', which is not registered in this process");
   }
+  const bool on_cuda = !plan_.kernels.empty() && graph_.value(plan_.kernels[0].outputs[0]).device.type != 0;
+  if (on_cuda && prebuilt.empty() && !Nvrtc::instance().available())
+    plan_ = plan_fusion(graph_, FusionTarget{});  // no NVRTC: the CUDA nodes stay dispatcher calls
   plan_releases();
   if (plan_.kernels.empty()) return;
-  if (const ts_device device = graph_.value(plan_.kernels[0].outputs[0]).device; device.type != 0) {
-    // CUDA: sizes are literals (an NVRTC build is cheap next to a C++ one); no prebuilt kernels.
-    if (!prebuilt.empty())
-      throw sdk::Error(TS_ERROR_VALUE, "inductor::compile: ahead-of-time kernels are CPU kernels; this graph runs on "
-                                       "a CUDA device");
-    const std::string ptx = Nvrtc::instance().cached_compile(generate_cuda(graph_, plan_),
-                                                             CudaModule::architecture(device.index));
-    cuda_ = std::make_unique<CudaModule>(ptx, device.index, plan_.kernels.size());
+  if (on_cuda) {
+    // CUDA: sizes are literals (an NVRTC build is cheap next to a C++ one). Prebuilt kernels
+    // (an export archive's) are PTX checked against this graph's source; they need no NVRTC.
+    const int32_t index = graph_.value(plan_.kernels[0].outputs[0]).device.index;
+    const std::string source = generate_cuda(graph_, plan_);
+    const std::string ptx = prebuilt.empty()
+                                ? Nvrtc::instance().cached_compile(source, CudaModule::architecture(index))
+                                : prebuilt_ptx(prebuilt, source);
+    cuda_ = std::make_unique<CudaModule>(ptx, index, plan_.kernels.size());
     return;
   }
   CodegenOptions options;

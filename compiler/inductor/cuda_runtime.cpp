@@ -148,6 +148,26 @@ std::string Nvrtc::compile(const std::string& source, const std::string& arch) c
   std::string ptx(size, '\0');
   symbol<NvrtcGet>(lib_, "nvrtcGetPTX")(program, ptx.data());
   while (!ptx.empty() && ptx.back() == '\0') ptx.pop_back();
+  return source_key_line(source) + ptx;
+}
+
+std::string source_key_line(const std::string& source) {
+  char line[64];
+  std::snprintf(line, sizeof line, "// tessera source key %016llx\n",
+                static_cast<unsigned long long>(stable_hash(source)));
+  return line;
+}
+
+std::string prebuilt_ptx(const std::string& path, const std::string& source) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string ptx = text.str();
+  if (!in) throw std::runtime_error("inductor: cannot read the prebuilt CUDA kernels '" + path + "'");
+  const std::string key = source_key_line(source);
+  if (ptx.compare(0, key.size(), key) != 0)
+    throw std::runtime_error("inductor: the prebuilt CUDA kernels '" + path + "' were not generated from this graph "
+                             "by this inductor");
   return ptx;
 }
 

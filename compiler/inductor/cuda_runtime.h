@@ -31,6 +31,14 @@ class Nvrtc {
   CompileFn compile_ = nullptr;
 };
 
+// "// tessera source key <hash>\n": the first line of the PTX Nvrtc::compile returns, naming the
+// generated source it came from (PTX allows comments), so prebuilt PTX is checked as the CPU's
+// prebuilt libraries are.
+std::string source_key_line(const std::string& source);
+// The PTX in file `path` (an export archive's ahead-of-time kernels) when it was compiled from
+// exactly `source`; throws std::runtime_error otherwise. No NVRTC is needed.
+std::string prebuilt_ptx(const std::string& path, const std::string& source);
+
 // The kernels of one PTX module, loaded on a CUDA device (its primary context, the one the
 // CUDA runtime and so the CUDA plugin use) and launched on a stream of that device.
 class CudaModule {

@@ -561,10 +561,7 @@ Program& Program::to(const Device& device) {
     for (graph::Arg& a : n.args)
       if (a.kind == graph::Arg::Kind::Device && Device::from_abi(a.device) == p.device) a.device = device.to_abi();
   p.device = device;
-  if (!p.native.empty() && device.type() != Device::kCpuType) {
-    p.native.clear();  // the kernels are the CPU's
-    p.native_reason = fmt::format("the program was moved to {}; the ahead-of-time kernels are for the CPU", device.str());
-  }
+  if (!p.native_options.empty()) select_native_kernels(p);  // the kernels for the new device's type
   std::lock_guard plans_lock(p.plans_mutex);
   p.plans.clear();
   return *this;

@@ -78,7 +78,10 @@ struct Program::Impl {
     mutable std::once_flag compiled;
     mutable int64_t handle = -1;
   };
-  std::map<std::vector<int64_t>, NativeKernels> native;
+  std::map<std::vector<int64_t>, NativeKernels> native;  // for the program's device now
+  // Per target ("cpu", "cuda"), per size set, inductor::compile's options for the archive's
+  // kernels; `native` is filled from the program device's target (select_native_kernels).
+  std::map<std::string, std::map<std::vector<int64_t>, std::string>> native_options;
   OperatorHandle inductor_compile = nullptr, inductor_run = nullptr;
   // The inductor's handle of the kernels for `sizes` (compiled from the prebuilt library once).
   int64_t native_handle(const NativeKernels& kernels, const std::vector<int64_t>& sizes) const;
@@ -101,5 +104,7 @@ std::shared_ptr<Program::Impl> make_program(const nlohmann::json& metadata, cons
 // Sets up the archive's ahead-of-time kernels when they suit this machine (native_aot.cpp);
 // otherwise records why not in native_reason.
 void attach_native_kernels(Program::Impl& p, const std::map<std::string, detail::SharedBytes>& parts);
+// Fills p.native with the kernels for p.device's type (none: native_reason says why).
+void select_native_kernels(Program::Impl& p);
 
 }  // namespace tessera::exported

@@ -812,3 +812,26 @@ def test_compiled_chain_runs_nvrtc_kernels_on_the_device(grad, tmp_path, monkeyp
         f(xc, yc).sum().backward()
         np.testing.assert_allclose(x.grad.cpu().numpy(), xc.grad.numpy(), rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose(y.grad.cpu().numpy(), yc.grad.numpy(), rtol=1e-4, atol=1e-3)
+
+
+@needs_gpu
+def test_exported_program_runs_its_aot_cuda_kernels_on_the_device(tmp_path, monkeypatch):
+    """ts.export.aot_compile(target="cuda") PTX, run by the C++ runtime (tessera-export-run
+    --device cuda --allow-native): the driver loads the PTX and the result equals eager."""
+    monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path / "cache"))
+    import subprocess as sp
+    from tessera.export._cli import runner_path
+    m = ts.nn.Sequential(ts.nn.Linear(16, 64), ts.nn.GELU(), ts.nn.Linear(64, 16), ts.nn.Tanh()).eval()
+    ep = ts.export.export(m, (ts.randn(8, 16),))
+    ts.export.save(ts.export.aot_compile(ep, target="cuda"), tmp_path / "cuda.tspt")
+    x = ts.randn(8, 16)
+    ts.save({"in0": x}, tmp_path / "in.safetensors")
+    args = [runner_path(), str(tmp_path / "cuda.tspt"), "--input", str(tmp_path / "in.safetensors"), "--output",
+            str(tmp_path / "out.safetensors"), "--device", "cuda", "--allow-native"]
+    r = sp.run(args, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    described = sp.run(args[:2] + ["--describe", "--device", "cuda", "--allow-native"], capture_output=True,
+                       text=True, timeout=120).stdout
+    assert "ahead-of-time" in described, described
+    np.testing.assert_allclose(ts.load(tmp_path / "out.safetensors")["output_0"].numpy(), m(x).detach().numpy(),
+                               rtol=1e-4, atol=1e-5)

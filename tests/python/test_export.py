@@ -504,12 +504,46 @@ def test_aot_kernels_of_another_graph_are_refused(aot_archive, tmp_path):
 
 def test_aot_compile_arguments():
     ep = ts.export.export(nn.Linear(4, 4), (ts.randn(3, 4),), dynamic_shapes=({0: Dim("batch", max=8)},))
-    with pytest.raises(NotImplementedError, match="cuda"):
-        ts.export.aot_compile(ep, target="cuda")
+    with pytest.raises(ValueError, match="unknown target 'tpu'"):
+        ts.export.aot_compile(ep, target="tpu")
     with pytest.raises(ValueError, match="outside"):
         ts.export.aot_compile(ep, sizes=[{"batch": 9}])
     with pytest.raises(ValueError, match="not dynamic dims"):
         ts.export.aot_compile(ep, sizes=[{"seq": 4}])
+
+
+def test_aot_cuda_kernels_are_ptx_for_the_cpp_runtime_on_a_cuda_device(tmp_path, monkeypatch):
+    """aot_compile(target="cuda") stores the PTX of the graph's CUDA kernels (NVRTC, no GPU
+    needed), each led by the key of the source it came from. A program on the CPU (here: no GPU)
+    says why they are not used and runs the portable graph; on a device the runtime hands them
+    to the inductor after Program::to (run by backends/cuda/device_check.sh's pytest step)."""
+    monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path / "cache"))
+    m = nn.Sequential(nn.Linear(16, 64), nn.GELU(), nn.Linear(64, 16), nn.Tanh()).eval()
+    ep = ts.export.export(m, (ts.randn(8, 16),), dynamic_shapes=({0: Dim("batch", max=64)},))
+    try:
+        aep = ts.export.aot_compile(ep, target="cuda", sizes=[{"batch": 8}, {"batch": 32}])
+    except RuntimeError as e:
+        if "not installed" in str(e):
+            pytest.skip(str(e))
+        raise
+    path = tmp_path / "cuda.tspt"
+    ts.export.save(aep, path)
+    with zipfile.ZipFile(path) as z:
+        manifest = json.loads(z.read("aot/cuda/aot.json"))
+        assert manifest["target"] == "cuda" and manifest["arch"] == "compute_75"
+        assert [e["sizes"] for e in manifest["entries"]] == [[8], [32]]
+        for e in manifest["entries"]:
+            ptx = z.read(e["library"]).decode()
+            assert ptx.startswith("// tessera source key ") and ".entry tessera_kernel_0(" in ptx
+        assert json.loads(z.read("metadata.json"))["aot_targets"] == ["cuda"]
+    ep2 = ts.export.load(path, allow_native=True)
+    assert not ep2.native and "Program::to" in ep2.native_reason
+    out = run_cli(path, "--describe", "--allow-native").stdout
+    assert "portable graph" in out and "kernels are for cuda" in out, out
+    x = ts.randn(8, 16)
+    close(ep2.module()(x), m(x), atol=1e-5)
+    (y,) = cli_outputs(path, [x], tmp_path, "--allow-native")
+    close(y, m(x), atol=1e-5)
 
 
 def test_tensors_made_from_python_data_inside_forward(tmp_path):

@@ -2,9 +2,10 @@
 time so that a deployment loads them instead of compiling (no compiler, no first-call wait).
 
 The inductor compiles the graph at given sizes of its dynamic dims (by default the example's);
-the archive stores each shared object with the CPU features it was compiled for. A runtime uses
-them only when asked (allow_native) and when this machine has those features; any other size
-runs the portable graph."""
+the archive stores each shared object with the CPU features it was compiled for (target "cpu"),
+or the PTX of the graph's CUDA kernels (target "cuda"). A runtime uses them only when asked
+(allow_native), on a machine with those features or once the program is on a CUDA device; any
+other size runs the portable graph."""
 import copy
 import platform
 
@@ -13,18 +14,24 @@ from tessera.export import _dynamic
 
 
 class AotKernels:
-    """What aot_compile attaches to a program: per size set, the inductor's shared object."""
+    """What aot_compile attaches to a program: per size set, the inductor's shared object (cpu)
+    or the PTX of its CUDA kernels (cuda)."""
 
-    def __init__(self, target, machine, cpu_features, entries):
-        self.target = target              # "cpu"
+    def __init__(self, target, machine, cpu_features, entries, arch=None):
+        self.target = target              # "cpu" or "cuda"
         self.machine = machine            # platform.machine() of the building machine
-        self.cpu_features = cpu_features  # what -march=native compiled for
+        self.cpu_features = cpu_features  # what -march=native compiled for ("" for cuda)
         self.entries = entries            # [{"sizes": [int per dim], "library": bytes | None}]
+        self.arch = arch                  # cuda: the PTX's virtual architecture ("compute_75")
 
     def manifest(self):
-        return {"target": self.target, "machine": self.machine, "cpu_features": self.cpu_features,
-                "entries": [{"sizes": e["sizes"], "library": f"aot/{self.target}/kernels_{k}.so" if e["library"] else None}
-                            for k, e in enumerate(self.entries)]}
+        ext = "ptx" if self.target == "cuda" else "so"
+        out = {"target": self.target, "machine": self.machine, "cpu_features": self.cpu_features,
+               "entries": [{"sizes": e["sizes"], "library": f"aot/{self.target}/kernels_{k}.{ext}" if e["library"] else None}
+                           for k, e in enumerate(self.entries)]}
+        if self.arch:
+            out["arch"] = self.arch
+        return out
 
 
 def _load_inductor():
@@ -34,6 +41,9 @@ def _load_inductor():
 
 def usable_here(manifest):
     """(True, "") when this machine can run kernels built per `manifest`, else (False, why)."""
+    if manifest.get("target") == "cuda":
+        return False, ("the archive's kernels are CUDA kernels: the C++ runtime uses them after Program::to(\"cuda\"); "
+                       "Python runs the portable graph")
     if manifest.get("target") != "cpu":
         return False, f"target {manifest.get('target')!r} is not this machine's (cpu)"
     if manifest.get("machine") != platform.machine():
@@ -85,16 +95,16 @@ def native_handles(ep):
     return handles
 
 
-def aot_compile(ep, target="cpu", *, sizes=None):
+def aot_compile(ep, target="cpu", *, sizes=None, arch="compute_75"):
     """A copy of `ep` carrying ahead-of-time kernels for `target`; ts.export.save stores them.
 
     sizes: the dynamic dims' sizes to build for, a list of {dim name: size} (dims left out take
-    their example size); default: the example's sizes only."""
-    if target == "cuda":
-        raise NotImplementedError("ts.export.aot_compile: target 'cuda' needs a CUDA code generator, which the inductor "
-                                  "does not have yet (it generates C++ for the CPU); use target='cpu'")
-    if target != "cpu":
-        raise ValueError(f"ts.export.aot_compile: unknown target {target!r} (known: 'cpu')")
+    their example size); default: the example's sizes only.
+    target "cuda": the inductor's CUDA kernels as PTX for virtual architecture `arch` (NVRTC,
+    no GPU needed to build; the driver compiles PTX for any card of that architecture or newer).
+    The C++ runtime runs them once the program is on a CUDA device (Program::to)."""
+    if target not in ("cpu", "cuda"):
+        raise ValueError(f"ts.export.aot_compile: unknown target {target!r} (known: 'cpu', 'cuda')")
     _load_inductor()
     names = [s["name"] for s in ep._symbols]
     examples = [s["example"] for s in ep._symbols]
@@ -109,10 +119,15 @@ def aot_compile(ep, target="cpu", *, sizes=None):
             if not s["min"] <= v <= s["max"]:
                 raise ValueError(f"ts.export.aot_compile: size {v} for dim '{n}' is outside [{s['min']}, {s['max']}]")
         size_sets.append(chosen)
+    import json
     entries = []
     for chosen in size_sets:
         ir = _dynamic.specialise(ep._ir, ep._sym_exprs, chosen) if ep._sym_exprs else ep._ir
-        import json
+        if target == "cuda":
+            source = _C.call_op("inductor::generate", (json.dumps(ir, separators=(",", ":")), "cuda"), {})
+            ptx = _C.call_op("inductor::nvrtc", (source, arch), {}) if "__global__" in source else None
+            entries.append({"sizes": chosen, "library": ptx.encode() if ptx else None})
+            continue
         handle = _C.call_op("inductor::compile", (json.dumps(ir, separators=(",", ":")), ""), {})
         try:
             path = _C.call_op("inductor::library", (handle,), {})
@@ -122,5 +137,8 @@ def aot_compile(ep, target="cpu", *, sizes=None):
         entries.append({"sizes": chosen, "library": library})
     out = copy.copy(ep)
     out._modules = {}
-    out._aot = AotKernels(target, platform.machine(), _C.call_op("inductor::target", (), {}), entries)
+    if target == "cuda":
+        out._aot = AotKernels(target, "any", "", entries, arch)
+    else:
+        out._aot = AotKernels(target, platform.machine(), _C.call_op("inductor::target", (), {}), entries)
     return out

@@ -216,7 +216,8 @@ def load(f, *, expected_opset_version=None, allow_native=False):
                        for e in manifest["entries"]]
         except (KeyError, TypeError, ValueError) as e:
             raise ArchiveError(f"ts.export.load: aot/{target}/aot.json is malformed ({type(e).__name__}: {e})") from None
-        ep._aot = _aot.AotKernels(manifest["target"], manifest["machine"], manifest["cpu_features"], entries)
+        ep._aot = _aot.AotKernels(manifest["target"], manifest["machine"], manifest["cpu_features"], entries,
+                                  manifest.get("arch"))
     ep.native_reason = "not asked (allow_native=False)"
     if allow_native:
         if getattr(ep, "_aot", None) is None:
