@@ -198,11 +198,11 @@ def bad_input_rows(work):
     tampered = dict(parts, **{"weights.safetensors": parts["weights.safetensors"][:-1] + b"\x01"})
     cases["tampered weights"] = (rezip(tampered), None)
     meta = json.loads(parts["metadata.json"])
-    newer = dict(parts, **{"metadata.json": json.dumps(dict(meta, format_version=2)).encode()})
+    newer_version = ts.export.ARCHIVE_FORMAT_VERSION + 1
+    newer = dict(parts, **{"metadata.json": json.dumps(dict(meta, format_version=newer_version)).encode()})
     cases["newer format version"] = (rezip(newer), None)
-    import hashlib
     graph = parts["graph.json"].replace(b'"op":"relu"', b'"op":"vendorx::fused_relu"')
-    meta_u = dict(meta, parts=dict(meta["parts"], **{"graph.json": hashlib.sha256(graph).hexdigest()}))
+    meta_u = dict(meta, parts=dict(meta["parts"], **{"graph.json": ts.export._archive.part_checksum(graph)}))
     cases["operator no plugin provides"] = (rezip(dict(parts, **{"graph.json": graph, "metadata.json": json.dumps(meta_u).encode()})), None)
     cases["input of the wrong rank"] = (data, ts.randn(4, 8, 1))
     cases["dim out of range"] = (data, ts.randn(65, 8))

@@ -4,7 +4,7 @@
 set -euo pipefail
 PACKAGES=(cmake ninja-build g++ ccache binutils python3 python3-yaml libfmt-dev libboost-dev nlohmann-json3-dev
           libdnnl-dev libsleef-dev liblapacke-dev libkissfft-dev libgtest-dev libgmock-dev libbenchmark-dev
-          libzip-dev libssl-dev  # the export runtime: archives (zip) and their checksums (SHA-256)
+          libzip-dev libssl-dev libxxhash-dev  # the export runtime: archives (zip), checksums (XXH3; SHA-256 of format 1)
           libgloo-dev iproute2  # the gloo process-group backend; ip netns for the two-node test
           clang libc++-dev libc++abi-dev libclang-rt-14-dev  # SDK check (clang+libc++) and libFuzzer
           hipcc libamdhip64-dev)  # the ROCm plugin, compiled (gfx90a, gfx940) from the CUDA sources

@@ -2,6 +2,7 @@
 //   metadata.json, graph.json, program.json, weights.safetensors
 #include "archive.h"
 
+#include <tessera/checksum.h>
 #include <tessera/error.h>
 #include <tessera/export/program.h>
 #include <tessera/safetensors.h>
@@ -73,7 +74,7 @@ uint32_t le(const std::byte* p, int bytes) {
 // and 64-byte aligned, so in a mapped archive its bytes are a slice of the file and the tensors
 // can view them. This reads that first local file header (zip's fixed 30 bytes, then the name and
 // the extra field) and returns the slice when it is the part libzip's directory describes;
-// anything else (an older archive, another writer) is read through libzip. The part's SHA-256 is
+// anything else (an older archive, another writer) is read through libzip. The part's checksum is
 // checked either way.
 std::optional<std::span<const std::byte>> first_stored_part(std::span<const std::byte> bytes, zip_t* z,
                                                             std::string_view name) {
@@ -97,7 +98,10 @@ std::optional<std::span<const std::byte>> first_stored_part(std::span<const std:
 void check_sum(const nlohmann::json& sum, const SharedBytes& data, const std::string& name, const std::string& where) {
   if (!sum.is_string())
     raise<ValueError>("export archive '{}': metadata.json's checksum of {} is not a string", where, name);
-  if (sha256_hex(data.data.get(), data.size) != sum.get<std::string>())
+  // Format 2 keeps XXH3-128 sums (tessera/checksum.h); format 1 archives, SHA-256 ones.
+  const std::string& expected = sum.get_ref<const std::string&>();
+  const bool xxh3 = expected.rfind("xxh3-128:", 0) == 0;
+  if ((xxh3 ? part_checksum(data.data.get(), data.size) : sha256_hex(data.data.get(), data.size)) != expected)
     raise<ValueError>("export archive '{}': the checksum of {} does not match metadata.json (the archive was "
                       "modified or damaged)", where, name);
 }

@@ -1,6 +1,7 @@
 #pragma once
-// Reading an export archive's parts: the zip file (libzip), each part's SHA-256 checked against
-// metadata.json (OpenSSL) before anything parses it.
+// Reading an export archive's parts: the zip file (libzip), each part's checksum checked against
+// metadata.json before anything parses it (XXH3-128, tessera/checksum.h; SHA-256 through OpenSSL
+// for format 1 archives).
 #include <nlohmann/json.hpp>
 
 #include <cstddef>
@@ -37,7 +38,7 @@ struct ArchiveParts {
 // `bytes` in place instead of being copied out.
 ArchiveParts read_archive(std::span<const std::byte> bytes, const std::string& where,
                           std::shared_ptr<void> bytes_owner = nullptr);
-std::string sha256_hex(const void* data, size_t size);
+std::string sha256_hex(const void* data, size_t size);  // format 1 sums; AOT kernels' cache names
 
 // An archive file mapped privately: its bytes are the page cache's pages until written (a write
 // copies the page, never the file), nothing is read into a buffer first (a 40 MB archive loads

@@ -3,6 +3,7 @@
 #include "bindings.h"
 #include "convert.h"
 
+#include <tessera/checksum.h>
 #include <tessera/safetensors.h>
 
 #include <pybind11/stl.h>
@@ -64,6 +65,14 @@ void bind_serialization(py::module_& m) {
         return py::make_tuple(py::cast(contents.tensors), py::cast(contents.metadata));
       },
       py::arg("data"), "Like _load_safetensors, from the bytes of a whole file.");
+  m.def(
+      "_part_checksum",
+      [](py::bytes data) {
+        std::string_view bytes = data;
+        GilRelease unlocked;
+        return part_checksum(bytes.data(), bytes.size());
+      },
+      py::arg("data"), "The checksum an export archive keeps of a part: 'xxh3-128:<32 hex digits>'.");
 }
 
 }  // namespace tessera::python

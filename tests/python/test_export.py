@@ -253,7 +253,8 @@ def _rewrite(src, dst, change, fix_checksum=True):
         if name != "metadata.json":
             parts[name] = change(name, parts[name])
             if fix_checksum:
-                meta["parts"][name] = hashlib.sha256(parts[name]).hexdigest()
+                meta["parts"][name] = fix_checksum(parts[name]) if callable(fix_checksum) else \
+                    ts.export._archive.part_checksum(parts[name])
     parts["metadata.json"] = change("metadata.json", json.dumps(meta).encode())
     with zipfile.ZipFile(dst, "w") as z:
         for name, data in parts.items():
@@ -291,6 +292,37 @@ def _broken_archives(path, tmp_path):
     _rewrite(path, tmp_path / "newer.tspt", newer)
     out.append(("newer", tmp_path / "newer.tspt", "format version 99"))
     return out
+
+
+def test_format_1_archives_with_sha256_sums_still_load_and_damage_is_caught(archive, tmp_path):
+    """Format 2 checks parts with XXH3-128; archives written as format 1 (SHA-256) still load,
+    in Python and in the C++ runtime, and a damaged part of either is refused."""
+    m, path = archive
+
+    def as_format_1(n, d):
+        if n != "metadata.json":
+            return d
+        meta = json.loads(d)
+        meta["format_version"] = 1
+        return json.dumps(meta).encode()
+    _rewrite(path, tmp_path / "v1.tspt", as_format_1, fix_checksum=lambda d: hashlib.sha256(d).hexdigest())
+    with zipfile.ZipFile(tmp_path / "v1.tspt") as z:
+        sums = json.loads(z.read("metadata.json"))["parts"]
+    assert all(len(v) == 64 and ":" not in v for v in sums.values())
+    x = ts.randn(4, 8)
+    close(ts.export.load(tmp_path / "v1.tspt").module()(x), m(x))
+    (y,) = cli_outputs(tmp_path / "v1.tspt", [x], tmp_path)
+    close(y, m(x))
+    with zipfile.ZipFile(path) as z:
+        sums = json.loads(z.read("metadata.json"))["parts"]
+    assert all(v.startswith("xxh3-128:") and len(v) == 9 + 32 for v in sums.values())
+    for src in (path, tmp_path / "v1.tspt"):  # one bit of the weights flipped, the sums kept
+        _rewrite(src, tmp_path / "bad.tspt",
+                 lambda n, d: d[:-1] + bytes([d[-1] ^ 1]) if n == "weights.safetensors" else d, fix_checksum=False)
+        with pytest.raises(ts.export.ArchiveError, match="checksum of weights.safetensors does not match"):
+            ts.export.load(tmp_path / "bad.tspt")
+        r = run_cli(tmp_path / "bad.tspt", "--describe", check=False)
+        assert r.returncode == 1 and "checksum of weights.safetensors does not match" in r.stderr
 
 
 def test_broken_archives_are_clear_errors_in_python_and_cpp(archive, tmp_path):

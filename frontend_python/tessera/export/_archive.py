@@ -1,8 +1,8 @@
 """The export archive: one zip file holding an exported program for deployment.
 
-    metadata.json        {"format": "tessera.export", "format_version": 1, "producer": "tessera 0.1.0",
+    metadata.json        {"format": "tessera.export", "format_version": 2, "producer": "tessera 0.1.0",
                           "target_devices": ["cpu"], "plugins": [...], "operators": [...],
-                          "parts": {"graph.json": "<sha256>", ...}}
+                          "parts": {"graph.json": "xxh3-128:<hex>", ...}}
     graph.json           the graph IR ("tessera.graph" version 1, sdk/include/tessera/sdk/graph_ir.h)
     program.json         the signature, input checks, dynamic dims ("tessera.exported_program")
     weights.safetensors  parameters, buffers and lifted constants, by their signature targets
@@ -23,7 +23,8 @@ from tessera.export._signature import InputKind
 from tessera.fx._from_ir import device_of
 
 ARCHIVE_FORMAT = "tessera.export"
-ARCHIVE_FORMAT_VERSION = 1
+# 2: parts checked with XXH3-128 (part_checksum); 1: SHA-256 (still read).
+ARCHIVE_FORMAT_VERSION = 2
 PARTS = ("graph.json", "program.json", "weights.safetensors")
 
 
@@ -41,7 +42,19 @@ def metadata_for(ep, parts):
     plugins = sorted({p for p in map(_plugin_of, ep.operators()) if p})
     return {"format": ARCHIVE_FORMAT, "format_version": ARCHIVE_FORMAT_VERSION, "producer": f"tessera {tessera.__version__}",
             "target_devices": devices, "plugins": plugins, "operators": ep.operators(),
-            "parts": {name: hashlib.sha256(data).hexdigest() for name, data in parts.items()}}
+            "parts": {name: part_checksum(data) for name, data in parts.items()}}
+
+
+def part_checksum(data):
+    """What metadata.json keeps of a part: XXH3-128 (fast; a check against damage and edits, not
+    a signature)."""
+    return _C._part_checksum(data)
+
+
+def _matches(data, expected):
+    if isinstance(expected, str) and expected.startswith("xxh3-128:"):
+        return part_checksum(data) == expected
+    return hashlib.sha256(data).hexdigest() == expected  # a format 1 archive
 
 
 def _weights_bytes(ep):
@@ -155,7 +168,7 @@ def read_parts(f):
                 data = z.read(name)
             except (zipfile.BadZipFile, OSError, EOFError) as e:
                 raise ArchiveError(f"ts.export.load: '{where}': the part {name} is unreadable (truncated? {e})") from None
-            if hashlib.sha256(data).hexdigest() != sums[name]:
+            if not _matches(data, sums[name]):
                 raise ArchiveError(f"ts.export.load: '{where}': the checksum of {name} does not match metadata.json "
                                    "(the archive was modified or damaged)")
             parts[name] = data

@@ -26,7 +26,8 @@
 
 namespace tessera::exported {
 
-inline constexpr int kArchiveFormatVersion = 1;
+// The newest archive format this runtime reads (2: parts checked with XXH3-128; 1: SHA-256).
+inline constexpr int kArchiveFormatVersion = 2;
 
 struct LoadOptions {
   // Use the ahead-of-time compiled kernels an archive may carry (native code: only when the
