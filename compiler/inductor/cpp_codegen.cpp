@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace tessera::inductor {
@@ -212,7 +213,150 @@ void generate_row_kernel(std::ostringstream& source, const g::Graph& graph, cons
   source << "}\n";
 }
 
+// A kernel ending in a reduction: the prologue computed element by element and accumulated (sums
+// in double, as the CPU plugin's; max and min in the compute type, NaN-propagating), then the
+// nodes after it on each reduced value. Rows: one accumulator per row of the last dim. Columns:
+// a block of accumulators across the last dim with the rows streamed through it (a bias
+// gradient). All: one accumulator, the elements split over the threads.
+void generate_reduce_kernel(std::ostringstream& source, const g::Graph& graph, const FusedKernel& k, size_t index,
+                            Geometry& geo) {
+  using Op = Reduction::Op;
+  using Over = Reduction::Over;
+  const std::string t = ctype(k.dtype);
+  const Reduction& red = k.reduction;
+  const std::vector<int64_t>& shape = red.input_shape;
+  int64_t numel = 1;
+  for (int64_t e : shape) numel *= e;
+  const int64_t inner_size = shape.back(), outer_size = numel / inner_size;
+  const g::Node& head = graph.nodes[k.head_node];
+  const int64_t reduced = head.outputs[0][0];
+  const bool is_sum = red.op == Op::Sum || red.op == Op::Mean;
+  const std::string acc_t = is_sum ? "double" : t;
+  // Which kernel inputs the prologue reads (element by element) and which the nodes after the
+  // reduction read (of the reduced shape, contiguous, by the reduced index).
+  std::set<int64_t> made, pro_inputs;
+  for (size_t n : k.prologue) made.insert(graph.nodes[n].outputs[0][0]);
+  for (size_t n : k.prologue)
+    for (const g::Arg& a : graph.nodes[n].args)
+      if (a.kind == g::Arg::Kind::Tensor && !made.count(a.tensor)) pro_inputs.insert(a.tensor);
+
+  source << "\nextern \"C\" void " << kernel_symbol(index) << "(void* const* in, void* const* out, const int64_t* g) {\n";
+  for (size_t i = 0; i < k.inputs.size(); ++i) {
+    const g::Value& v = graph.value(k.inputs[i]);
+    source << "  const " << ctype(v.dtype) << "* __restrict in" << i << " = (const " << ctype(v.dtype) << "*)in[" << i
+           << "];\n";
+  }
+  for (size_t i = 0; i < k.outputs.size(); ++i)
+    source << "  " << t << "* __restrict out" << i << " = (" << t << "*)out[" << i << "];\n";
+
+  const std::string D = geo(inner_size), R = geo(outer_size), N = geo(numel);
+  const std::string count = red.over == Over::Rows ? D : red.over == Over::Columns ? R : N;
+  std::map<int64_t, std::string> name;
+  // Per row r (all dims but the last of the input shape) the prologue inputs' offsets; in the
+  // all-dims case the inputs are dense and read at i.
+  std::ostringstream bases;
+  for (size_t i = 0; i < k.inputs.size(); ++i) {
+    if (!pro_inputs.count(k.inputs[i])) continue;
+    const g::Value& v = graph.value(k.inputs[i]);
+    if (red.over == Over::All) {
+      name[k.inputs[i]] = element(i, v.dtype, "i");
+      continue;
+    }
+    bases << "    const int64_t base" << i << " = " << row_offset(v, shape, geo) << ";\n";
+    name[k.inputs[i]] = element(i, v.dtype, "base" + std::to_string(i) + " + j * " + inner_stride_expr(v, shape, geo));
+  }
+  // The prologue's nodes, its values that leave the kernel (written at i), and the accumulation.
+  auto element_body = [&](const std::string& indent, const std::string& acc, const std::string& nan) {
+    std::ostringstream b;
+    for (size_t n : k.prologue) {
+      const g::Node& node = graph.nodes[n];
+      auto operand = [&](int a) { return name.at(node.args[size_t(a)].tensor); };
+      const int64_t out = node.outputs[0][0];
+      b << indent << "const " << t << " v" << out << " = " << *lower_pointwise(node, operand, t) << ";\n";
+      name[out] = "v" + std::to_string(out);
+    }
+    for (size_t i = 0; i < k.outputs.size(); ++i)
+      if (made.count(k.outputs[i])) b << indent << "out" << i << "[i] = v" << k.outputs[i] << ";\n";
+    const std::string x = name.at(head.args[0].tensor);
+    if (is_sum) b << indent << acc << " += " << x << ";\n";
+    else
+      b << indent << acc << " = " << x << (red.op == Op::Max ? " > " : " < ") << acc << " ? " << x << " : " << acc
+        << ";\n" << indent << nan << " |= int(" << x << " != " << x << ");\n";
+    return b.str();
+  };
+  const std::string init = is_sum ? "0" : std::string(red.op == Op::Max ? "-" : "") + t + "(__builtin_inf())";
+  auto finalize = [&](const std::string& acc, const std::string& nan) {
+    if (red.op == Op::Sum) return t + "(" + acc + ")";
+    if (red.op == Op::Mean) return t + "(" + acc + " / double(" + count + "))";
+    return "(" + nan + " ? " + t + "(__builtin_nan(\"\")) : " + acc + ")";
+  };
+  // The nodes after the reduction, at reduced index `at`, and the reduced-shape outputs.
+  auto reduced_body = [&](const std::string& indent, const std::string& value, const std::string& at) {
+    std::ostringstream b;
+    std::map<int64_t, std::string> names;
+    for (size_t i = 0; i < k.inputs.size(); ++i)
+      names[k.inputs[i]] = element(i, graph.value(k.inputs[i]).dtype, at);
+    b << indent << "const " << t << " v" << reduced << " = " << value << ";\n";
+    names[reduced] = "v" + std::to_string(reduced);
+    for (size_t n : k.nodes) {
+      const g::Node& node = graph.nodes[n];
+      auto operand = [&](int a) { return names.at(node.args[size_t(a)].tensor); };
+      const int64_t out = node.outputs[0][0];
+      b << indent << "const " << t << " v" << out << " = " << *lower_pointwise(node, operand, t) << ";\n";
+      names[out] = "v" + std::to_string(out);
+    }
+    for (size_t i = 0; i < k.outputs.size(); ++i)
+      if (!made.count(k.outputs[i])) b << indent << "out" << i << "[" << at << "] = v" << k.outputs[i] << ";\n";
+    return b.str();
+  };
+  const std::string sum_clause = is_sum ? "reduction(+:acc)" : std::string("reduction(") +
+                                                                  (red.op == Op::Max ? "max" : "min") +
+                                                                  ":acc) reduction(|:has_nan)";
+  std::ostringstream s;
+  if (red.over == Over::All) {
+    s << "  " << acc_t << " acc = " << init << ";\n  int has_nan = 0;\n";
+    const std::string loop = "  for (int64_t i = 0; i < " + N + "; ++i) {\n" + element_body("    ", "acc", "has_nan") + "  }\n";
+    const std::string parallel = "  #pragma omp parallel for simd schedule(static) " + sum_clause + "\n";
+    const std::string serial = "  #pragma omp simd " + sum_clause + "\n";
+    if (geo.runtime())
+      s << "  if (" << N << " >= " << kParallelThreshold << ") {\n" << parallel << loop << "  } else {\n" << serial << loop
+        << "  }\n";
+    else
+      s << (numel >= kParallelThreshold ? parallel : serial) << loop;
+    s << "  {\n" << reduced_body("    ", finalize("acc", "has_nan"), "0") << "  }\n";
+    source << s.str() << "}\n";
+    return;
+  }
+  if (red.over == Over::Rows) {
+    std::ostringstream loop;
+    loop << "  for (int64_t r = 0; r < " << R << "; ++r) {\n" << bases.str();
+    loop << "    " << acc_t << " acc = " << init << ";\n    int has_nan = 0;\n";
+    loop << "    #pragma omp simd " << sum_clause << "\n    for (int64_t j = 0; j < " << D << "; ++j) {\n";
+    loop << "      const int64_t i = r * " << D << " + j;\n" << element_body("      ", "acc", "has_nan") << "    }\n";
+    loop << reduced_body("    ", finalize("acc", "has_nan"), "r") << "  }\n";
+    emit_loop(source, geo, numel, N, false, loop.str());
+    source << "}\n";
+    return;
+  }
+  // Columns: blocks of the last dim, each thread streaming every row through its block.
+  const int64_t block = 128;
+  std::ostringstream loop;
+  loop << "  for (int64_t cb = 0; cb < " << D << "; cb += " << block << ") {\n";
+  loop << "    const int64_t ce = cb + " << block << " < " << D << " ? cb + " << block << " : " << D << ";\n";
+  loop << "    " << acc_t << " accs[" << block << "];\n    int nans[" << block << "];\n";
+  loop << "    for (int64_t j = cb; j < ce; ++j) { accs[j - cb] = " << init << "; nans[j - cb] = 0; }\n";
+  loop << "    for (int64_t r = 0; r < " << R << "; ++r) {\n" << bases.str();
+  loop << "      #pragma omp simd\n      for (int64_t j = cb; j < ce; ++j) {\n";
+  loop << "        const int64_t i = r * " << D << " + j;\n" << element_body("        ", "accs[j - cb]", "nans[j - cb]")
+       << "      }\n    }\n";
+  loop << "    for (int64_t j = cb; j < ce; ++j) {\n" << reduced_body("      ", finalize("accs[j - cb]", "nans[j - cb]"), "j")
+       << "    }\n  }\n";
+  emit_loop(source, geo, numel, N, false, loop.str());
+  source << "}\n";
+}
+
 void generate_kernel(std::ostringstream& s, const g::Graph& graph, const FusedKernel& k, size_t index, Geometry& geo) {
+  if (k.head == RowHead::Reduction) return generate_reduce_kernel(s, graph, k, index, geo);
   if (k.head != RowHead::None) return generate_row_kernel(s, graph, k, index, geo);
   const std::string t = ctype(k.dtype);
   int64_t numel = 1;

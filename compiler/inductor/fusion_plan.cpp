@@ -2,6 +2,7 @@
 #include "pointwise_ops.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 namespace tessera::inductor {
@@ -89,6 +90,39 @@ RowHead row_head(const g::Graph& graph, const g::Node& node) {
   return dim == nd - 1 && keeps_dtype ? head : RowHead::None;
 }
 
+// A sum, mean, amax or amin of a contiguous float tensor over a layout a kernel can generate
+// (Reduction::Over), without a dtype change; nullopt otherwise.
+std::optional<Reduction> reduction(const g::Graph& graph, const g::Node& node) {
+  Reduction r;
+  if (node.op == "sum.dim_IntList") r.op = Reduction::Op::Sum;
+  else if (node.op == "mean.dim") r.op = Reduction::Op::Mean;
+  else if (node.op == "amax") r.op = Reduction::Op::Max;
+  else if (node.op == "amin") r.op = Reduction::Op::Min;
+  else return std::nullopt;
+  const bool has_dtype = r.op == Reduction::Op::Sum || r.op == Reduction::Op::Mean;
+  if (node.in_place() || node.args.size() < (has_dtype ? 4u : 3u) || node.args[0].kind != g::Arg::Kind::Tensor ||
+      (has_dtype && node.args[3].kind != g::Arg::Kind::None) || node.outputs.size() != 1)
+    return std::nullopt;
+  const g::Value& x = graph.value(node.args[0].tensor);
+  const g::Value& out = graph.value(node.outputs[0][0]);
+  if (x.device.type != 0 || (x.dtype != TS_FLOAT32 && x.dtype != TS_FLOAT64) || out.dtype != x.dtype ||
+      !x.is_contiguous() || !out.is_contiguous() || x.numel() == 0 || x.shape.empty())
+    return std::nullopt;
+  const int64_t nd = int64_t(x.shape.size());
+  std::set<int64_t> dims;
+  if (node.args[1].kind == g::Arg::Kind::Ints) {
+    for (int64_t d : node.args[1].ints) dims.insert(d < 0 ? d + nd : d);
+  } else if (node.args[1].kind != g::Arg::Kind::None) {
+    return std::nullopt;
+  }
+  if (dims.empty() || int64_t(dims.size()) == nd) r.over = Reduction::Over::All;
+  else if (dims == std::set<int64_t>{nd - 1}) r.over = Reduction::Over::Rows;
+  else if (int64_t(dims.size()) == nd - 1 && !dims.count(nd - 1)) r.over = Reduction::Over::Columns;
+  else return std::nullopt;
+  r.input_shape = x.shape;
+  return r;
+}
+
 // The values the open kernel `k` produces so far (its head's outputs and its nodes').
 std::set<int64_t> open_values(const g::Graph& graph, const FusedKernel& k) {
   std::set<int64_t> ids;
@@ -102,6 +136,21 @@ std::set<int64_t> open_values(const g::Graph& graph, const FusedKernel& k) {
   return ids;
 }
 
+// Every tensor the open run's nodes read from memory has its shape and is contiguous (a
+// reduction over all dims indexes them by the flat element index alone).
+bool dense_inputs(const g::Graph& graph, const FusedKernel& k) {
+  std::set<int64_t> made;
+  for (size_t n : k.nodes)
+    for (int64_t id : graph.nodes[n].outputs[0]) made.insert(id);
+  for (size_t n : k.nodes)
+    for (const g::Arg& a : graph.nodes[n].args)
+      if (a.kind == g::Arg::Kind::Tensor && !made.count(a.tensor)) {
+        const g::Value& v = graph.value(a.tensor);
+        if (v.shape != k.shape || !v.is_contiguous()) return false;
+      }
+  return true;
+}
+
 bool reads_any(const g::Node& node, const std::set<int64_t>& ids) {
   for (const g::Arg& a : node.args) {
     if (a.kind == g::Arg::Kind::Tensor && ids.count(a.tensor)) return true;
@@ -109,6 +158,24 @@ bool reads_any(const g::Node& node, const std::set<int64_t>& ids) {
       if (ids.count(id)) return true;
   }
   return false;
+}
+
+// A node after a reduction reads the reduced values, or tensors in memory of exactly the reduced
+// shape (contiguous): the kernel indexes them by the reduced element's index.
+bool reads_reduced_values_only(const g::Graph& graph, const g::Node& node, const FusedKernel& k) {
+  const std::set<int64_t> open = open_values(graph, k);
+  for (const g::Arg& a : node.args) {
+    if (a.kind != g::Arg::Kind::Tensor || open.count(a.tensor)) continue;
+    const g::Value& v = graph.value(a.tensor);
+    if (v.shape != k.shape || !v.is_contiguous()) return false;
+  }
+  // The prologue's values have the reduction's input shape: a node reading one is not of this kernel.
+  std::set<int64_t> prologue;
+  for (size_t n : k.prologue)
+    for (int64_t id : graph.nodes[n].outputs[0]) prologue.insert(id);
+  for (const g::Arg& a : node.args)
+    if (a.kind == g::Arg::Kind::Tensor && prologue.count(a.tensor)) return false;
+  return true;
 }
 
 }  // namespace
@@ -168,6 +235,24 @@ FusionPlan plan_fusion(const g::Graph& graph, const FusionTarget& target) {
   FusedKernel current;
   for (size_t n = 0; n < graph.nodes.size(); ++n) {
     const g::Node& node = graph.nodes[n];
+    if (auto r = target.row_heads ? reduction(graph, node) : std::nullopt; r) {
+      // The open element-wise run computes the reduction's input: the reduction ends the run,
+      // which becomes its prologue (the reduced tensor's input never goes to memory unless
+      // something else reads it). A reduction of a tensor in memory stays the library's kernel.
+      const bool feeds = current.head == RowHead::None && !current.nodes.empty() && current.shape == r->input_shape &&
+                         current.dtype == graph.value(node.args[0].tensor).dtype &&
+                         open_values(graph, current).count(node.args[0].tensor) &&
+                         (r->over != Reduction::Over::All || dense_inputs(graph, current));
+      if (feeds) {
+        current.prologue = std::move(current.nodes);
+        current.nodes.clear();
+        current.head = RowHead::Reduction;
+        current.head_node = n;
+        current.reduction = *r;
+        current.shape = graph.value(node.outputs[0][0]).shape;
+        continue;
+      }
+    }
     if (RowHead head = target.row_heads ? row_head(graph, node) : RowHead::None; head != RowHead::None) {
       const g::Value& out = graph.value(node.outputs[0][0]);
       // An open element-wise run of the head's shape that computes its row input becomes the
@@ -190,7 +275,9 @@ FusionPlan plan_fusion(const g::Graph& graph, const FusionTarget& target) {
     if (fusible(graph, node, target.device_type)) {
       const g::Value& out = graph.value(node.outputs[0][0]);
       const bool open = !current.nodes.empty() || current.head != RowHead::None;
-      if (open && (out.shape != current.shape || out.dtype != current.dtype)) close(current);
+      if (open && (out.shape != current.shape || out.dtype != current.dtype ||
+                   (current.head == RowHead::Reduction && !reads_reduced_values_only(graph, node, current))))
+        close(current);
       if (current.nodes.empty() && current.head == RowHead::None) current.shape = out.shape, current.dtype = out.dtype;
       current.nodes.push_back(n);
       continue;

@@ -1,7 +1,9 @@
 #pragma once
 // The schedule of a graph: runs of consecutive element-wise nodes with one output shape and
 // one floating dtype become fused kernels, each optionally headed by a row reduction over the
-// last dimension (softmax, log_softmax, layer_norm) whose result the run consumes row by row;
+// last dimension (softmax, log_softmax, layer_norm) whose result the run consumes row by row,
+// or ending in a sum/mean/amax/amin of what the run computed (the element-wise nodes after it
+// then work on the reduced values);
 // every other node is a call through the dispatcher (matmul and convolution stay library
 // kernels). Values used only inside a kernel live in registers; the rest are written to buffers.
 #include <tessera/sdk/graph_ir.h>
@@ -13,11 +15,21 @@ namespace tessera::inductor {
 
 // A row reduction a kernel may start with: it reads whole rows (the last dimension) of its
 // input, and the kernel's element-wise nodes then work on its result, row by row.
-enum class RowHead { None, LayerNorm, Softmax, LogSoftmax, SoftmaxBackward, LogSoftmaxBackward };
+enum class RowHead { None, LayerNorm, Softmax, LogSoftmax, SoftmaxBackward, LogSoftmaxBackward, Reduction };
+
+// RowHead::Reduction: a sum, mean, amax or amin whose input the kernel's prologue computes, and
+// where it reduces: the last dim (rows), every dim but the last (columns: a bias gradient's
+// sum over the batch), or every dim (all). The nodes after it work on the reduced values.
+struct Reduction {
+  enum class Op { Sum, Mean, Max, Min } op = Op::Sum;
+  enum class Over { Rows, Columns, All } over = Over::Rows;
+  std::vector<int64_t> input_shape;  // the prologue's shape
+};
 
 struct FusedKernel {
   RowHead head = RowHead::None;
   size_t head_node = 0;           // the reduction's index in graph.nodes (head != None)
+  Reduction reduction;            // head == Reduction
   std::vector<size_t> prologue;   // element-wise nodes computing the head's row input(s), per pass
   std::vector<size_t> nodes;      // element-wise nodes, indices into graph.nodes, in order
   std::vector<int64_t> inputs;    // value ids read from buffers
