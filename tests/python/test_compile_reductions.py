@@ -3,6 +3,8 @@ the last dim (rows), every dim but the last (columns: a bias gradient) or every 
 element-wise work on the reduced values fused after it. The oracle is Tessera eager (sums
 accumulate in double in both); describe() shows that the graph became one kernel."""
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import pytest
 from conftest import to_np
 
@@ -99,3 +101,35 @@ def test_training_with_bias_gradient_sums_matches_eager():
         loss.backward()
     for (name, a), b in zip(net.named_parameters(), ref.parameters()):
         np.testing.assert_allclose(to_np(a.grad), to_np(b.grad), rtol=1e-4, atol=1e-6, err_msg=name)
+
+
+UNARY = ["sin", "exp", "tanh", "sigmoid", "relu", "neg", "abs"]
+REDUCTIONS = [("sum", -1), ("mean", -1), ("amax", -1), ("amin", 0), ("sum", 0), ("mean", None), ("amax", None)]
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(UNARY), st.sampled_from(["mul", "add"])), min_size=1, max_size=5),
+       st.sampled_from(REDUCTIONS), st.booleans(), st.sampled_from([(7, 5), (3, 4, 33), (40000,)]))
+def test_random_chains_ending_in_a_reduction_match_eager(steps, reduction, then_scale, shape):
+    op, dim = reduction
+    dim = None if dim is None or len(shape) == 1 else dim
+    if dim == 0 and len(shape) == 3:
+        dim = (0, 1)  # every dim but the last
+
+    def f(x, b):
+        for s in steps:
+            x = getattr(ts, s)(x, b) if s in ("mul", "add") else getattr(ts, s)(x)
+        if op in ("amax", "amin"):
+            r = getattr(ts, op)(x, dim=() if dim is None else dim)
+        else:
+            r = getattr(x, op)() if dim is None else getattr(x, op)(dim=dim)
+        return r * 0.5 + 1 if then_scale else r
+
+    x, b = ts.randn(*shape), ts.randn(shape[-1])
+    with ts.no_grad():
+        c = ts.compile(f)
+        c(x, b)
+        got, expected = c(x, b), f(x, b)
+    e = np.atleast_1d(to_np(expected))
+    scale = max([1.0] + [float(v) for v in np.abs(e[np.isfinite(e)])])  # exp chains may overflow to inf
+    np.testing.assert_allclose(to_np(got), to_np(expected), rtol=1e-5, atol=1e-5 * scale)
