@@ -4,7 +4,7 @@
 #   2. cuda-smoke      a 10-line kernel through nvcc and the driver (is the GPU usable at all?)
 #   3. unpack-deps     the carried .devdeps/*.deb into a private prefix (nothing is installed)
 #   4. configure       cmake, sm_90 only (90-real: no PTX), with those packages
-#   5. build           the plugins, the CUDA gtests and the Python package
+#   5. build           the plugins (the compiler and export runtime too), the CUDA gtests, the Python package
 #   6. no-host-symbols the plugin resolves no tessera C++ symbol (the C ABI alone)
 #   7. gtest-cuda      every kernel family against the CPU plugin
 #   8. gtest-rerun     only when 7 failed: the first failing test alone, then the others, with
@@ -146,8 +146,9 @@ configure() {
   cmake "${CMAKE_ARGS[@]}" > "$LOG_DIR/configure.log" 2>&1 || { tail -40 "$LOG_DIR/configure.log"; return 1; }
   grep -E 'CUDA plugin|SLEEF' "$LOG_DIR/configure.log"
 }
+# tracer + inductor + export: test_cuda.py's compiled (NVRTC) and exported (AOT PTX) kernels.
 TARGETS=(tessera tessera_cpu tessera_cuda tessera_autograd test_cuda test_cuda_allocator tessera_python
-         tessera_python_package)
+         tessera_python_package tessera_tracer tessera_inductor tessera_export tessera_export_run)
 build() {
   if [[ "${DRY_RUN:-0}" == 1 ]]; then  # list what the build would run; show the kernels' targets
     ninja -C "$B" -t commands "${TARGETS[@]}" > "$LOG_DIR/build.log" || return 1
