@@ -265,16 +265,21 @@ void generate_reduce_kernel(std::ostringstream& source, const g::Graph& graph, c
     bases << "    const int64_t base" << i << " = " << row_offset(v, shape, geo) << ";\n";
     name[k.inputs[i]] = element(i, v.dtype, "base" + std::to_string(i) + " + j * " + inner_stride_expr(v, shape, geo));
   }
+  // Element-wise nodes as C statements, each naming its value v<id> in `names`.
+  auto emit_nodes = [&](std::ostringstream& b, const std::vector<size_t>& nodes, std::map<int64_t, std::string>& names,
+                        const std::string& indent) {
+    for (size_t n : nodes) {
+      const g::Node& node = graph.nodes[n];
+      auto operand = [&](int a) { return names.at(node.args[size_t(a)].tensor); };
+      const int64_t out = node.outputs[0][0];
+      b << indent << "const " << t << " v" << out << " = " << *lower_pointwise(node, operand, t) << ";\n";
+      names[out] = "v" + std::to_string(out);
+    }
+  };
   // The prologue's nodes, its values that leave the kernel (written at i), and the accumulation.
   auto element_body = [&](const std::string& indent, const std::string& acc, const std::string& nan) {
     std::ostringstream b;
-    for (size_t n : k.prologue) {
-      const g::Node& node = graph.nodes[n];
-      auto operand = [&](int a) { return name.at(node.args[size_t(a)].tensor); };
-      const int64_t out = node.outputs[0][0];
-      b << indent << "const " << t << " v" << out << " = " << *lower_pointwise(node, operand, t) << ";\n";
-      name[out] = "v" + std::to_string(out);
-    }
+    emit_nodes(b, k.prologue, name, indent);
     for (size_t i = 0; i < k.outputs.size(); ++i)
       if (made.count(k.outputs[i])) b << indent << "out" << i << "[i] = v" << k.outputs[i] << ";\n";
     const std::string x = name.at(head.args[0].tensor);
@@ -298,13 +303,7 @@ void generate_reduce_kernel(std::ostringstream& source, const g::Graph& graph, c
       names[k.inputs[i]] = element(i, graph.value(k.inputs[i]).dtype, at);
     b << indent << "const " << t << " v" << reduced << " = " << value << ";\n";
     names[reduced] = "v" + std::to_string(reduced);
-    for (size_t n : k.nodes) {
-      const g::Node& node = graph.nodes[n];
-      auto operand = [&](int a) { return names.at(node.args[size_t(a)].tensor); };
-      const int64_t out = node.outputs[0][0];
-      b << indent << "const " << t << " v" << out << " = " << *lower_pointwise(node, operand, t) << ";\n";
-      names[out] = "v" + std::to_string(out);
-    }
+    emit_nodes(b, k.nodes, names, indent);
     for (size_t i = 0; i < k.outputs.size(); ++i)
       if (!made.count(k.outputs[i])) b << indent << "out" << i << "[" << at << "] = v" << k.outputs[i] << ";\n";
     return b.str();

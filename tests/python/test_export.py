@@ -261,6 +261,17 @@ def _rewrite(src, dst, change, fix_checksum=True):
             z.writestr(name, data)
 
 
+def _format_version(version):
+    """A _rewrite change that sets metadata.json's format_version."""
+    def change(name, data):
+        if name != "metadata.json":
+            return data
+        meta = json.loads(data)
+        meta["format_version"] = version
+        return json.dumps(meta).encode()
+    return change
+
+
 @pytest.fixture
 def archive(tmp_path):
     m = MLP().eval()
@@ -283,13 +294,7 @@ def _broken_archives(path, tmp_path):
              fix_checksum=False)
     out.append(("tampered", tmp_path / "tampered.tspt", "checksum of weights.safetensors does not match"))
 
-    def newer(n, d):
-        if n != "metadata.json":
-            return d
-        meta = json.loads(d)
-        meta["format_version"] = 99
-        return json.dumps(meta).encode()
-    _rewrite(path, tmp_path / "newer.tspt", newer)
+    _rewrite(path, tmp_path / "newer.tspt", _format_version(99))
     out.append(("newer", tmp_path / "newer.tspt", "format version 99"))
     return out
 
@@ -298,14 +303,7 @@ def test_format_1_archives_with_sha256_sums_still_load_and_damage_is_caught(arch
     """Format 2 checks parts with XXH3-128; archives written as format 1 (SHA-256) still load,
     in Python and in the C++ runtime, and a damaged part of either is refused."""
     m, path = archive
-
-    def as_format_1(n, d):
-        if n != "metadata.json":
-            return d
-        meta = json.loads(d)
-        meta["format_version"] = 1
-        return json.dumps(meta).encode()
-    _rewrite(path, tmp_path / "v1.tspt", as_format_1, fix_checksum=lambda d: hashlib.sha256(d).hexdigest())
+    _rewrite(path, tmp_path / "v1.tspt", _format_version(1), fix_checksum=lambda d: hashlib.sha256(d).hexdigest())
     with zipfile.ZipFile(tmp_path / "v1.tspt") as z:
         sums = json.loads(z.read("metadata.json"))["parts"]
     assert all(len(v) == 64 and ":" not in v for v in sums.values())

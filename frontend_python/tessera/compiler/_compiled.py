@@ -132,14 +132,18 @@ class CompiledFunction:
                 self.recompile_reasons.append(reason)
                 return self._compile_and_run(key, args, kwargs, leaves, paths)
             if self._structures() >= max(config.recompile_limit, 1):
-                if not self._warned_limit:
-                    self._warned_limit = True
-                    warnings.warn(f"ts.compile: {getattr(self._fn, '__qualname__', self._fn)} reached the recompile "
-                                  f"limit ({config.recompile_limit}); running eagerly. Last guard failure: {reason}",
-                                  stacklevel=2)
+                self._warn_limit(reason, stacklevel=3)
                 return self._fn(*args, **kwargs)
             self.recompile_reasons.append(reason)
         return self._compile_and_run(key, args, kwargs, leaves, paths)
+
+    def _warn_limit(self, reason, stacklevel):
+        """The one line a function past the recompile limit gets, naming the last guard failure."""
+        if not self._warned_limit:
+            self._warned_limit = True
+            warnings.warn(f"ts.compile: {getattr(self._fn, '__qualname__', self._fn)} reached the recompile "
+                          f"limit ({config.recompile_limit}); running eagerly. Last guard failure: {reason}",
+                          stacklevel=stacklevel)
 
     def _structures(self):
         """The entries as the recompile limit counts them: under dynamic sizes, entries that
@@ -170,11 +174,7 @@ class CompiledFunction:
             known = " or ".join(repr(v) for v in step.values_seen)
             reason = f"Tensor.{step.what}() at {step.where} read {miss.value!r}, compiled for {known}"
             if graph.variants >= max(config.recompile_limit, 1):
-                if not self._warned_limit:
-                    self._warned_limit = True
-                    warnings.warn(f"ts.compile: {getattr(self._fn, '__qualname__', self._fn)} reached the recompile "
-                                  f"limit ({config.recompile_limit}); running eagerly. Last guard failure: {reason}",
-                                  stacklevel=3)
+                self._warn_limit(reason, stacklevel=4)
                 return self._fn(*args, **kwargs)
             self.recompile_reasons.append(reason)
             result, cap = _capture.capture(self._fn, args, kwargs, fullgraph=self._fullgraph)
