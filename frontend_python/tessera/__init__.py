@@ -105,7 +105,8 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
 
 def __getattr__(name):
     # These subpackages load on first use, so `import tessera` stays light.
-    if name in ("compiler", "fx", "export", "onnx", "profiler", "distributions", "amp", "func", "multiprocessing"):
+    if name in ("compiler", "fx", "export", "onnx", "profiler", "distributions", "amp", "func", "multiprocessing",
+                "_dynamo"):
         import importlib
         return importlib.import_module(f"tessera.{name}")
     raise AttributeError(f"module 'tessera' has no attribute '{name}'")

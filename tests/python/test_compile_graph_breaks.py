@@ -207,3 +207,25 @@ def test_writes_before_a_read_and_printing_keep_the_function_eager(capsys):
         close(c(ts.ones(2)), ts.full((2,), 2.0))
     assert capsys.readouterr().out.count("value") == 2  # printed at every call, as in eager
     assert c.entries[0][1].eager
+
+
+def test_an_explicit_graph_break_compiles_both_sides():
+    runs = []
+
+    def f(x):
+        runs.append(1)
+        y = ts.sin(x) * 2
+        ts._dynamo.graph_break()
+        return ts.exp(y) + 1
+
+    c = ts.compile(f, backend="inductor")
+    x = ts.randn(50)
+    for _ in range(3):
+        close(c(x), ts.exp(ts.sin(x) * 2) + 1)
+    assert len(runs) == 1
+    (_, entry), = c.entries
+    assert entry.segmented and [len(s.ir["nodes"]) for s in entry.run.pieces()] == [2, 2]
+    out = ts.compiler.explain(f)(x)
+    assert out.graph_count == 2 and out.break_reasons[0][0] == "graph_break()"
+    with pytest.raises(ts.compiler.GraphBreakError, match=r"graph_break\(\) at .*ts._dynamo.graph_break"):
+        ts.compile(f, fullgraph=True)(x)

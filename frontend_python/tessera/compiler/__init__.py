@@ -8,9 +8,12 @@ from tessera.compiler._backends import list_backends, register_backend
 from tessera.compiler._capture import GraphBreakError, is_compiling
 from tessera.compiler._compiled import CompiledFunction, OptimizedModule, config
 from tessera.compiler._explain import ExplainOutput, explain
+from tessera.compiler._stance import set_stance
 
-__all__ = ["CompiledFunction", "ExplainOutput", "GraphBreakError", "OptimizedModule", "compile", "config", "disable",
-           "explain", "is_compiling", "list_backends", "register_backend", "reset"]
+__all__ = ["CompiledFunction", "ExplainOutput", "GraphBreakError", "OptimizedModule", "allow_in_graph",
+           "assume_constant_result", "compile", "config", "cudagraph_mark_step_begin", "disable", "explain",
+           "is_compiling", "is_dynamo_compiling", "is_exporting", "list_backends", "nested_compile_region",
+           "register_backend", "reset", "set_stance", "substitute_in_graph"]
 
 _compiled_functions = weakref.WeakSet()
 
@@ -66,3 +69,44 @@ def reset():
     """Forgets every compiled graph (torch.compiler.reset)."""
     for c in _compiled_functions:
         c.reset()
+
+
+# torch.compiler's decorators that steer dynamo's bytecode tracing. The capture here records
+# the operators a call dispatches, whatever Python ran them, so each returns its function as is.
+def allow_in_graph(fn):
+    """torch.compiler.allow_in_graph: fn's operators are captured (as every function's are)."""
+    return fn
+
+
+def assume_constant_result(fn):
+    """torch.compiler.assume_constant_result: a value fn reads from a tensor is guarded on (as
+    every read is), so a changed result captures again rather than being used stale."""
+    return fn
+
+
+def substitute_in_graph(original_fn, *, can_constant_fold_through=False, skip_signature_check=False):
+    """torch.compiler.substitute_in_graph: the decorated polyfill is returned; the capture
+    records what `original_fn` dispatches, so no substitute is needed."""
+    del original_fn, can_constant_fold_through, skip_signature_check
+    return lambda fn: fn
+
+
+def nested_compile_region(fn=None, options=None):
+    """torch.compiler.nested_compile_region: the region is captured inline with its caller."""
+    del options
+    return (lambda f: f) if fn is None else fn
+
+
+def cudagraph_mark_step_begin():
+    """torch.compiler.cudagraph_mark_step_begin: nothing to mark (no CUDA graphs are replayed)."""
+
+
+def is_dynamo_compiling():
+    """torch.compiler.is_dynamo_compiling: True while ts.compile captures on this thread."""
+    return is_compiling()
+
+
+def is_exporting():
+    """torch.compiler.is_exporting: True while ts.export.export captures on this thread."""
+    from tessera.export import _export
+    return _export.exporting()

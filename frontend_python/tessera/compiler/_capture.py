@@ -57,6 +57,14 @@ def note_break(reason):
         on_read(reason, verbatim=True)
 
 
+def graph_break():
+    """torch._dynamo.graph_break(): cuts the graph being captured here (both pieces are
+    compiled); outside a capture it does nothing."""
+    on_read = getattr(_local, "on_read", None)
+    if on_read is not None:
+        on_read("graph_break")
+
+
 def _dispatch_read(what, tensor=None):
     """The process's one data-read hook (called only on threads that watch, see capture()):
     tells the capture open on this thread."""
@@ -129,6 +137,12 @@ def capture(fn, args, kwargs, fullgraph=False):
 
     def on_read(what, tensor=None, verbatim=False):
         where = _user_frame()
+        if what == "graph_break":  # an explicit cut: no value to read or guard on
+            if fullgraph:
+                raise GraphBreakError(f"ts.compile(fullgraph=True): graph_break() at {where} would break the graph")
+            reads.append(("graph_break()", where))
+            points.append((what, None, call("tracer::mark", (), {}), where, None))
+            return
         reason = what if verbatim else f"data-dependent Tensor.{what}()"
         if fullgraph:
             raise GraphBreakError(f"ts.compile(fullgraph=True): {reason} at {where} would break the graph")
@@ -164,7 +178,7 @@ def capture(fn, args, kwargs, fullgraph=False):
                 folded.append(("const", leaf))
         # The tensors read go out too, so the graph names their values (removed again below).
         cut = bool(points) and None not in points
-        read_tensors = [p[1] for p in points] if cut else []
+        read_tensors = [p[1] for p in points if p[1] is not None] if cut else []
         text = call("tracer::end", (graph_outputs + read_tensors,), {})
     except BaseException:
         call("tracer::abort", (), {})
@@ -183,10 +197,10 @@ def capture(fn, args, kwargs, fullgraph=False):
     read_points = None
     if read_tensors:
         ir = parse_ir(text)
-        read_ids = ir["outputs"][len(graph_outputs):]
+        read_ids = iter(ir["outputs"][len(graph_outputs):])
         ir["outputs"] = ir["outputs"][:len(graph_outputs)]
         text = json.dumps(ir)
-        if cut:
-            read_points = [ReadPoint(what, vid, mark, where, value)
-                           for (what, _, mark, where, value), vid in zip(points, read_ids)]
+    if cut:
+        read_points = [ReadPoint(what, None if t is None else next(read_ids), mark, where, value)
+                       for what, t, mark, where, value in points]
     return result, Capture(text, constants, input_positions, out_spec, folded, reads, read_points)

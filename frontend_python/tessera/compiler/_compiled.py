@@ -18,7 +18,7 @@ import functools
 import warnings
 
 import tessera
-from tessera.compiler import _capture, _guards, _symbolic
+from tessera.compiler import _capture, _guards, _stance, _symbolic
 from tessera.compiler._backends import lookup_backend
 from tessera.compiler._pytree import LEAF, unflatten
 from tessera.compiler._segments import SegmentedGraph, ValueGuardMiss
@@ -76,12 +76,13 @@ class CompiledFunction:
         self._fast_entries = {}  # the same entries, by _guards.fast_key
         self._last_key = None
         self._warned_limit = False
+        self._called_eagerly = False  # set_stance("eager_then_compile") ran the first call eagerly
         self.graph_breaks = []     # [(reason, where)] of every capture
         self.recompile_reasons = []
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
-        if _capture.is_compiling():  # inside another capture: trace through
+        if _capture.is_compiling() or _stance.current == "force_eager":  # inside another capture: trace through
             return self._fn(*args, **kwargs)
         fast = None if kwargs else _guards.fast_key(args, self._module)
         if fast is not None:
@@ -176,6 +177,8 @@ class CompiledFunction:
             if graph.variants >= max(config.recompile_limit, 1):
                 self._warn_limit(reason, stacklevel=4)
                 return self._fn(*args, **kwargs)
+            if not self._capture_allowed():
+                return self._fn(*args, **kwargs)
             self.recompile_reasons.append(reason)
             result, cap = _capture.capture(self._fn, args, kwargs, fullgraph=self._fullgraph)
             graph.add_variant(cap, miss)
@@ -199,7 +202,24 @@ class CompiledFunction:
         folded = [outs[x] if kind == "graph" else x for kind, x in cap.out_leaves]
         return unflatten(folded, cap.out_spec)
 
+    def _capture_allowed(self):
+        """Whether the stance (set_stance) lets this call capture; raises under fail_on_recompile."""
+        stance = _stance.current
+        if stance == "fail_on_recompile":
+            code = getattr(self._fn, "__code__", None)
+            where = (f"filename: '{code.co_filename}', function name: '{code.co_name}', line number: "
+                     f"{code.co_firstlineno}") if code else f"function: {self._fn!r}"
+            raise RuntimeError(f"Detected recompile when torch.compile stance is 'fail_on_recompile'. {where}")
+        if stance == "eager_on_recompile":
+            return False
+        if stance in ("eager_then_compile", "aot_eager_then_compile") and not self._called_eagerly:
+            self._called_eagerly = True
+            return False
+        return True
+
     def _compile_and_run(self, key, args, kwargs, leaves, paths):
+        if not self._capture_allowed():
+            return self._fn(*args, **kwargs)
         if self._dynamic is None and not self.dynamic_sizes and any(
                 getattr(leaf, "_dynamo_dynamic_indices", None) for leaf in leaves if isinstance(leaf, tessera.Tensor)):
             self.dynamic_sizes = True  # torch._dynamo.mark_dynamic on an argument

@@ -32,7 +32,9 @@ class ReadPoint:
 
 
 def read_value(tensor, what):
-    """The value a replay reads, as the function read it."""
+    """The value a replay reads, as the function read it (graph_break(): none)."""
+    if what == "graph_break":
+        return None
     return tensor.item() if what == "item" else tensor.tolist()
 
 
@@ -87,7 +89,7 @@ def split(ir, points):
     given = set(ir["inputs"])
     constants = set(ir["constants"])
     for k, p in enumerate(points):
-        if p.value_id not in given and p.value_id not in constants and made_in.get(p.value_id, k + 1) > k:
+        if p.value_id is not None and p.value_id not in given and p.value_id not in constants and made_in.get(p.value_id, k + 1) > k:
             return f"Tensor.{p.what}() at {p.where} reads a value the graph does not hold"
     pieces = []
     for k, (a, b) in enumerate(zip(starts, bounds)):
@@ -105,7 +107,7 @@ def split(ir, points):
                        "constants": sorted(v for v in used if v in constants)})
     needed_later = set(ir["outputs"])
     for k in range(len(pieces) - 1, -1, -1):
-        if k < len(points):
+        if k < len(points) and points[k].value_id is not None:
             needed_later.add(points[k].value_id)
         pieces[k]["outputs"] = sorted(pieces[k]["made"] & needed_later)
         needed_later |= set(pieces[k]["inputs"])
@@ -197,7 +199,7 @@ class SegmentedGraph:
                 return unflatten([(env[ids[x]] if ids[x] in env else lifted[ids[x]]) if kind == "graph" else x
                                   for kind, x in leaves], spec)
             vid = step.value_id
-            value = read_value(env[vid] if vid in env else step.lifted[vid], step.what)
+            value = None if vid is None else read_value(env[vid] if vid in env else step.lifted[vid], step.what)
             following = step.children.get(guard_key(value))
             if following is None:
                 raise ValueGuardMiss(step, value)

@@ -2,6 +2,7 @@
 graph, its parameters and buffers lifted to graph inputs, with the signature PyTorch's
 ExportedProgram has. A data-dependent branch is an error naming the source line."""
 import inspect
+import threading
 
 import tessera
 from tessera.compiler import _capture
@@ -61,10 +62,19 @@ def _state(mod):
     return params, buffers
 
 
+_exporting = threading.local()
+
+
+def exporting():
+    """True while export captures on this thread (torch.compiler.is_exporting)."""
+    return getattr(_exporting, "on", False)
+
+
 def _capture_ir(mod, state, args, kwargs):
     """The Capture of mod(*args, **kwargs) with the state tensors as the first graph inputs."""
     def forward(state_tensors, call_args, call_kwargs):
         return mod(*call_args, **call_kwargs)
+    _exporting.on = True
     try:
         _, cap = _capture.capture(forward, (state, tuple(args), dict(kwargs)), {}, fullgraph=True)
     except _capture.GraphBreakError as e:
@@ -73,6 +83,8 @@ def _capture_ir(mod, state, args, kwargs):
             f"ts.export: {reason} cannot be exported: an exported program is one graph, and this reads a tensor's "
             "value into Python. Compute with tensor operations instead (ts.where for a branch on values, "
             "masks instead of indices read with .item()), or move the read out of forward") from None
+    finally:
+        _exporting.on = False
     collectives = sorted({n["op"] for n in cap.ir["nodes"] if n["op"].startswith("c10d::")})
     if collectives:
         raise ExportError(
