@@ -1,6 +1,7 @@
 #include "compiled_graph.h"
 #include "cpp_codegen.h"
 #include "cuda_codegen.h"
+#include "pointwise_ops.h"
 
 #include <tessera/sdk/graph_call.h>
 
@@ -12,6 +13,13 @@
 namespace tessera::inductor {
 namespace {
 namespace g = sdk::graph;
+
+// Whether `t`'s handle has no holder but the caller's one reference (ABI 1.8; older hosts: no).
+bool sole_reference(const sdk::TensorRef& t) {
+  const ts_host_api& h = sdk::host();
+  return t.defined() && TS_STRUCT_HAS(&h, ts_host_api, tensor_use_count) && h.tensor_use_count &&
+         h.tensor_use_count(t.handle()) == 1;
+}
 }
 
 FusionTarget CompiledGraph::target_for(const g::Graph& graph) {
@@ -37,6 +45,7 @@ CompiledGraph::CompiledGraph(g::Graph graph, const std::string& prebuilt, bool r
   if (on_cuda && prebuilt.empty() && !Nvrtc::instance().available())
     plan_ = plan_fusion(graph_, FusionTarget{});  // no NVRTC: the CUDA nodes stay dispatcher calls
   plan_releases();
+  plan_in_place();
   if (plan_.kernels.empty()) return;
   if (on_cuda) {
     // CUDA: sizes are literals (an NVRTC build is cheap next to a C++ one). Prebuilt kernels
@@ -94,6 +103,43 @@ void CompiledGraph::plan_releases() {
     if (!keep[id] && last[id] != none) release_after_[last[id]].push_back(int64_t(id));
 }
 
+void CompiledGraph::plan_in_place() {
+  // A value some other value views (or that views another) shares its storage: never reused.
+  std::vector<bool> aliased(graph_.values.size(), false);
+  for (const g::Value& v : graph_.values)
+    if (v.alias_of >= 0) aliased[size_t(v.alias_of)] = aliased[size_t(v.id)] = true;
+  std::vector<bool> external(graph_.values.size(), false);  // the caller's tensors, and results
+  for (int64_t id : graph_.inputs) external[size_t(id)] = true;
+  for (int64_t id : graph_.constants) external[size_t(id)] = true;
+  for (int64_t id : graph_.outputs) external[size_t(id)] = true;
+  for (size_t s = 0; s < plan_.steps.size(); ++s) {
+    if (plan_.steps[s].kind != Step::Kind::Fused) continue;
+    FusedKernel& k = plan_.kernels[plan_.steps[s].index];
+    k.in_place.assign(k.outputs.size(), -1);
+    // Element-wise kernels only: each reads input element i before writing output element i and
+    // never reads element i again (the sin/cos chunks redo a chunk from its inputs: excluded).
+    if (k.head != RowHead::None) continue;
+    bool trig = false;
+    for (size_t n : k.nodes) trig |= is_trigonometric(graph_.nodes[n].op);
+    if (trig) continue;
+    const std::vector<int64_t>& dying = release_after_[s];
+    std::vector<bool> taken(k.inputs.size(), false);
+    for (size_t o = 0; o < k.outputs.size(); ++o) {
+      const g::Value& out = graph_.value(k.outputs[o]);
+      for (size_t i = 0; i < k.inputs.size(); ++i) {
+        const int64_t id = k.inputs[i];
+        const g::Value& in = graph_.value(id);
+        if (taken[i] || external[size_t(id)] || aliased[size_t(id)] || in.dtype != out.dtype || in.shape != out.shape ||
+            !in.is_contiguous() || std::find(dying.begin(), dying.end(), id) == dying.end())
+          continue;
+        k.in_place[o] = int(i);
+        taken[i] = true;
+        break;
+      }
+    }
+  }
+}
+
 void CompiledGraph::run_extern(ts_call call, size_t n, std::vector<sdk::TensorRef>& env) {
   g::call_node(call, operators_[n], graph_.nodes[n], env);
 }
@@ -144,9 +190,16 @@ std::vector<sdk::TensorRef> CompiledGraph::run(ts_call call, const std::vector<s
     out.clear();
     for (int64_t id : k.inputs) in.push_back(env[size_t(id)].data());
     const ts_device device = env[size_t(k.inputs.empty() ? 0 : k.inputs[0])].device();
-    for (int64_t id : k.outputs) {
+    for (size_t o = 0; o < k.outputs.size(); ++o) {
+      const int64_t id = k.outputs[o];
       const g::Value& v = graph_.value(id);  // mean and rstd of a layer norm are not k.shape
-      env[size_t(id)] = sdk::empty(call, v.shape, v.dtype, k.inputs.empty() ? ts_device{0, 0} : device);
+      // Over a dying input that nothing else holds (the env's reference is its only one).
+      const int reuse = o < k.in_place.size() ? k.in_place[o] : -1;
+      if (reuse >= 0 && sole_reference(env[size_t(k.inputs[size_t(reuse)])])) {
+        env[size_t(id)] = env[size_t(k.inputs[size_t(reuse)])];
+      } else {
+        env[size_t(id)] = sdk::empty(call, v.shape, v.dtype, k.inputs.empty() ? ts_device{0, 0} : device);
+      }
       out.push_back(env[size_t(id)].data());
     }
     if (cuda_) {
@@ -171,8 +224,12 @@ std::string CompiledGraph::describe() const {
   size_t fused_nodes = 0;
   for (const auto& k : plan_.kernels)
     fused_nodes += k.prologue.size() + k.nodes.size() + (k.head != RowHead::None ? 1 : 0);
+  size_t in_place = 0;
+  for (const auto& k : plan_.kernels)
+    for (int r : k.in_place) in_place += r >= 0;
   return sdk::cat("nodes=", graph_.nodes.size(), " kernels=", plan_.kernels.size(), " fused_nodes=", fused_nodes,
-                  " extern_calls=", graph_.nodes.size() - fused_nodes, " target=", cuda_ ? "cuda" : "cpu",
+                  " extern_calls=", graph_.nodes.size() - fused_nodes, " in_place=", in_place,
+                  " target=", cuda_ ? "cuda" : "cpu",
                   " library=", library_.path,
                   " from_cache=", library_.from_cache ? 1 : 0);
 }

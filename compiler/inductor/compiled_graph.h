@@ -32,6 +32,8 @@ class CompiledGraph {
   using KernelFn = void (*)(void* const*, void* const*, const int64_t*);
   void run_extern(ts_call call, size_t node, std::vector<sdk::TensorRef>& env);
   void plan_releases();
+  // Marks the fused kernels' outputs that may be written over an input that dies there.
+  void plan_in_place();
   // A fused kernel's inputs must have the geometry it was generated for; otherwise its nodes
   // run one by one through the dispatcher.
   bool inputs_match(size_t kernel, const std::vector<sdk::TensorRef>& env) const;

@@ -369,12 +369,19 @@ void generate_kernel(std::ostringstream& s, const g::Graph& graph, const FusedKe
   }
   s << "\nextern \"C\" void " << kernel_symbol(index) << "(void* const* in, void* const* out, const int64_t* g) {\n";
   std::map<int64_t, std::string> name;  // value id -> C expression inside the loop body
+  // An output written over an input (FusedKernel::in_place) shares its memory: neither pointer
+  // of such a pair is restrict.
+  std::set<size_t> shared_in, shared_out;
+  for (size_t o = 0; o < k.in_place.size(); ++o)
+    if (k.in_place[o] >= 0) shared_out.insert(o), shared_in.insert(size_t(k.in_place[o]));
   for (size_t i = 0; i < k.inputs.size(); ++i) {
     const g::Value& v = graph.value(k.inputs[i]);
-    s << "  const " << ctype(v.dtype) << "* __restrict in" << i << " = (const " << ctype(v.dtype) << "*)in[" << i
-      << "];\n";
+    s << "  const " << ctype(v.dtype) << (shared_in.count(i) ? "* in" : "* __restrict in") << i << " = (const "
+      << ctype(v.dtype) << "*)in[" << i << "];\n";
   }
-  for (size_t i = 0; i < k.outputs.size(); ++i) s << "  " << t << "* __restrict out" << i << " = (" << t << "*)out[" << i << "];\n";
+  for (size_t i = 0; i < k.outputs.size(); ++i)
+    s << "  " << t << (shared_out.count(i) ? "* out" : "* __restrict out") << i << " = (" << t << "*)out[" << i
+      << "];\n";
   // The loop body: each node's value, then the kernel's outputs. With `fast_trig`, sin and cos
   // take the inline form and each of their arguments is checked against its range into `bad`.
   auto body = [&](std::map<int64_t, std::string> name, const std::string& indent, bool fast_trig) {

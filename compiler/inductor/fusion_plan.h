@@ -34,6 +34,9 @@ struct FusedKernel {
   std::vector<size_t> nodes;      // element-wise nodes, indices into graph.nodes, in order
   std::vector<int64_t> inputs;    // value ids read from buffers
   std::vector<int64_t> outputs;   // value ids written to buffers
+  // Per output, the input (index into `inputs`) whose buffer it may overwrite, or -1: an input
+  // of the output's shape and dtype that dies at this kernel (CompiledGraph::plan_in_place).
+  std::vector<int> in_place;
   std::vector<int64_t> shape;     // the common output shape
   int32_t dtype = TS_FLOAT32;     // the compute and output dtype
 };
