@@ -2,6 +2,7 @@
 #include "pointwise_ops.h"
 
 #include <algorithm>
+#include <climits>
 #include <optional>
 #include <set>
 
@@ -194,13 +195,61 @@ FusionPlan plan_fusion(const g::Graph& graph, const FusionTarget& target) {
   for (int64_t id : graph.outputs) is_output[size_t(id)] = true;
   for (auto [position, id] : graph.mutated_inputs) is_output[size_t(id)] = true;
 
+  // The plan step that computes each value (-1: the graph's inputs and constants; kOpen: the
+  // kernel still open), and the last step that writes a tensor in place: horizontal fusion
+  // moves a node into an earlier kernel only past steps that write nothing.
+  constexpr int64_t kOpen = INT64_MAX;
+  std::vector<int64_t> made_at(graph.values.size(), -1);
+  int64_t last_write_step = -1;
+  auto made = [&](size_t n, int64_t step) {
+    for (const auto& ids : graph.nodes[n].outputs)
+      for (int64_t id : ids)
+        if (id >= 0) made_at[size_t(id)] = step;
+  };
+  auto push_extern = [&](size_t n) {
+    made(n, int64_t(plan.steps.size()));
+    if (graph.nodes[n].in_place()) last_write_step = int64_t(plan.steps.size());
+    plan.steps.push_back({Step::Kind::Extern, n});
+  };
   auto close = [&](FusedKernel& k) {
     if (k.nodes.empty() && k.head == RowHead::None) return;
     if (k.nodes.empty() && k.prologue.empty()) {  // a row reduction alone: the library's kernel is as good
-      plan.steps.push_back({Step::Kind::Extern, k.head_node});
+      push_extern(k.head_node);
       k = FusedKernel{};
       return;
     }
+    const int64_t step = int64_t(plan.steps.size());
+    for (size_t n : k.prologue) made(n, step);
+    if (k.head != RowHead::None) made(k.head_node, step);
+    for (size_t n : k.nodes) made(n, step);
+    plan.steps.push_back({Step::Kind::Fused, plan.kernels.size()});
+    plan.kernels.push_back(std::move(k));
+    k = FusedKernel{};
+  };
+  // Horizontal fusion: an element-wise node that starts no run of the open kernel joins a recent
+  // plain kernel of its shape and dtype when everything it reads exists by then (it is then
+  // computed in that kernel's loop, reading shared inputs once). Only a few steps back, so a
+  // value is not made long before it is needed.
+  constexpr size_t kLookBack = 8;
+  auto join_earlier = [&](size_t n) {
+    const g::Node& node = graph.nodes[n];
+    const g::Value& out = graph.value(node.outputs[0][0]);
+    for (size_t s = plan.steps.size(); s-- > 0 && plan.steps.size() - s <= kLookBack && int64_t(s) > last_write_step;) {
+      bool ready = true;
+      for (const g::Arg& a : node.args)
+        if (a.kind == g::Arg::Kind::Tensor) ready &= made_at[size_t(a.tensor)] <= int64_t(s);
+      if (!ready) return false;  // an earlier kernel would be earlier still than what it reads
+      if (plan.steps[s].kind != Step::Kind::Fused) continue;
+      FusedKernel& k = plan.kernels[plan.steps[s].index];
+      if (k.head != RowHead::None || k.shape != out.shape || k.dtype != out.dtype) continue;
+      k.nodes.push_back(n);
+      made(n, int64_t(s));
+      return true;
+    }
+    return false;
+  };
+  // A kernel's inputs (read from memory) and outputs (values something outside it reads).
+  auto finish = [&](FusedKernel& k) {
     std::set<size_t> members(k.nodes.begin(), k.nodes.end());
     std::set<int64_t> produced;
     std::vector<size_t> all = k.prologue;
@@ -227,9 +276,6 @@ FusionPlan plan_fusion(const g::Graph& graph, const FusionTarget& target) {
           if (escapes) k.outputs.push_back(out);
         }
     }
-    plan.steps.push_back({Step::Kind::Fused, plan.kernels.size()});
-    plan.kernels.push_back(std::move(k));
-    k = FusedKernel{};
   };
 
   FusedKernel current;
@@ -250,6 +296,7 @@ FusionPlan plan_fusion(const g::Graph& graph, const FusionTarget& target) {
         current.head_node = n;
         current.reduction = *r;
         current.shape = graph.value(node.outputs[0][0]).shape;
+        made(n, kOpen);
         continue;
       }
     }
@@ -270,29 +317,33 @@ FusionPlan plan_fusion(const g::Graph& graph, const FusionTarget& target) {
       current.head_node = n;
       current.shape = out.shape;
       current.dtype = out.dtype;
+      made(n, kOpen);
       continue;
     }
     if (fusible(graph, node, target.device_type)) {
       const g::Value& out = graph.value(node.outputs[0][0]);
       const bool open = !current.nodes.empty() || current.head != RowHead::None;
-      if (open && (out.shape != current.shape || out.dtype != current.dtype ||
-                   (current.head == RowHead::Reduction && !reads_reduced_values_only(graph, node, current))))
-        close(current);
+      const bool joins = open && out.shape == current.shape && out.dtype == current.dtype &&
+                         (current.head != RowHead::Reduction || reads_reduced_values_only(graph, node, current));
+      if (!joins && join_earlier(n)) continue;
+      if (open && !joins) close(current);
       if (current.nodes.empty() && current.head == RowHead::None) current.shape = out.shape, current.dtype = out.dtype;
       current.nodes.push_back(n);
+      made(n, kOpen);
       continue;
     }
     // A call that reads nothing the open kernel computes, and writes nothing, can run before
     // that kernel: the kernel then goes on past it (a causal mask built between the scaling
     // of the scores and the masked_fill does not split them into two kernels).
     if (!node.in_place() && !reads_any(node, open_values(graph, current))) {
-      plan.steps.push_back({Step::Kind::Extern, n});
+      push_extern(n);
       continue;
     }
     close(current);
-    plan.steps.push_back({Step::Kind::Extern, n});
+    push_extern(n);
   }
   close(current);
+  for (FusedKernel& k : plan.kernels) finish(k);
   return plan;
 }
 

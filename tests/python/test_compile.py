@@ -874,3 +874,28 @@ def test_a_kernel_writes_over_an_input_that_dies_there_and_only_then():
                 for g, e in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
                     close(g, e, atol=1e-4)
         assert _in_place_count(c) == expected
+
+
+def test_horizontal_fusion_joins_independent_work_to_an_earlier_kernel():
+    w = ts.randn(32, 32)
+
+    def independent(x):
+        a = ts.tanh(x * 2)      # a kernel, closed by the product that reads it
+        b = a.mm(w)
+        c = ts.sigmoid(x) + 1   # reads only x: computed in the first kernel's loop
+        return b, c * 3
+
+    def dependent(x):
+        a = ts.tanh(x * 2)
+        b = a.mm(w)
+        return b, ts.sigmoid(b) + 1  # needs the product: a kernel of its own after it
+
+    x = ts.randn(32, 32)
+    for f, kernels in ((independent, 1), (dependent, 2)):
+        with ts.no_grad():
+            c = ts.compile(f)
+            c(x)
+            for g, e in zip(c(x), f(x)):
+                close(g, e, atol=1e-5)
+        fields = dict(t.split("=", 1) for t in _inductor.describe(c.entries[0][1].run.handle).split() if "=" in t)
+        assert int(fields["kernels"]) == kernels, fields
