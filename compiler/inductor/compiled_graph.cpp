@@ -72,6 +72,22 @@ CompiledGraph::CompiledGraph(g::Graph graph, const std::string& prebuilt, bool r
   }
 }
 
+CompiledGraph::CompiledGraph(g::Graph graph, const FusionTarget& target)
+    : graph_(std::move(graph)), plan_(plan_fusion(graph_, target)) {
+  plan_releases();
+  plan_in_place();
+}
+
+std::string CompiledGraph::generated_source(g::Graph graph, bool cuda) {
+  int32_t device_type = 0;  // CUDA C for the graph as its values are: fused on their own device type
+  for (const g::Value& v : graph.values) device_type = v.device.type;
+  const CompiledGraph schedule(std::move(graph), cuda ? FusionTarget{device_type, false} : FusionTarget{});
+  if (cuda) return generate_cuda(schedule.graph_, schedule.plan_);
+  CodegenOptions options;
+  options.vector_math = KernelCache::instance().vector_math_available();
+  return generate_cpp(schedule.graph_, schedule.plan_, options).source;
+}
+
 void CompiledGraph::plan_releases() {
   const size_t none = plan_.steps.size();
   std::vector<size_t> last(graph_.values.size(), none);  // last step reading or writing each value

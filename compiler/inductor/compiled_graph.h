@@ -25,11 +25,17 @@ class CompiledGraph {
   // The fused kernels' library ("" when nothing fused).
   const std::string& library_path() const { return library_.path; }
   // The device type the kernels are generated for: 0 for the CPU (C++), else a CUDA device
-  // type (CUDA C through NVRTC) when the graph's values live there and NVRTC is installed.
+  // type (CUDA C through NVRTC) when the graph's values live there.
   static FusionTarget target_for(const sdk::graph::Graph& graph);
+  // The kernels' source exactly as compiling `graph` would generate it (same schedule, releases
+  // and in-place outputs), without building anything: CUDA C when `cuda` (whatever the values'
+  // devices: ts.export.aot_compile makes an archive's PTX from it), else C++.
+  static std::string generated_source(sdk::graph::Graph graph, bool cuda);
 
  private:
   using KernelFn = void (*)(void* const*, void* const*, const int64_t*);
+  // The schedule alone (generated_source): the fusion plan for `target`, releases, in-place outputs.
+  CompiledGraph(sdk::graph::Graph graph, const FusionTarget& target);
   void run_extern(ts_call call, size_t node, std::vector<sdk::TensorRef>& env);
   void plan_releases();
   // Marks the fused kernels' outputs that may be written over an input that dies there.

@@ -39,12 +39,17 @@ void generate_kernel(std::ostringstream& s, const g::Graph& graph, const FusedKe
   int64_t numel = 1;
   for (int64_t d : k.shape) numel *= d;
   s << "\nextern \"C\" __global__ void __launch_bounds__(" << kCudaBlock << ") " << kernel_symbol(index) << "(";
+  // An output written over an input (FusedKernel::in_place) shares its memory: neither pointer
+  // of the pair is __restrict__ (a restrict const input may be read through the non-coherent cache).
+  std::vector<bool> shared_in(k.inputs.size(), false), shared_out(k.outputs.size(), false);
+  for (size_t o = 0; o < k.in_place.size(); ++o)
+    if (k.in_place[o] >= 0) shared_out[o] = shared_in[size_t(k.in_place[o])] = true;
   for (size_t i = 0; i < k.inputs.size(); ++i) {
     const char* type = cuda_type(graph.value(k.inputs[i]).dtype);
-    s << (i ? ", " : "") << "const " << type << "* __restrict__ in" << i;
+    s << (i ? ", " : "") << "const " << type << (shared_in[i] ? "* in" : "* __restrict__ in") << i;
   }
   for (size_t i = 0; i < k.outputs.size(); ++i)
-    s << (i || !k.inputs.empty() ? ", " : "") << t << "* __restrict__ out" << i;
+    s << (i || !k.inputs.empty() ? ", " : "") << t << (shared_out[i] ? "* out" : "* __restrict__ out") << i;
   s << ") {\n";
   s << "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < " << numel
     << "LL; i += (long long)gridDim.x * blockDim.x) {\n";

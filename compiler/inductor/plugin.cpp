@@ -16,8 +16,6 @@
 // only in sizes share one library (ts.compile's dynamic shapes).
 // A compiled graph runs as one operator call, so the profiler and devices see it as such.
 #include "compiled_graph.h"
-#include "cpp_codegen.h"
-#include "cuda_codegen.h"
 
 #include <map>
 #include <memory>
@@ -112,11 +110,7 @@ void generate(sdk::Args& a) {
   const std::string target(*a.optional_str(1));
   if (target != "cpu" && target != "cuda")
     sdk::fail(TS_ERROR_VALUE, "inductor::generate: target must be 'cpu' or 'cuda', got '", target, "'");
-  // The plan for the devices the graph's values are on, with the chosen generator's abilities.
-  int32_t device_type = 0;
-  for (const auto& v : graph.values) device_type = v.device.type;
-  const FusionPlan plan = plan_fusion(graph, FusionTarget{device_type, target == "cpu"});
-  return_string(a, target == "cpu" ? generate_cpp(graph, plan, CodegenOptions{}).source : generate_cuda(graph, plan));
+  return_string(a, CompiledGraph::generated_source(std::move(graph), target == "cuda"));
 }
 
 void nvrtc(sdk::Args& a) {

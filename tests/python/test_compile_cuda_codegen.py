@@ -151,3 +151,14 @@ def test_ptx_cache_rebuilds_a_truncated_entry_and_survives_two_writers(tmp_path,
     assert outs == [str(len(fresh))] * 2
     assert open(entries[0]).read().startswith(fresh)
     assert not [f for f in os.listdir(cache_dir) if ".tmp" in f]
+
+
+def test_cuda_source_is_the_schedule_compile_makes_with_in_place_pairs_not_restrict():
+    """inductor::generate plans as inductor::compile does (an archive's PTX is checked against
+    the source compile generates): an output written over a dying input shares its pointer, so
+    neither is __restrict__."""
+    w = ts.randn(16, 16)
+    source = cuda_source(lambda x: (x.mm(w) * 2).tanh() + 1, ts.randn(16, 16))
+    signature = source[source.index("tessera_kernel_0("):].split(")")[0]
+    assert "const float* in0" in signature and "float* out0" in signature and "__restrict__" not in signature
+    nvrtc(source)
