@@ -154,6 +154,7 @@ class SegmentedGraph:
         self._compile_piece = compile_piece
         self.input_ids = capture.ir["inputs"]
         self.variants = 1
+        self._live = {}  # step -> ids it and its continuations read (_live_from)
         self.root = self._chain(capture, split(capture.ir, capture.read_points), 0)
 
     @staticmethod
@@ -204,12 +205,29 @@ class SegmentedGraph:
             if following is None:
                 raise ValueGuardMiss(step, value)
             step = following
+            # Tensors no later piece reads are let go now (as a graph releases after last use).
+            live = self._live.get(step) or self._live_from(step)
+            env = {i: t for i, t in env.items() if i in live}
+
+    def _live_from(self, step):
+        """The value ids `step` and every continuation after it read (memoised until a variant
+        is added)."""
+        live = set(step.ir["inputs"])
+        if step.result is not None:
+            live.update(step.result[0])
+        if step.value_id is not None:
+            live.add(step.value_id)
+        for child in step.children.values():
+            live |= self._live.get(child) or self._live_from(child)
+        self._live[step] = live
+        return live
 
     def add_variant(self, capture, miss):
         """Adds the continuation a new capture took after `miss`. False when the capture does
         not retrace the pieces before the miss (a function that is not deterministic in its
         guards and the values read), which then stays uncompiled for that value."""
         self.variants += 1
+        self._live = {}
         if SegmentedGraph.segmentable(capture) is not None or capture.ir["inputs"] != self.input_ids:
             return False
         pieces = split(capture.ir, capture.read_points)
