@@ -12,6 +12,8 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from conftest import to_np
 
 import tessera as ts
@@ -162,3 +164,33 @@ def test_cuda_source_is_the_schedule_compile_makes_with_in_place_pairs_not_restr
     signature = source[source.index("tessera_kernel_0("):].split(")")[0]
     assert "const float* in0" in signature and "float* out0" in signature and "__restrict__" not in signature
     nvrtc(source)
+
+
+UNARY = ["sin", "cos", "exp", "tanh", "sigmoid", "relu", "neg", "abs", "erf", "sqrt"]
+BINARY = ["add", "sub", "mul", "maximum", "minimum"]
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(UNARY), st.sampled_from(BINARY)), min_size=1, max_size=6),
+       st.sampled_from([(37,), (5, 9), (3, 1, 8)]))
+def test_random_chains_in_cuda_c_compute_what_eager_computes(tmp_path_factory, steps, shape):
+    """Random element-wise chains (a broadcast operand for the binary ones): the generated CUDA
+    C, run on the host, against eager."""
+    def f(x, b):
+        y = x
+        for s in steps:
+            y = getattr(ts, s)(y, b) if s in BINARY else getattr(ts, s)(ts.abs(y) if s == "sqrt" else y)
+        return y * 1.0
+    x, b = ts.randn(*shape), ts.randn(shape[-1])
+    source = cuda_source(f, x, b)
+    assert source.count("__global__") == 1, source  # every op of the chain fuses: one kernel is the whole f
+    lib = host_build(source, tmp_path_factory.mktemp("chain"))
+    expected = to_np(f(x, b))
+    out = np.empty(expected.shape, dtype=expected.dtype)
+    kernel = lib.tessera_kernel_0
+    kernel.restype = None
+    signature = source[source.index("tessera_kernel_0("):].split(")")[0]
+    inputs = [np.ascontiguousarray(to_np(t)) for t in (x, b)][:signature.count(" in")]  # x first, then b if read
+    kernel(*[ctypes.c_void_p(a.ctypes.data) for a in inputs], ctypes.c_void_p(out.ctypes.data))
+    finite = np.abs(expected[np.isfinite(expected)])
+    np.testing.assert_allclose(out, expected, rtol=2e-6, atol=2e-6 * max(1.0, float(finite.max(initial=1.0))))
