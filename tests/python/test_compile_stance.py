@@ -101,3 +101,13 @@ def test_tracing_decorators_and_predicates():
     ts._dynamo.mark_static(x, 0)
     assert x._dynamo_dynamic_indices == set()
     assert ts._dynamo.optimize("eager")(f)(ts.ones(1)).item() == 2
+
+
+def test_export_refuses_an_explicit_graph_break_naming_it():
+    class M(ts.nn.Module):
+        def forward(self, x):
+            y = x * 2
+            ts._dynamo.graph_break()
+            return y + 1
+    with pytest.raises(ts.export.ExportError, match=r"graph_break\(\) at .*ts._dynamo.graph_break\(\).*one graph"):
+        ts.export.export(M(), (ts.ones(2),))

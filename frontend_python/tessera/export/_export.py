@@ -79,6 +79,9 @@ def _capture_ir(mod, state, args, kwargs):
         _, cap = _capture.capture(forward, (state, tuple(args), dict(kwargs)), {}, fullgraph=True)
     except _capture.GraphBreakError as e:
         reason = str(e).replace("ts.compile(fullgraph=True): ", "").replace(" would break the graph", "")
+        if reason.startswith("graph_break()"):
+            raise ExportError(f"ts.export: {reason} cannot be exported: an exported program is one graph; remove the "
+                              "graph_break() call (torch.export refuses it too)") from None
         raise ExportError(
             f"ts.export: {reason} cannot be exported: an exported program is one graph, and this reads a tensor's "
             "value into Python. Compute with tensor operations instead (ts.where for a branch on values, "
