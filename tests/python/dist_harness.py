@@ -13,6 +13,21 @@ def free_port():
         return s.getsockname()[1]
 
 
+def free_port_pair():
+    """A port p with p + 1 free too (the multi-node launcher keeps its own store at
+    MASTER_PORT + 1): both are bound at once to check, then released."""
+    for _ in range(100):
+        p = free_port()
+        with socket.socket() as a, socket.socket() as b:
+            try:
+                a.bind(("127.0.0.1", p))
+                b.bind(("127.0.0.1", p + 1))
+            except OSError:
+                continue
+            return p
+    raise RuntimeError("free_port_pair: no two adjacent free ports found in 100 tries")
+
+
 def package_path():
     import tessera
     return os.path.dirname(os.path.dirname(os.path.abspath(tessera.__file__)))

@@ -11,7 +11,7 @@ import time
 import pytest
 
 import tessera
-from dist_harness import free_port
+from dist_harness import free_port_pair
 
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(tessera.__file__)))
 TIMEOUT = 30
@@ -457,7 +457,7 @@ def _two_nodes(tmp_path, *extra):
     worker = _script(tmp_path, "two_node_worker.py", TWO_NODE_WORKER)
     out = tmp_path / "out"
     out.mkdir(exist_ok=True)
-    port = free_port()
+    port = free_port_pair()  # the launchers' store listens on port + 1
     nodes = [subprocess.Popen(_launcher_cmd("--nnodes", 2, "--node-rank", node, "--nproc-per-node", 1,
                                             "--master-addr", "127.0.0.1", "--master-port", port, *extra, worker, out),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
@@ -497,7 +497,7 @@ def test_a_failure_on_one_node_stops_every_node(tmp_path):
 
 def test_a_node_that_never_comes_is_an_error_naming_the_store(tmp_path):
     worker = _script(tmp_path, "noop.py", "print('never runs')\n")
-    port = free_port()
+    port = free_port_pair()  # the launchers' store listens on port + 1
     start = time.monotonic()
     alone = _launch("--nnodes", 2, "--node-rank", 0, "--nproc-per-node", 1, "--master-port", port,
                     "--rdzv-conf", "join_timeout=2", worker)
