@@ -368,6 +368,9 @@ def test_recv_from_any_rank_names_the_sender(tmp_path):
             assert dist.recv(got, group=sub) == 1 and got.tolist() == [3.0, 3.0]
         elif RANK == 1:
             dist.send(ts.full((2,), 3.0), dst=2, group=sub)
+        # Rank 0 hosts the store the subgroup meets through: it must not leave before ranks 1
+        # and 2 have (a loaded machine once let it exit first, and they waited on the store).
+        dist.barrier()
         dist.destroy_process_group()
         print("ok")
     """)
