@@ -18,7 +18,7 @@ import functools
 import warnings
 
 import tessera
-from tessera.compiler import _capture, _guards, _stance, _symbolic
+from tessera.compiler import _capture, _guards, _segments, _stance, _symbolic
 from tessera.compiler._backends import lookup_backend
 from tessera.compiler._pytree import LEAF, unflatten
 from tessera.compiler._segments import SegmentedGraph, ValueGuardMiss
@@ -227,8 +227,9 @@ class CompiledFunction:
         self._last_key = key
         if cap.reads:
             self.graph_breaks.extend(cap.reads)
-            if SegmentedGraph.segmentable(cap) is None:  # compiled around the reads
-                self._entries[key] = _Entry(SegmentedGraph(cap, self._compile_piece), cap, False, paths)
+            pieces = _segments.cut(cap)
+            if isinstance(pieces, list):  # compiled around the reads
+                self._entries[key] = _Entry(SegmentedGraph(cap, pieces, self._compile_piece), cap, False, paths)
             else:
                 self._entries[key] = _Entry(None, cap, True, paths)
             return result

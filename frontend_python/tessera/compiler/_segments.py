@@ -8,8 +8,8 @@ beside the first, so `if x.sum() > 0:` ends with two compiled continuations).
 Why re-running is safe: a capture is cut only when no piece writes a tensor it did not make
 itself (no input, parameter or buffer, no tensor of an earlier piece), so a function run again
 from the start after a miss computes the same thing once more and changes nothing twice, and
-no tensor read changes after its read. Captures that write such a tensor, print, or convert to NumPy keep running
-eagerly for their guards (compiler/README.md, "Graph breaks")."""
+no tensor read changes after its read. Captures that write such a tensor, print, or convert to
+NumPy keep running eagerly for their guards (compiler/README.md, "Graph breaks")."""
 from tessera.compiler._pytree import unflatten
 
 
@@ -89,7 +89,8 @@ def split(ir, points):
     given = set(ir["inputs"])
     constants = set(ir["constants"])
     for k, p in enumerate(points):
-        if p.value_id is not None and p.value_id not in given and p.value_id not in constants and made_in.get(p.value_id, k + 1) > k:
+        held = p.value_id is None or p.value_id in given or p.value_id in constants
+        if not held and made_in.get(p.value_id, k + 1) > k:
             return f"Tensor.{p.what}() at {p.where} reads a value the graph does not hold"
     pieces = []
     for k, (a, b) in enumerate(zip(starts, bounds)):
@@ -114,6 +115,13 @@ def split(ir, points):
     return pieces
 
 
+def cut(capture):
+    """The capture's pieces (split), or a string saying why it cannot be cut at its reads."""
+    if capture.read_points is None:
+        return "a read that cannot be replayed (printing, numpy, autograd or an operator's own read)"
+    return split(capture.ir, capture.read_points)
+
+
 def piece_ir(ir, piece):
     """The serialisable graph of one piece (value ids kept; the ids it takes become inputs)."""
     values = list(ir["values"])
@@ -127,7 +135,7 @@ class Step:
     """One piece of a segmented graph and what follows it: the read at its end and one
     continuation per value read so far, or, for the last piece, how the result folds."""
     __slots__ = ("ir", "constants", "lifted", "run", "what", "value_id", "where", "children", "values_seen",
-                 "result", "nodes_text")
+                 "result")
 
     def __init__(self, ir, constants, lifted):
         self.ir = ir
@@ -138,7 +146,6 @@ class Step:
         self.children = {}     # guard_key(value read) -> the step that follows
         self.values_seen = []  # those values, for messages
         self.result = None  # (graph output ids, out_spec, out_leaves) on the last piece
-        self.nodes_text = repr(ir["nodes"])
 
     def add_child(self, value, step):
         self.children[guard_key(value)] = step
@@ -150,20 +157,14 @@ class SegmentedGraph:
     on the values read. `compile_piece(step, example_inputs)` compiles one piece (a callable of
     its input tensors returning its outputs)."""
 
-    def __init__(self, capture, compile_piece):
+    def __init__(self, capture, pieces, compile_piece):
+        """`pieces`: cut(capture), a list."""
         self._compile_piece = compile_piece
         self.input_ids = capture.ir["inputs"]
         self.variants = 1
         self._live = {}  # step -> ids it and its continuations read (_live_from)
-        self.root = self._chain(capture, split(capture.ir, capture.read_points), 0)
+        self.root = self._chain(capture, pieces, 0)
 
-    @staticmethod
-    def segmentable(capture):
-        """None when the capture can be cut at its reads, else why not."""
-        if capture.read_points is None:
-            return "a read that cannot be replayed (printing, numpy, autograd or an operator's own read)"
-        pieces = split(capture.ir, capture.read_points)
-        return pieces if isinstance(pieces, str) else None
 
     def _chain(self, capture, pieces, first):
         """The steps of pieces[first:], linked; returns the first."""
@@ -228,13 +229,13 @@ class SegmentedGraph:
         guards and the values read), which then stays uncompiled for that value."""
         self.variants += 1
         self._live = {}
-        if SegmentedGraph.segmentable(capture) is not None or capture.ir["inputs"] != self.input_ids:
+        pieces = cut(capture)
+        if isinstance(pieces, str) or capture.ir["inputs"] != self.input_ids:
             return False
-        pieces = split(capture.ir, capture.read_points)
         points = capture.read_points
         step, trail, depth = self.root, [], 0
         while True:
-            if depth >= len(points) or step.result is not None or repr(pieces[depth]["nodes"]) != step.nodes_text:
+            if depth >= len(points) or step.result is not None or pieces[depth]["nodes"] != step.ir["nodes"]:
                 return False
             trail.append((step, pieces[depth]))
             if step is miss.step:
