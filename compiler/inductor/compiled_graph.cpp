@@ -237,12 +237,11 @@ std::vector<sdk::TensorRef> CompiledGraph::run(ts_call call, const std::vector<s
 }
 
 std::string CompiledGraph::describe() const {
-  size_t fused_nodes = 0;
-  for (const auto& k : plan_.kernels)
+  size_t fused_nodes = 0, in_place = 0;
+  for (const auto& k : plan_.kernels) {
     fused_nodes += k.prologue.size() + k.nodes.size() + (k.head != RowHead::None ? 1 : 0);
-  size_t in_place = 0;
-  for (const auto& k : plan_.kernels)
-    for (int r : k.in_place) in_place += r >= 0;
+    in_place += size_t(std::count_if(k.in_place.begin(), k.in_place.end(), [](int r) { return r >= 0; }));
+  }
   return sdk::cat("nodes=", graph_.nodes.size(), " kernels=", plan_.kernels.size(), " fused_nodes=", fused_nodes,
                   " extern_calls=", graph_.nodes.size() - fused_nodes, " in_place=", in_place,
                   " target=", cuda_ ? "cuda" : "cpu",

@@ -103,6 +103,25 @@ std::string index_of(const std::vector<int64_t>& inputs, int64_t id) {
   return std::to_string(std::find(inputs.begin(), inputs.end(), id) - inputs.begin());
 }
 
+// Kernel k's opening: its C signature and typed pointers to its input and output buffers. An
+// output written over an input (FusedKernel::in_place) shares that input's memory: neither
+// pointer of such a pair is restrict.
+void emit_kernel_start(std::ostringstream& s, const g::Graph& graph, const FusedKernel& k, size_t index) {
+  std::set<size_t> shared_in, shared_out;
+  for (size_t o = 0; o < k.in_place.size(); ++o)
+    if (k.in_place[o] >= 0) shared_out.insert(o), shared_in.insert(size_t(k.in_place[o]));
+  s << "\nextern \"C\" void " << kernel_symbol(index) << "(void* const* in, void* const* out, const int64_t* g) {\n";
+  for (size_t i = 0; i < k.inputs.size(); ++i) {
+    const char* type = ctype(graph.value(k.inputs[i]).dtype);
+    s << "  const " << type << (shared_in.count(i) ? "* in" : "* __restrict in") << i << " = (const " << type
+      << "*)in[" << i << "];\n";
+  }
+  const char* t = ctype(k.dtype);
+  for (size_t i = 0; i < k.outputs.size(); ++i)
+    s << "  " << t << (shared_out.count(i) ? "* out" : "* __restrict out") << i << " = (" << t << "*)out[" << i
+      << "];\n";
+}
+
 // A kernel headed by a row reduction: per row, the statistics (max and sum of exp, or mean and
 // variance, accumulated in double), then one vectorised pass computing the head's result and the
 // element-wise nodes after it.
@@ -114,13 +133,7 @@ void generate_row_kernel(std::ostringstream& source, const g::Graph& graph, cons
   int64_t numel = 1;
   for (int64_t e : k.shape) numel *= e;
   const std::string d = geo(k.shape.back()), rows = geo(numel / k.shape.back()), numel_expr = geo(numel);
-  source << "\nextern \"C\" void " << kernel_symbol(index) << "(void* const* in, void* const* out, const int64_t* g) {\n";
-  for (size_t i = 0; i < k.inputs.size(); ++i) {
-    const g::Value& v = graph.value(k.inputs[i]);
-    source << "  const " << ctype(v.dtype) << "* __restrict in" << i << " = (const " << ctype(v.dtype) << "*)in[" << i
-      << "];\n";
-  }
-  for (size_t i = 0; i < k.outputs.size(); ++i) source << "  " << t << "* __restrict out" << i << " = (" << t << "*)out[" << i << "];\n";
+  emit_kernel_start(source, graph, k, index);
   std::ostringstream s;  // the rows loop, put under its pragma (emit_loop) at the end
   s << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n";
   std::map<int64_t, std::string> name;
@@ -227,9 +240,9 @@ void generate_row_kernel(std::ostringstream& source, const g::Graph& graph, cons
 
 // A kernel ending in a reduction: the prologue computed element by element and accumulated (sums
 // in double, as the CPU plugin's; max and min in the compute type, NaN-propagating), then the
-// nodes after it on each reduced value. Rows: one accumulator per row of the last dim. Columns:
-// a block of accumulators across the last dim with the rows streamed through it (a bias
-// gradient). All: one accumulator, the elements split over the threads.
+// nodes after it on each reduced value. Rows: one accumulator per row of the last dim. Columns
+// (a bias gradient): per thread, accumulators across the last dim for its share of the rows,
+// combined at the end. All: one accumulator, the elements split over the threads.
 void generate_reduce_kernel(std::ostringstream& source, const g::Graph& graph, const FusedKernel& k, size_t index,
                             Geometry& geo) {
   using Op = Reduction::Op;
@@ -252,14 +265,7 @@ void generate_reduce_kernel(std::ostringstream& source, const g::Graph& graph, c
     for (const g::Arg& a : graph.nodes[n].args)
       if (a.kind == g::Arg::Kind::Tensor && !made.count(a.tensor)) pro_inputs.insert(a.tensor);
 
-  source << "\nextern \"C\" void " << kernel_symbol(index) << "(void* const* in, void* const* out, const int64_t* g) {\n";
-  for (size_t i = 0; i < k.inputs.size(); ++i) {
-    const g::Value& v = graph.value(k.inputs[i]);
-    source << "  const " << ctype(v.dtype) << "* __restrict in" << i << " = (const " << ctype(v.dtype) << "*)in[" << i
-           << "];\n";
-  }
-  for (size_t i = 0; i < k.outputs.size(); ++i)
-    source << "  " << t << "* __restrict out" << i << " = (" << t << "*)out[" << i << "];\n";
+  emit_kernel_start(source, graph, k, index);
 
   const std::string D = geo(inner_size), R = geo(outer_size), N = geo(numel);
   const std::string count = red.over == Over::Rows ? D : red.over == Over::Columns ? R : N;
@@ -323,8 +329,8 @@ void generate_reduce_kernel(std::ostringstream& source, const g::Graph& graph, c
   const std::string sum_clause = is_sum ? "reduction(+:acc)" : std::string("reduction(") +
                                                                   (red.op == Op::Max ? "max" : "min") +
                                                                   ":acc) reduction(|:has_nan)";
-  std::ostringstream s;
   if (red.over == Over::All) {
+    std::ostringstream& s = source;
     s << "  " << acc_t << " acc = " << init << ";\n  int has_nan = 0;\n";
     const std::string loop = "  for (int64_t i = 0; i < " + N + "; ++i) {\n" + element_body("    ", "acc", "has_nan") + "  }\n";
     const std::string parallel = "  #pragma omp parallel for simd schedule(static) " + sum_clause + "\n";
@@ -334,8 +340,7 @@ void generate_reduce_kernel(std::ostringstream& source, const g::Graph& graph, c
         << "  }\n";
     else
       s << (numel >= kParallelThreshold ? parallel : serial) << loop;
-    s << "  {\n" << reduced_body("    ", finalize("acc", "has_nan"), "0") << "  }\n";
-    source << s.str() << "}\n";
+    s << "  {\n" << reduced_body("    ", finalize("acc", "has_nan"), "0") << "  }\n}\n";
     return;
   }
   if (red.over == Over::Rows) {
@@ -385,21 +390,8 @@ void generate_kernel(std::ostringstream& s, const g::Graph& graph, const FusedKe
     const g::Value& v = graph.value(id);
     dense &= v.shape == k.shape && v.is_contiguous();
   }
-  s << "\nextern \"C\" void " << kernel_symbol(index) << "(void* const* in, void* const* out, const int64_t* g) {\n";
+  emit_kernel_start(s, graph, k, index);
   std::map<int64_t, std::string> name;  // value id -> C expression inside the loop body
-  // An output written over an input (FusedKernel::in_place) shares its memory: neither pointer
-  // of such a pair is restrict.
-  std::set<size_t> shared_in, shared_out;
-  for (size_t o = 0; o < k.in_place.size(); ++o)
-    if (k.in_place[o] >= 0) shared_out.insert(o), shared_in.insert(size_t(k.in_place[o]));
-  for (size_t i = 0; i < k.inputs.size(); ++i) {
-    const g::Value& v = graph.value(k.inputs[i]);
-    s << "  const " << ctype(v.dtype) << (shared_in.count(i) ? "* in" : "* __restrict in") << i << " = (const "
-      << ctype(v.dtype) << "*)in[" << i << "];\n";
-  }
-  for (size_t i = 0; i < k.outputs.size(); ++i)
-    s << "  " << t << (shared_out.count(i) ? "* out" : "* __restrict out") << i << " = (" << t << "*)out[" << i
-      << "];\n";
   // The loop body: each node's value, then the kernel's outputs. With `fast_trig`, sin and cos
   // take the inline form and each of their arguments is checked against its range into `bad`.
   auto body = [&](std::map<int64_t, std::string> name, const std::string& indent, bool fast_trig) {
@@ -464,8 +456,13 @@ std::string kernel_symbol(size_t k) { return "tessera_kernel_" + std::to_string(
 
 GeneratedSource generate_cpp(const g::Graph& graph, const FusionPlan& plan, const CodegenOptions& options) {
   std::ostringstream s;
-  s << "// Generated by Tessera's inductor plugin from a captured graph.\n#include <omp.h>\n#include <stdlib.h>\n"
-    << kernel_math_prelude(options.vector_math);
+  s << "// Generated by Tessera's inductor plugin from a captured graph.\n";
+  for (const FusedKernel& k : plan.kernels)
+    if (k.head == RowHead::Reduction && k.reduction.over == Reduction::Over::Columns) {
+      s << "#include <omp.h>\n#include <stdlib.h>\n";  // per-thread accumulators (generate_reduce_kernel)
+      break;
+    }
+  s << kernel_math_prelude(options.vector_math);
   GeneratedSource out;
   for (size_t k = 0; k < plan.kernels.size(); ++k) {
     Geometry geo(options.runtime_sizes);
