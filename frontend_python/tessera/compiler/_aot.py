@@ -9,7 +9,7 @@ import copy
 import tessera
 from tessera import _C
 from tessera.autograd import Function, grad as autograd_grad
-from tessera.fx._from_ir import graph_module_from_ir, parse_ir
+from tessera.fx._from_ir import graph_module_from_ir, output_ids, parse_ir, tensor_ids
 
 
 def _differentiable(t):
@@ -21,37 +21,19 @@ def _dead_code_eliminated(ir):
     live = set(ir["outputs"]) | {vid for _, vid in ir.get("mutated_inputs", [])}
     kept = []
     for node in reversed(ir["nodes"]):
-        outs = [i for o in node["outputs"] for i in (o if isinstance(o, list) else [o]) if i is not None and i >= 0]
-        if node.get("mutates") or any(o in live for o in outs):
+        if node.get("mutates") or any(o in live for o in output_ids(node)):
             kept.append(node)
-            for a in node["args"]:
-                (kind, v), = a.items()
-                if kind == "tensor":
-                    live.add(v)
-                elif kind == "tensors":
-                    live.update(i for i in v if i is not None)
+            live.update(tensor_ids(node))
     ir["nodes"] = kept[::-1]
     return ir
 
 
 def _used_ids(nodes):
-    used = set()
-    for node in nodes:
-        for a in node["args"]:
-            (kind, v), = a.items()
-            if kind == "tensor":
-                used.add(v)
-            elif kind == "tensors":
-                used.update(i for i in v if i is not None)
-    return used
+    return {i for node in nodes for i in tensor_ids(node)}
 
 
 def _produced_ids(nodes):
-    out = set()
-    for node in nodes:
-        for o in node["outputs"]:
-            out.update(i for i in (o if isinstance(o, list) else [o]) if i is not None and i >= 0)
-    return out
+    return {i for node in nodes for i in output_ids(node)}
 
 
 def joint_capture(capture, example_inputs):

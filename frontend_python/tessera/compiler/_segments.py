@@ -11,6 +11,7 @@ from the start after a miss computes the same thing once more and changes nothin
 no tensor read changes after its read. Captures that write such a tensor, print, or convert to
 NumPy keep running eagerly for their guards (compiler/README.md, "Graph breaks")."""
 from tessera.compiler._pytree import unflatten
+from tessera.fx._from_ir import arg_tensor_ids, output_ids, tensor_ids
 
 
 class ValueGuardMiss(Exception):
@@ -46,26 +47,8 @@ def guard_key(value):
     return (type(value), value)
 
 
-def _outputs(node):
-    return [i for o in node["outputs"] for i in (o if isinstance(o, list) else [o]) if i is not None and i >= 0]
-
-
-def _tensor_args(node):
-    for a in node["args"]:
-        (kind, v), = a.items()
-        if kind == "tensor":
-            yield v
-        elif kind == "tensors":
-            yield from (i for i in v if i is not None)
-
-
 def _written(node):
-    for i in node.get("mutates", []):
-        (kind, v), = node["args"][i].items()
-        if kind == "tensor":
-            yield v
-        elif kind == "tensors":
-            yield from (i for i in v if i is not None)
+    return [i for k in node.get("mutates", []) for i in arg_tensor_ids(node["args"][k])]
 
 
 def _root(values, vid):
@@ -84,7 +67,7 @@ def split(ir, points):
     made_in = {}
     for k, (a, b) in enumerate(zip(starts, bounds)):
         for node in nodes[a:b]:
-            for vid in _outputs(node):
+            for vid in output_ids(node):
                 made_in[vid] = k
     given = set(ir["inputs"])
     constants = set(ir["constants"])
@@ -101,8 +84,8 @@ def split(ir, points):
             for vid in _written(node):
                 if made_in.get(_root(values, vid)) != k:
                     return f"{node['op']} writes a tensor made outside its piece of the graph"
-        made = {vid for node in piece_nodes for vid in _outputs(node)}
-        used = {vid for node in piece_nodes for vid in _tensor_args(node)} - made
+        made = {vid for node in piece_nodes for vid in output_ids(node)}
+        used = {vid for node in piece_nodes for vid in tensor_ids(node)} - made
         pieces.append({"nodes": piece_nodes, "made": made,
                        "inputs": sorted(v for v in used if v not in constants),
                        "constants": sorted(v for v in used if v in constants)})

@@ -25,6 +25,26 @@ def parse_ir(text):
     return ir
 
 
+def arg_tensor_ids(arg):
+    """The value ids one serialised argument names ({"tensor": id} or {"tensors": [id|None]})."""
+    (kind, v), = arg.items()
+    if kind == "tensor":
+        return [v]
+    if kind == "tensors":
+        return [i for i in v if i is not None]
+    return []
+
+
+def tensor_ids(node):
+    """Every value id a serialised node reads, in argument order."""
+    return [i for a in node["args"] for i in arg_tensor_ids(a)]
+
+
+def output_ids(node):
+    """The value ids a serialised node makes (absent outputs, None or -1, left out)."""
+    return [i for o in node["outputs"] for i in (o if isinstance(o, list) else [o]) if i is not None and i >= 0]
+
+
 def device_of(pair):
     import tessera
     kind, index = pair

@@ -4,20 +4,11 @@ tessera, and its result becomes an initializer. Parameters and buffers are not f
 stay initializers under their own names."""
 import tessera
 from tessera._ops import op_overload
-from tessera.fx._from_ir import device_of, dtype_of
+from tessera.fx._from_ir import device_of, dtype_of, tensor_ids
 from tessera.onnx._ops import RANDOM
 
 # A folded result larger than this stays an operator (a broadcast would bloat the file).
 MAX_FOLDED_ELEMENTS = 1 << 20
-
-
-def _tensor_ids(node):
-    for arg in node["args"]:
-        (kind, value), = arg.items()
-        if kind == "tensor":
-            yield value
-        elif kind == "tensors":
-            yield from (v for v in value if v is not None)
 
 
 def _outputs(node):
@@ -32,7 +23,7 @@ def fold(ctx, index, node, constants):
         return None
     if index in ctx.sym_nodes:
         return None  # an integer that follows a dynamic dim
-    if any(vid not in constants for vid in _tensor_ids(node)):
+    if any(vid not in constants for vid in tensor_ids(node)):
         return None
     for vid in _outputs(node):
         if vid >= 0:

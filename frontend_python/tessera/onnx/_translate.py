@@ -10,6 +10,7 @@ from onnx import helper
 
 import tessera
 from tessera.export._signature import InputKind, OutputKind
+from tessera.fx._from_ir import tensor_ids
 from tessera.onnx import _effects, _folding
 from tessera.onnx._graph import ONNX_TYPES, GraphContext, SymInt, to_numpy
 from tessera.onnx._node import Node
@@ -26,7 +27,7 @@ def _live(ir, n_outputs):
         if not any(v in used for v in _folding._outputs(node)):
             continue
         nodes.add(k)
-        used.update(_folding._tensor_ids(node))
+        used.update(tensor_ids(node))
     return used, nodes
 
 
