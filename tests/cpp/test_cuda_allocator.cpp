@@ -362,3 +362,79 @@ TEST(CudaCachingAllocator, ABlockOfADestroyedStreamGoesBackToTheDeviceWhenFreed)
   EXPECT_EQ(a.stats(0).num_cache_hits, 0);
   give_everything_back(a, dev, {fresh});
 }
+
+// ---- private pools (CUDA graphs)
+
+TEST(CudaCachingAllocator, ACapturingStreamsBlocksStayInItsPrivatePool) {
+  FakeDevice dev;
+  CachingAllocator a(raw(dev));
+  const uint64_t pool = a.create_pool();
+  ASSERT_TRUE(a.begin_allocate_to_pool(0, 5, pool));
+  EXPECT_TRUE(a.capture_underway());
+  void* scratch = a.allocate(0, 1000, 5);
+  a.deallocate(scratch);
+  EXPECT_EQ(a.allocate(0, 1000, 5), scratch) << "freed during the capture: reused by the same capture";
+  void* output = a.allocate(0, 1000, 5);
+  void* other = a.allocate(0, 1000, 6);  // another stream is not capturing: the shared cache
+  a.end_allocate_to_pool(0, 5);
+  EXPECT_FALSE(a.capture_underway());
+  EXPECT_EQ(a.pool_bytes(pool), 2 * CachingAllocator::round_size(1000));
+  a.deallocate(scratch);
+  void* outside = a.allocate(0, 1000, 5);
+  EXPECT_NE(outside, scratch) << "the graph's replays write its pool's blocks: never handed out outside it";
+  a.deallocate(other);
+  a.empty_cache(-1);
+  EXPECT_EQ(a.pool_bytes(pool), 2 * CachingAllocator::round_size(1000)) << "empty_cache keeps a live graph's pool";
+  // A second graph captured into the same pool reuses its free blocks.
+  ASSERT_TRUE(a.begin_allocate_to_pool(0, 5, pool));
+  EXPECT_EQ(a.allocate(0, 1000, 5), scratch);
+  a.end_allocate_to_pool(0, 5);
+  a.release_pool(pool);
+  a.deallocate(scratch);
+  EXPECT_EQ(a.pool_bytes(pool), 2 * CachingAllocator::round_size(1000)) << "one of its two graphs is still alive";
+  a.release_pool(pool);
+  EXPECT_EQ(a.pool_bytes(pool), CachingAllocator::round_size(1000)) << "the cached block went back to the device";
+  a.deallocate(output);
+  EXPECT_EQ(a.pool_bytes(pool), 0u) << "a released pool's block goes back to the device when freed";
+  give_everything_back(a, dev, {outside});
+}
+
+TEST(CudaCachingAllocator, NothingIsReleasedOrWaitedForDuringACapture) {
+  FakeStreams dev;
+  dev.capacity = size_t(8) << 20;
+  CachingAllocator a(raw_with_events(dev));
+  void* cached = a.allocate(0, size_t(4) << 20, 1);
+  void* shared = a.allocate(0, 1000, 1);
+  a.deallocate(cached);
+  a.record_stream(shared, 2);
+  dev.busy.insert(2);
+  const uint64_t pool = a.create_pool();
+  ASSERT_TRUE(a.begin_allocate_to_pool(0, 3, pool));
+  EXPECT_FALSE(a.begin_allocate_to_pool(0, 3, pool)) << "a stream captures into one pool at a time";
+  a.deallocate(shared);  // needs an event on stream 2: recording one is illegal during capture
+  EXPECT_EQ(dev.recorded, 0);
+  a.empty_cache(-1);
+  EXPECT_EQ(dev.frees, 0) << "empty_cache does nothing during a capture";
+  EXPECT_EQ(a.allocate(0, size_t(6) << 20, 3), nullptr) << "the full device does not release the cache mid-capture";
+  EXPECT_NE(a.last_error().find("CUDA graph"), std::string::npos) << a.last_error();
+  EXPECT_EQ(dev.frees, 0);
+  a.end_allocate_to_pool(0, 3);
+  EXPECT_EQ(dev.recorded, 1) << "the held-back free goes ahead once the capture ended";
+  dev.finish(2);
+  a.release_pool(pool);
+  give_everything_back(a, dev, {});
+}
+
+TEST(CudaCachingAllocator, PoolHandlesAreDistinctAndAPassedHandleIsNotReissued) {
+  FakeDevice dev;
+  CachingAllocator a(raw(dev));
+  EXPECT_FALSE(a.begin_allocate_to_pool(0, 1, 0)) << "0 is the shared cache, not a pool";
+  const uint64_t first = a.create_pool(), second = a.create_pool();
+  EXPECT_NE(first, second);
+  ASSERT_TRUE(a.begin_allocate_to_pool(0, 1, 100));
+  a.end_allocate_to_pool(0, 1);
+  EXPECT_GT(a.create_pool(), 100u);
+  a.release_pool(100);
+  a.release_pool(100);  // a second release of a released pool is ignored
+  give_everything_back(a, dev, {});
+}

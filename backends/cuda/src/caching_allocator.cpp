@@ -1,5 +1,7 @@
 #include "caching_allocator.h"
 
+#include <algorithm>
+
 namespace tessera::gpu {
 
 size_t CachingAllocator::round_size(size_t nbytes) {
@@ -10,8 +12,17 @@ size_t CachingAllocator::round_size(size_t nbytes) {
 
 AllocatorStats& CachingAllocator::stats_of(int32_t device) { return stats_[device]; }
 
-void* CachingAllocator::take_cached(int32_t device, uintptr_t stream, size_t size) {
-  auto pool = free_.find({device, stream});
+CachingAllocator::PoolKey CachingAllocator::pool_key_of(const Block& b) const {
+  return b.private_pool ? PoolKey{b.device, 0, b.private_pool} : PoolKey{b.device, b.stream, 0};
+}
+
+bool CachingAllocator::pool_alive(uint64_t pool) const {
+  auto it = pools_.find(pool);
+  return it != pools_.end() && it->second.users > 0;
+}
+
+void* CachingAllocator::take_cached(const PoolKey& key, size_t size) {
+  auto pool = free_.find(key);
   if (pool == free_.end()) return nullptr;
   auto it = pool->second.lower_bound(size);
   if (it == pool->second.end()) return nullptr;
@@ -24,17 +35,22 @@ void* CachingAllocator::take_cached(int32_t device, uintptr_t stream, size_t siz
 
 void* CachingAllocator::allocate(int32_t device, size_t nbytes, uintptr_t stream, bool may_release_cache) {
   std::lock_guard lock(mutex_);
-  process_events();
+  // During a capture no event may be queried and nothing released to the device.
+  const bool capturing = !allocating_to_.empty();
+  if (!capturing) process_events();
   AllocatorStats& st = stats_of(device);
   ++st.num_allocations;
   size_t size = round_size(nbytes);
-  void* ptr = take_cached(device, stream, size);
+  auto to = allocating_to_.find({device, stream});
+  const uint64_t pool = to == allocating_to_.end() ? 0 : to->second;
+  const PoolKey key = pool ? PoolKey{device, 0, pool} : PoolKey{device, stream, 0};
+  void* ptr = take_cached(key, size);
   bool hit = ptr != nullptr;
   std::string error;
-  if (!ptr && !(ptr = raw_.allocate(raw_.context, device, size, &error)) && may_release_cache) {
+  if (!ptr && !(ptr = raw_.allocate(raw_.context, device, size, &error)) && may_release_cache && !capturing) {
     // Wait for the pending frees, one may fit; else give the cache back to the device and retry.
     wait_pending(device);
-    if ((ptr = take_cached(device, stream, size))) {
+    if ((ptr = take_cached(key, size))) {
       hit = true;
     } else {
       release_cached(device);
@@ -46,13 +62,16 @@ void* CachingAllocator::allocate(int32_t device, size_t nbytes, uintptr_t stream
     last_error_ = "failed to allocate " + std::to_string(nbytes) + " bytes on device " + std::to_string(device) +
                   " (" + std::to_string(st.allocated) + " bytes allocated, " + std::to_string(st.reserved) +
                   " reserved): " + error;
+    if (capturing) last_error_ += " (the cache is not released to the device while a CUDA graph is captured)";
     return nullptr;
   }
   if (hit) {
     ++st.num_cache_hits;
   } else {
     ++st.num_device_allocations;
-    blocks_[ptr] = Block{ptr, size, device, stream, {}, 0};
+    Block b{ptr, size, device, stream, {}, 0};
+    b.private_pool = pool;
+    blocks_[ptr] = b;
     st.reserved += int64_t(size);
     if (st.reserved > st.peak_reserved) st.peak_reserved = st.reserved;
   }
@@ -88,10 +107,10 @@ void CachingAllocator::forget_stream(uintptr_t stream) {
   std::lock_guard lock(mutex_);
   for (auto& [ptr, b] : blocks_) {
     std::erase(b.stream_uses, stream);
-    if (b.stream == stream) b.stream_destroyed = true;
+    if (b.stream == stream && !b.private_pool) b.stream_destroyed = true;
   }
   for (auto pool = free_.begin(); pool != free_.end();) {
-    if (pool->first.second != stream) { ++pool; continue; }
+    if (std::get<1>(pool->first) != stream || std::get<2>(pool->first) != 0) { ++pool; continue; }
     for (auto& [size, ptr] : pool->second) release_block(ptr);
     pool = free_.erase(pool);
   }
@@ -105,12 +124,18 @@ void CachingAllocator::release_block(void* ptr) {
 }
 
 void CachingAllocator::pool_block(Block& b) {
-  if (b.stream_destroyed) return release_block(b.ptr);
-  free_[{b.device, b.stream}].emplace(b.size, b.ptr);
+  // A released graph pool's block goes back to the device, once no capture forbids that.
+  const bool gone = b.private_pool ? !pool_alive(b.private_pool) : b.stream_destroyed;
+  if (gone && allocating_to_.empty()) return release_block(b.ptr);
+  free_[pool_key_of(b)].emplace(b.size, b.ptr);
 }
 
 void CachingAllocator::free_block(Block& b) {
   if (b.stream_uses.empty()) return pool_block(b);
+  if (!allocating_to_.empty()) {  // no event may be recorded for it during a capture
+    deferred_until_no_capture_.push_back(b.ptr);
+    return;
+  }
   std::vector<uintptr_t> uses;
   uses.swap(b.stream_uses);
   std::vector<void*> events;
@@ -172,7 +197,12 @@ void CachingAllocator::wait_pending(int32_t device) {
 
 void CachingAllocator::release_cached(int32_t device) {
   for (auto pool = free_.begin(); pool != free_.end();) {
-    if (device >= 0 && pool->first.first != device) { ++pool; continue; }
+    // A live graph pool keeps its blocks: its graphs' replays write them.
+    const uint64_t private_pool = std::get<2>(pool->first);
+    if ((device >= 0 && std::get<0>(pool->first) != device) || (private_pool && pool_alive(private_pool))) {
+      ++pool;
+      continue;
+    }
     for (auto& [size, ptr] : pool->second) release_block(ptr);
     pool = free_.erase(pool);
   }
@@ -180,6 +210,7 @@ void CachingAllocator::release_cached(int32_t device) {
 
 void CachingAllocator::empty_cache(int32_t device) {
   std::lock_guard lock(mutex_);
+  if (!allocating_to_.empty()) return;  // nothing may be released or waited for during a capture
   wait_pending(device);
   release_cached(device);
 }
@@ -195,6 +226,59 @@ void CachingAllocator::reset_peaks(int32_t device) {
   AllocatorStats& st = stats_of(device);
   st.peak_allocated = st.allocated;
   st.peak_reserved = st.reserved;
+}
+
+uint64_t CachingAllocator::create_pool() {
+  std::lock_guard lock(mutex_);
+  return next_pool_++;
+}
+
+bool CachingAllocator::begin_allocate_to_pool(int32_t device, uintptr_t stream, uint64_t pool) {
+  std::lock_guard lock(mutex_);
+  if (pool == 0 || !allocating_to_.emplace(std::pair{device, stream}, pool).second) return false;
+  ++pools_[pool].users;
+  next_pool_ = std::max(next_pool_, pool + 1);  // a handle passed in is never handed out again
+  return true;
+}
+
+void CachingAllocator::end_allocate_to_pool(int32_t device, uintptr_t stream) {
+  std::lock_guard lock(mutex_);
+  allocating_to_.erase({device, stream});
+  if (!allocating_to_.empty()) return;
+  // The last capture ended: the frees it held back go ahead, and released pools' blocks go.
+  std::vector<void*> deferred;
+  deferred.swap(deferred_until_no_capture_);
+  for (void* ptr : deferred) free_block(blocks_.at(ptr));
+  release_dead_pools();
+}
+
+void CachingAllocator::release_dead_pools() {
+  for (auto cached = free_.begin(); cached != free_.end();) {
+    const uint64_t pool = std::get<2>(cached->first);
+    if (!pool || pool_alive(pool)) { ++cached; continue; }
+    for (auto& [size, ptr] : cached->second) release_block(ptr);
+    cached = free_.erase(cached);
+  }
+}
+
+void CachingAllocator::release_pool(uint64_t pool) {
+  std::lock_guard lock(mutex_);
+  auto it = pools_.find(pool);
+  if (it == pools_.end() || it->second.users == 0) return;
+  if (--it->second.users == 0 && allocating_to_.empty()) release_dead_pools();
+}
+
+bool CachingAllocator::capture_underway() const {
+  std::lock_guard lock(mutex_);
+  return !allocating_to_.empty();
+}
+
+size_t CachingAllocator::pool_bytes(uint64_t pool) const {
+  std::lock_guard lock(mutex_);
+  size_t bytes = 0;
+  for (const auto& [ptr, b] : blocks_)
+    if (b.private_pool == pool) bytes += b.size;
+  return bytes;
 }
 
 std::string CachingAllocator::last_error() const {

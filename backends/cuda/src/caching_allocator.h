@@ -11,7 +11,12 @@
 //     pending frees are checked on every allocation, waited for by empty_cache and before the
 //     out-of-memory retry;
 //   - on a failed device allocation the device's cache is released and the allocation retried;
-//   - statistics: allocated, reserved (held from the device), their peaks, and counters.
+//   - statistics: allocated, reserved (held from the device), their peaks, and counters;
+//   - private pools for CUDA graphs: while a stream captures into pool P, its allocations come
+//     from P and their blocks go back to P when freed, never to the shared cache, because every
+//     replay of the graph writes them. Nothing is released to the device and no event is queried
+//     while a capture is underway (both are illegal during capture); frees that would need an
+//     event wait until the last capture ends.
 // It knows nothing of CUDA: the raw allocation and event functions are given, so it is testable
 // on a machine without a GPU (tests/cpp/test_cuda_allocator.cpp) and shared with the HIP build.
 #include <cstddef>
@@ -19,6 +24,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -90,6 +96,21 @@ class CachingAllocator {
   // (free) block of it back to the device.
   void empty_cache(int32_t device);
   AllocatorStats stats(int32_t device) const;
+
+  // ---- private pools (CUDA graphs). A new pool id (torch.cuda.graph_pool_handle); ids start at 1.
+  uint64_t create_pool();
+  // Until end_allocate_to_pool, allocations of `device` on `stream` come from `pool` (made if
+  // new), which gains a user: a graph captured into it. False when `stream` already allocates
+  // to a pool.
+  bool begin_allocate_to_pool(int32_t device, uintptr_t stream, uint64_t pool);
+  void end_allocate_to_pool(int32_t device, uintptr_t stream);
+  // One user of `pool` is gone (a graph reset). With none left its cached blocks go back to the
+  // device, and its blocks in use go back to the device when freed.
+  void release_pool(uint64_t pool);
+  // Whether some stream is capturing (allocating to a private pool) now.
+  bool capture_underway() const;
+  // Bytes in blocks of `pool`, cached and in use (0 for an unknown or released pool).
+  size_t pool_bytes(uint64_t pool) const;
   void reset_peaks(int32_t device);
   std::string last_error() const;
 
@@ -102,14 +123,22 @@ class CachingAllocator {
     std::vector<uintptr_t> stream_uses;   // other streams it was recorded on
     int32_t pending_events = 0;           // freed, waiting for this many events
     bool stream_destroyed = false;        // its pool's stream is gone: released when freed
+    uint64_t private_pool = 0;            // a CUDA graph's pool (0: the shared cache)
   };
   struct PendingFree {
     void* event;
     int32_t device;
     void* ptr;
   };
-  using PoolKey = std::pair<int32_t, uintptr_t>;  // (device, stream)
-  void* take_cached(int32_t device, uintptr_t stream, size_t size);
+  // (device, stream, 0) for the shared cache, (device, 0, pool) for a private pool.
+  using PoolKey = std::tuple<int32_t, uintptr_t, uint64_t>;
+  struct PrivatePool {
+    int32_t users = 0;  // graphs captured into it and not yet reset
+  };
+  PoolKey pool_key_of(const Block& b) const;
+  bool pool_alive(uint64_t pool) const;
+  void release_dead_pools();  // the cached blocks of pools with no graph left go to the device
+  void* take_cached(const PoolKey& key, size_t size);
   void release_cached(int32_t device);
   void release_block(void* ptr);              // back to the device
   void pool_block(Block& b);                  // into its pool (or the device, its stream gone)
@@ -126,6 +155,10 @@ class CachingAllocator {
   std::unordered_map<void*, bool> in_use_;
   std::vector<PendingFree> pending_;  // in the order they were recorded
   std::map<int32_t, AllocatorStats> stats_;
+  std::map<std::pair<int32_t, uintptr_t>, uint64_t> allocating_to_;  // (device, stream) -> pool
+  std::map<uint64_t, PrivatePool> pools_;
+  uint64_t next_pool_ = 1;
+  std::vector<void*> deferred_until_no_capture_;  // freed during a capture, needing events
   std::string last_error_;
 };
 
