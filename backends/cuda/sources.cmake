@@ -4,7 +4,7 @@
 # fft_cufft.cpp / linalg_cusolver.cpp / sort_cub.cu (cuFFT, cuSOLVER, CUB: in the toolkit).
 set(TESSERA_GPU_SOURCE_DIR ${CMAKE_CURRENT_LIST_DIR}/src)
 set(TESSERA_GPU_HOST_SOURCES)
-foreach(name plugin runtime streams caching_allocator pinned_blocks memory_ops copy_ops views elementwise_ops reduce_ops blas
+foreach(name plugin runtime streams caching_allocator pinned_blocks memory_ops graph_ops copy_ops views elementwise_ops reduce_ops blas
              activation_ops pool_ops norm_ops channel_norm_ops loss_ops embedding_ops dropout_ops more_ops
              elementwise_more_ops reduce_more_ops factory_ops indexing_ops advanced_index_ops scan_ops bucket_ops
              flip_ops kernel_spans attention_ops optim_ops)

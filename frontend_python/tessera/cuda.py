@@ -17,6 +17,8 @@ import contextlib
 
 from tessera import _C
 from tessera._streams import Event, Stream  # noqa: F401  (torch.cuda.Stream / torch.cuda.Event)
+from tessera._cuda_graphs import (CUDAGraph, graph, graph_pool_handle,  # noqa: F401  (torch.cuda's names)
+                                  is_current_stream_capturing)
 
 _STATS = ("allocated", "reserved", "peak_allocated", "peak_reserved", "num_allocations", "num_cache_hits",
           "num_device_allocations", "num_ooms", "num_deferred_frees", "pending_frees")

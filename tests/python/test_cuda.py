@@ -835,3 +835,88 @@ def test_exported_program_runs_its_aot_cuda_kernels_on_the_device(tmp_path, monk
     assert "ahead-of-time" in described, described
     np.testing.assert_allclose(ts.load(tmp_path / "out.safetensors")["output_0"].numpy(), m(x).detach().numpy(),
                                rtol=1e-4, atol=1e-5)
+
+
+# ---- CUDA graphs (ts.cuda.CUDAGraph, ts.cuda.graph) and ts.compile(mode="reduce-overhead")
+
+@needs_gpu
+def test_cuda_graph_replays_a_model_on_new_inputs():
+    """Captured once on static tensors; each replay computes from what was copied into them."""
+    ts.manual_seed(0)
+    model = ts.nn.Sequential(ts.nn.Linear(32, 64), ts.nn.GELU(), ts.nn.Linear(64, 8)).to("cuda").eval()
+    static_x = ts.randn(16, 32, device="cuda")
+    with ts.no_grad():
+        model(static_x)  # warm-up outside the capture (cuBLAS sets itself up)
+        g = ts.cuda.CUDAGraph()
+        with ts.cuda.graph(g):
+            static_y = model(static_x)
+        assert g.nodes >= 3 and not ts.cuda.is_current_stream_capturing()
+        for _ in range(3):
+            x = ts.randn(16, 32, device="cuda")
+            static_x.copy_(x)
+            g.replay()
+            np.testing.assert_allclose(static_y.cpu().numpy(), model(x).cpu().numpy(), rtol=1e-5, atol=1e-5)
+    g.reset()
+
+
+@needs_gpu
+def test_cuda_graph_memory_stays_in_its_pool_and_pools_can_be_shared():
+    x = ts.randn(1024, device="cuda")
+    g1, g2 = ts.cuda.CUDAGraph(), ts.cuda.CUDAGraph()
+    with ts.cuda.graph(g1):
+        scratch = x * 2
+        y1 = scratch + 1
+    scratch_ptr = scratch.data_ptr()
+    del scratch  # its block goes back to g1's pool, not to the shared cache: g1's replays write it
+    outside = [ts.empty(1024, device="cuda") for _ in range(4)]
+    assert scratch_ptr not in [t.data_ptr() for t in outside]
+    with ts.cuda.graph(g2, pool=g1.pool()):  # replayed after g1, so it may reuse g1's free blocks
+        y2 = y1 * 3
+    assert g2.pool() == g1.pool()
+    x.copy_(ts.arange(1024, dtype=ts.float32, device="cuda"))
+    g1.replay()
+    g2.replay()
+    expected = (np.arange(1024, dtype=np.float32) * 2 + 1) * 3
+    np.testing.assert_allclose(y2.cpu().numpy(), expected)
+    g1.reset()
+    g2.reset()
+
+
+@needs_gpu
+def test_cuda_graph_capture_failures_are_clear_and_leave_no_capture_behind():
+    x = ts.randn(64, device="cuda")
+    x * 2
+    g = ts.cuda.CUDAGraph()
+    with pytest.raises(RuntimeError):
+        with ts.cuda.graph(g):
+            (x * 2).sum().item()  # a host read of device data: not allowed in a capture
+    assert not ts.cuda.is_current_stream_capturing()
+    with pytest.raises(NotImplementedError, match="random numbers cannot be captured"):
+        with ts.cuda.graph(ts.cuda.CUDAGraph()):
+            ts.randn(8, device="cuda")
+    g2 = ts.cuda.CUDAGraph()  # capturing works again afterwards
+    with ts.cuda.graph(g2):
+        y = x + 1
+    g2.replay()
+    np.testing.assert_allclose(y.cpu().numpy(), x.cpu().numpy() + 1, rtol=1e-6)
+
+
+@needs_gpu
+def test_compile_reduce_overhead_replays_one_cuda_graph(tmp_path, monkeypatch):
+    monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path))
+    from tessera.compiler import _cudagraphs
+    ts.manual_seed(0)
+    model = ts.nn.Sequential(ts.nn.Linear(32, 64), ts.nn.GELU(), ts.nn.Linear(64, 8)).to("cuda").eval()
+    c = ts.compile(model, mode="reduce-overhead")
+    held = []
+    with ts.no_grad():
+        for _ in range(5):
+            x = ts.randn(16, 32, device="cuda")
+            out = c(x)
+            held.append((x, out))
+            np.testing.assert_allclose(out.cpu().numpy(), model(x).cpu().numpy(), rtol=1e-5, atol=1e-5)
+        x0, out0 = held[1]  # an earlier call's output is not overwritten by later replays
+        np.testing.assert_allclose(out0.cpu().numpy(), model(x0).cpu().numpy(), rtol=1e-5, atol=1e-5)
+    runner = c._compiled_call.entries[0][1].run
+    assert isinstance(runner, _cudagraphs.CUDAGraphRunner) and runner.failure is None
+    assert len(runner._captured) == 1

@@ -128,6 +128,10 @@ bool read_bad_index(const TensorRef& flag, int64_t& value);
 
 // ---- kernel families
 void register_memory_ops(sdk::Registrar& reg);                         // memory_ops.cpp (cuda::*)
+void register_graph_ops(sdk::Registrar& reg);                          // graph_ops.cpp (cuda::graph_*)
+// graph_ops.cpp: raises (naming `op`) when `device`'s current stream is capturing a CUDA graph.
+// Random kernels take their seed on the host, so a replay would repeat the capture's numbers.
+void refuse_random_while_capturing(const char* op, ts_device device);
 void register_copy_kernels(sdk::Registrar& reg, ts_dispatch_key key);  // copy_ops.cpp
 void register_view_kernels(sdk::Registrar& reg, ts_dispatch_key key);  // views.cpp
 void register_elementwise_kernels(sdk::Registrar& reg, ts_dispatch_key key);  // elementwise_ops.cpp

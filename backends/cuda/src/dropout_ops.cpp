@@ -33,6 +33,7 @@ void dropout_k(sdk::Args& a) {
     DropoutArgs d;
     d.in = first_element(x), d.out = first_element(out), d.mask = first_element(mask);
     d.dtype = input.dtype(), d.n = n;
+    refuse_random_while_capturing(op, input.device());
     d.seed = sdk::host().next_random_seed(input.device());
     d.keep = 1 - p, d.scale = d.keep == 0 ? 0.0 : 1.0 / d.keep;
     launch_dropout(d, stream);

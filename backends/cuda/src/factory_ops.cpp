@@ -111,6 +111,7 @@ void rand_k(sdk::Args& a) {
   TensorRef t = make(op, a, a.int_list(0), 1, sdk::default_float_dtype());
   require_floating(op, t.dtype());
   FactoryArgs f;
+  refuse_random_while_capturing(op, t.device());
   f.seed = sdk::host().next_random_seed(t.device());
   f.digits = t.dtype() == TS_FLOAT16 ? 11 : t.dtype() == TS_BFLOAT16 ? 8 : t.dtype() == TS_FLOAT32 ? 24 : 53;
   run(Normal ? FactoryOp::Randn : FactoryOp::Rand, f, t);
@@ -133,6 +134,7 @@ void randint_impl(sdk::Args& a, int64_t low, int64_t high, int size_arg) {
   FactoryArgs f;
   f.start_i = low;
   f.step_i = int64_t(uint64_t(high) - uint64_t(low));  // the range, read back as unsigned
+  refuse_random_while_capturing(op, t.device());
   f.seed = sdk::host().next_random_seed(t.device());
   run(FactoryOp::Randint, f, t);
   a.return_tensor(std::move(t));

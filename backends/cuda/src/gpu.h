@@ -60,6 +60,24 @@ inline constexpr hipMemoryType gpuMemoryTypeHost = hipMemoryTypeHost;
 #define gpuHostAllocPortable hipHostMallocPortable
 #define gpuFreeHost hipHostFree
 #define gpuPointerGetAttributes hipPointerGetAttributes
+// Graphs (torch.cuda.CUDAGraph): stream capture, instantiation, replay.
+using gpuGraph_t = hipGraph_t;
+using gpuGraphExec_t = hipGraphExec_t;
+using gpuStreamCaptureStatus = hipStreamCaptureStatus;
+using gpuStreamCaptureMode = hipStreamCaptureMode;
+inline constexpr gpuStreamCaptureStatus gpuStreamCaptureStatusNone = hipStreamCaptureStatusNone;
+inline constexpr gpuStreamCaptureMode gpuStreamCaptureModeGlobal = hipStreamCaptureModeGlobal;
+inline constexpr gpuStreamCaptureMode gpuStreamCaptureModeThreadLocal = hipStreamCaptureModeThreadLocal;
+inline constexpr gpuStreamCaptureMode gpuStreamCaptureModeRelaxed = hipStreamCaptureModeRelaxed;
+#define gpuStreamBeginCapture hipStreamBeginCapture
+#define gpuStreamEndCapture hipStreamEndCapture
+#define gpuStreamIsCapturing hipStreamIsCapturing
+#define gpuThreadExchangeStreamCaptureMode hipThreadExchangeStreamCaptureMode
+#define gpuGraphInstantiateWithFlags hipGraphInstantiateWithFlags
+#define gpuGraphLaunch hipGraphLaunch
+#define gpuGraphExecDestroy hipGraphExecDestroy
+#define gpuGraphDestroy hipGraphDestroy
+#define gpuGraphGetNodes hipGraphGetNodes
 #else
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
@@ -113,6 +131,24 @@ inline constexpr cudaMemoryType gpuMemoryTypeHost = cudaMemoryTypeHost;
 #define gpuHostAllocPortable cudaHostAllocPortable
 #define gpuFreeHost cudaFreeHost
 #define gpuPointerGetAttributes cudaPointerGetAttributes
+// Graphs (torch.cuda.CUDAGraph): stream capture, instantiation, replay.
+using gpuGraph_t = cudaGraph_t;
+using gpuGraphExec_t = cudaGraphExec_t;
+using gpuStreamCaptureStatus = cudaStreamCaptureStatus;
+using gpuStreamCaptureMode = cudaStreamCaptureMode;
+inline constexpr gpuStreamCaptureStatus gpuStreamCaptureStatusNone = cudaStreamCaptureStatusNone;
+inline constexpr gpuStreamCaptureMode gpuStreamCaptureModeGlobal = cudaStreamCaptureModeGlobal;
+inline constexpr gpuStreamCaptureMode gpuStreamCaptureModeThreadLocal = cudaStreamCaptureModeThreadLocal;
+inline constexpr gpuStreamCaptureMode gpuStreamCaptureModeRelaxed = cudaStreamCaptureModeRelaxed;
+#define gpuStreamBeginCapture cudaStreamBeginCapture
+#define gpuStreamEndCapture cudaStreamEndCapture
+#define gpuStreamIsCapturing cudaStreamIsCapturing
+#define gpuThreadExchangeStreamCaptureMode cudaThreadExchangeStreamCaptureMode
+#define gpuGraphInstantiateWithFlags cudaGraphInstantiateWithFlags
+#define gpuGraphLaunch cudaGraphLaunch
+#define gpuGraphExecDestroy cudaGraphExecDestroy
+#define gpuGraphDestroy cudaGraphDestroy
+#define gpuGraphGetNodes cudaGraphGetNodes
 #endif
 
 #if defined(__CUDACC__) || defined(__HIPCC__)

@@ -13,6 +13,7 @@ void register_gpu(tessera::sdk::Registrar& reg) {
     tessera::sdk::host().warn(nullptr, tessera::sdk::cat(kName, ": ", runtime().unavailable_reason,
                                                          "; ", kName, " tensors cannot be created").c_str());
   register_memory_ops(reg);
+  register_graph_ops(reg);
   register_copy_kernels(reg, key);
   register_view_kernels(reg, key);
   register_elementwise_kernels(reg, key);

@@ -65,7 +65,12 @@ void* raw_allocate(void*, int32_t device, size_t nbytes, std::string* error) {
   (void)gpuGetDevice(&previous);
   (void)gpuSetDevice(device);
   void* ptr = nullptr;
+  // A graph capture forbids cudaMalloc in its default mode; the allocation is not captured work
+  // (the caching allocator files the block under the capture's private pool), so relax the mode.
+  gpuStreamCaptureMode mode = gpuStreamCaptureModeRelaxed;
+  (void)gpuThreadExchangeStreamCaptureMode(&mode);
   gpuError_t e = gpuMalloc(&ptr, nbytes);
+  (void)gpuThreadExchangeStreamCaptureMode(&mode);
   (void)gpuSetDevice(previous);
   if (e != gpuSuccess) {
     *error = sdk::cat(gpuGetErrorName(e), " (", gpuGetErrorString(e), ")");

@@ -98,7 +98,8 @@ def nested_compile_region(fn=None, options=None):
 
 
 def cudagraph_mark_step_begin():
-    """torch.compiler.cudagraph_mark_step_begin: nothing to mark (no CUDA graphs are replayed)."""
+    """torch.compiler.cudagraph_mark_step_begin: nothing to mark. Under mode="reduce-overhead"
+    a replayed CUDA graph's outputs are copies, never overwritten by a later replay."""
 
 
 def is_dynamo_compiling():

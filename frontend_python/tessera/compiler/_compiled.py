@@ -18,7 +18,7 @@ import functools
 import warnings
 
 import tessera
-from tessera.compiler import _capture, _guards, _segments, _stance, _symbolic
+from tessera.compiler import _capture, _cudagraphs, _guards, _segments, _stance, _symbolic
 from tessera.compiler._backends import lookup_backend
 from tessera.compiler._pytree import LEAF, unflatten
 from tessera.compiler._segments import SegmentedGraph, ValueGuardMiss
@@ -244,6 +244,8 @@ class CompiledFunction:
         if not callable(run):
             raise TypeError(f"ts.compile: backend '{self._backend_name}' returned {type(run).__name__}, expected a "
                             "callable")
+        if _cudagraphs.wants_cuda_graphs(self._mode, self._options):
+            run = _cudagraphs.wrap(run, cap, example_inputs)
         # A compiled graph that fuses nothing is no faster than the function itself: run that.
         eager = config.eager_when_nothing_fuses and getattr(run, "fuses", True) is False
         entry = self._entries[key] = _Entry(run, cap, eager, paths)
