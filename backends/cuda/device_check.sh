@@ -11,10 +11,12 @@
 #                      CUDA_LAUNCH_BLOCKING=1 (an asynchronous fault is reported at a later
 #                      sync and fails every test after it; launch-blocking names the kernel)
 #   9. gtest-allocator the caching allocator on its fake device
-#  10. pytest-cuda     tests/python/test_cuda.py on device "cuda"
-#  11. sweep           every overload of core/ops.yaml on "cuda" against the CPU
-#  12. benchmark       benchmarks/cuda_vs_peers.py --quick
-# Each step has its own time limit (LIMIT below: they add up to 475 s), the summary (result and seconds per step) is printed by an EXIT trap whatever happens, and the
+#  10. pytest-cuda     tests/python/test_cuda.py on device "cuda" (but its CUDA-graph tests)
+#  11. pytest-graphs   its CUDA-graph tests (CUDAGraph, reduce-overhead), without launch-blocking:
+#                      a launch that blocks is a synchronisation, which a capture refuses
+#  12. sweep           every overload of core/ops.yaml on "cuda" against the CPU
+#  13. benchmark       benchmarks/cuda_vs_peers.py --quick
+# Each step has its own time limit (LIMIT below: they add up to 490 s), the summary (result and seconds per step) is printed by an EXIT trap whatever happens, and the
 # exit status is 1 when a step did not pass. When the smoke test fails the GPU steps are skipped
 # (their failures would say nothing new) unless FORCE_GPU_STEPS=1.
 #   bash backends/cuda/device_check.sh [build-dir]          (default build/cuda-check)
@@ -35,7 +37,8 @@ GTEST_LOG="$LOG_DIR/gtest-cuda.log"
 
 # Seconds per step. The build is the one unknown (16 cores, nothing cached): it gets half.
 declare -A LIMIT=([gpu-info]=10 [cuda-smoke]=20 [unpack-deps]=25 [configure]=25 [build]=220 [no-host-symbols]=5
-                  [gtest-cuda]=45 [gtest-rerun]=20 [gtest-allocator]=5 [pytest-cuda]=40 [sweep]=40 [benchmark]=20)
+                  [gtest-cuda]=45 [gtest-rerun]=20 [gtest-allocator]=5 [pytest-cuda]=40 [pytest-graphs]=15 [sweep]=40
+                  [benchmark]=20)
 LIMIT_TOTAL=0
 for v in "${LIMIT[@]}"; do LIMIT_TOTAL=$(( LIMIT_TOTAL + v )); done
 declare -A RESULT SECONDS_OF
@@ -213,7 +216,10 @@ case "${RESULT[gtest-cuda]}" in
 esac
 if (( BUILT )); then step gtest-allocator "$B/bin/test_cuda_allocator"; else skip gtest-allocator "no build"; fi
 # Launch-blocking in pytest: a kernel fault fails the test that caused it, not the next sync.
-gpu_step pytest-cuda "${PY_ENV[@]}" CUDA_LAUNCH_BLOCKING=1 python3 -m pytest -q --tb=short --maxfail=10 tests/python/test_cuda.py
+gpu_step pytest-cuda "${PY_ENV[@]}" CUDA_LAUNCH_BLOCKING=1 python3 -m pytest -q --tb=short --maxfail=10 \
+  -k "not cuda_graph and not reduce_overhead" tests/python/test_cuda.py
+gpu_step pytest-graphs "${PY_ENV[@]}" python3 -m pytest -q --tb=short -k "cuda_graph or reduce_overhead" \
+  tests/python/test_cuda.py
 gpu_step sweep "${PY_ENV[@]}" CUDA_LAUNCH_BLOCKING=1 TESSERA_SWEEP_DEVICE=cuda \
   python3 -m pytest -q --tb=short --maxfail=20 tests/python/test_every_operator_on_device.py
 gpu_step benchmark "${PY_ENV[@]}" python3 benchmarks/cuda_vs_peers.py --quick
