@@ -167,6 +167,10 @@ CONV2D = [
     # small planes: the weight gradient as one GEMM over the batch (nn_conv_onednn.cpp)
     ((3, 64, 1, 1), (64, 64, 3, 3), (1, 1), (1, 1), (1, 1), 1, True),
     ((4, 32, 2, 2), (48, 32, 3, 3), (2, 2), (1, 1), (1, 1), 1, False),
+    # 1x1, stride 1, planes of 28x28 and more: one GEMM per sample (nn_conv_pointwise.cpp)
+    ((2, 5, 28, 28), (7, 5, 1, 1), (1, 1), (0, 0), (1, 1), 1, True),
+    ((3, 16, 30, 29), (8, 16, 1, 1), (1, 1), (0, 0), (1, 1), 1, False),
+    ((1, 3, 28, 28), (4, 3, 1, 1), (1, 1), (1, 1), (1, 1), 1, True),  # padded: not pointwise
 ]
 
 

@@ -27,4 +27,9 @@ void register_attention_kernels(sdk::Registrar& reg, ts_dispatch_key key);    //
 // The device type id of "cpu" (always 0).
 inline constexpr ts_device kCpuDevice{0, 0};
 
+// Row-major C[m, n] = alpha * op(A) @ op(B) + beta * C through oneDNN's sgemm (threaded inside);
+// ta / tb are 'N' or 'T'. Raises naming `op` when oneDNN fails (nn_attention.cpp).
+void sgemm(const char* op, char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
 }  // namespace tessera::cpu

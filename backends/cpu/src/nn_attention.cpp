@@ -67,11 +67,6 @@ TensorRef empty_heads_inner(ts_call call, int64_t b, int64_t h, int64_t rows, in
   return sdk::empty(call, shape, TS_FLOAT32, kCpuDevice, strides);
 }
 
-void sgemm(const char* op, char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  const dnnl_status_t status = dnnl_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  if (status != dnnl_success) fail(TS_ERROR, op, ": oneDNN sgemm failed with status ", int(status));
-}
 
 // An additive float32 attn_mask broadcast to [B, H, L, S] (its missing and size-1 dims read with
 // stride 0): element (b, h, r, c) at data + b * sb + h * sh + r * sr + c * sc. Empty: no mask.
@@ -315,6 +310,12 @@ void flash_attention_backward_kernel(Args& a) {
 }
 
 }  // namespace
+
+void sgemm(const char* op, char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  const dnnl_status_t status = dnnl_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (status != dnnl_success) fail(TS_ERROR, op, ": oneDNN sgemm failed with status ", int(status));
+}
 
 void register_attention_kernels(sdk::Registrar& reg, ts_dispatch_key key) {
   reg.kernel("_scaled_dot_product_flash_attention_for_cpu", key, flash_attention_kernel);

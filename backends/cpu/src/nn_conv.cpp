@@ -304,7 +304,10 @@ void convolution_kernel(Args& a) {
   }
   TensorRef x = prepared(a.call(), input, op), w = prepared(a.call(), weight, op);
   TensorRef y = sdk::empty(a.call(), g.out_shape, cdt, kCpuDevice);
-  if (y.numel() > 0) {
+  if (y.numel() > 0 && cdt == TS_FLOAT32 && pointwise_conv_applies(g)) {
+    pointwise_conv_forward(op, g, x.data<float>(), w.data<float>(), b.defined() ? b.data<float>() : nullptr,
+                           y.data<float>());
+  } else if (y.numel() > 0) {
     if (!use_onednn(g, cdt) ||
         !onednn_conv_forward(op, g, ConvLayout{}, x.data<float>(), w.data<float>(),
                              b.defined() ? b.data<float>() : nullptr, y.data<float>())) {
@@ -357,7 +360,10 @@ void convolution_backward_kernel(Args& a) {
             gw = sdk::empty(a.call(), weight.sizes(), cdt, kCpuDevice);
   const int64_t bias_shape[1] = {g.c_out};
   TensorRef gb = sdk::empty(a.call(), bias_shape, cdt, kCpuDevice);
-  if (!use_onednn(g, cdt) || !onednn_conv_backward(op, g, ConvLayout{}, gy.data<float>(), x.data<float>(),
+  if (cdt == TS_FLOAT32 && pointwise_conv_applies(g)) {
+    pointwise_conv_backward(op, g, gy.data<float>(), x.data<float>(), w.data<float>(), gx.data<float>(),
+                            gw.data<float>(), gb.data<float>());
+  } else if (!use_onednn(g, cdt) || !onednn_conv_backward(op, g, ConvLayout{}, gy.data<float>(), x.data<float>(),
                                                      w.data<float>(), gx.data<float>(), gw.data<float>(),
                                                      gb.data<float>())) {
     for (TensorRef* t : {&gx, &gw, &gb}) fill_zeros(*t);

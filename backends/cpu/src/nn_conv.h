@@ -32,6 +32,15 @@ bool onednn_conv_backward(const char* op, const ConvGeometry& g, ConvLayout layo
 bool onednn_conv_backward_data(const char* op, const ConvGeometry& g, const float* grad_y, const float* w,
                                float* grad_x);
 
+// 1x1, stride 1, unpadded, ungrouped 2-D convolutions with planes large enough, on dense NCHW
+// float32, as one GEMM per sample (nn_conv_pointwise.cpp): no layout conversion.
+bool pointwise_conv_applies(const ConvGeometry& g);
+void pointwise_conv_forward(const char* op, const ConvGeometry& g, const float* x, const float* w, const float* bias,
+                            float* y);
+// Writes every element of grad_x, grad_w and grad_bias.
+void pointwise_conv_backward(const char* op, const ConvGeometry& g, const float* grad_y, const float* x,
+                             const float* w, float* grad_x, float* grad_w, float* grad_bias);
+
 // Unfolds one sample and group of x [C/g, H, W] into cols [C/g * kh * kw, oh * ow], its rows `ld`
 // floats apart (nn_conv.cpp's im2col, for the oneDNN path's batched weight gradient).
 void im2col_float(const ConvGeometry& g, const float* x, float* cols, int64_t ld);
