@@ -1,6 +1,7 @@
 #include "compiled_graph.h"
 #include "cpp_codegen.h"
 #include "cuda_codegen.h"
+#include "decompositions.h"
 #include "pointwise_ops.h"
 
 #include <tessera/sdk/graph_call.h>
@@ -33,7 +34,7 @@ FusionTarget CompiledGraph::target_for(const g::Graph& graph) {
 }
 
 CompiledGraph::CompiledGraph(g::Graph graph, const std::string& prebuilt, bool runtime_sizes)
-    : graph_(std::move(graph)), plan_(plan_fusion(graph_, target_for(graph_))) {
+    : graph_(decompose_for_fusion(std::move(graph))), plan_(plan_fusion(graph_, target_for(graph_))) {
   operators_.assign(graph_.nodes.size(), nullptr);
   for (size_t n = 0; n < graph_.nodes.size(); ++n) {
     operators_[n] = sdk::host().find_operator(graph_.nodes[n].op.c_str());
@@ -73,7 +74,7 @@ CompiledGraph::CompiledGraph(g::Graph graph, const std::string& prebuilt, bool r
 }
 
 CompiledGraph::CompiledGraph(g::Graph graph, const FusionTarget& target)
-    : graph_(std::move(graph)), plan_(plan_fusion(graph_, target)) {
+    : graph_(decompose_for_fusion(std::move(graph))), plan_(plan_fusion(graph_, target)) {
   plan_releases();
   plan_in_place();
 }

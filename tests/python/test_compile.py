@@ -917,3 +917,55 @@ def test_fused_layer_norm_is_as_accurate_as_eager_on_rows_far_from_zero(offset):
     xd = to_np(x).astype(np.float64)
     ref = (xd - xd.mean(-1, keepdims=True)) / np.sqrt(xd.var(-1, keepdims=True) + 1e-5) * 2 + 1
     assert np.abs(got - ref).max() <= 1.5 * np.abs(eager - ref).max() + 1e-6
+
+
+# ---------------------------------------------------------------- decompositions before fusion
+def _batch_norm_net(bn, affine=True):
+    ts.manual_seed(3)
+    conv = ts.nn.Conv2d(3, 8, 3, padding=1) if bn is ts.nn.BatchNorm2d else ts.nn.Conv1d(3, 8, 3, padding=1)
+    net = ts.nn.Sequential(conv, bn(8, affine=affine), ts.nn.ReLU())
+    with ts.no_grad():  # running statistics away from 0 and 1
+        net[1].running_mean.copy_(ts.randn(8))
+        net[1].running_var.copy_(ts.rand(8) + 0.5)
+    return net.eval()
+
+
+@pytest.mark.parametrize("bn,shape,affine,dtype", [(ts.nn.BatchNorm2d, (4, 3, 9, 7), True, ts.float32),
+                                                   (ts.nn.BatchNorm2d, (2, 3, 5, 5), False, ts.float32),
+                                                   (ts.nn.BatchNorm1d, (4, 3, 20), True, ts.float64)])
+def test_evaluation_batch_norm_is_element_wise_and_fuses_with_its_relu(bn, shape, affine, dtype):
+    net = _batch_norm_net(bn, affine).to(dtype)
+    c = ts.compile(net)
+    x = ts.randn(*shape, dtype=dtype)
+    with ts.no_grad():
+        c(x)
+        close(c(x), net(x), rtol=1e-5 if dtype == ts.float32 else 1e-12)
+    # conv, then the per-channel scale and shift (one [C] kernel: add eps, rsqrt, times weight,
+    # times mean, bias minus it), their two [C, 1, ...] views, then x * scale + shift and the
+    # ReLU as one kernel: the batch norm is no library call of its own.
+    per_channel = 5 if affine else 4  # without weight and bias: no product, a negation
+    text = _inductor.describe(c._compiled_call.entries[0][1].run.handle)
+    assert text.startswith(f"nodes={per_channel + 6} kernels=2 fused_nodes={per_channel + 3} extern_calls=3"), text
+
+
+def test_training_batch_norm_and_one_whose_statistics_a_backward_reads_stay_library_calls():
+    net = _batch_norm_net(ts.nn.BatchNorm2d)
+    x = ts.randn(4, 3, 6, 6)
+    net.train()
+    c = ts.compile(net)
+    with ts.no_grad():
+        c(x)
+        c(x)
+    # conv, batch norm (statistics of the batch) and num_batches_tracked += 1 stay calls; the ReLU is a kernel
+    text = _inductor.describe(c._compiled_call.entries[0][1].run.handle)
+    assert text.startswith("nodes=4 kernels=1 fused_nodes=1 extern_calls=3"), text
+    # Frozen batch norm in a training step (eval mode, gradients): compiled gradients equal eager.
+    net.eval()
+    x = ts.randn(4, 3, 6, 6, requires_grad=True)
+    x2 = x.detach().clone().requires_grad_(True)
+    c = ts.compile(net)
+    for _ in range(2):
+        out = c(x)
+    out.sum().backward()
+    net(x2).sum().backward()
+    close(x.grad, x2.grad, rtol=1e-5)

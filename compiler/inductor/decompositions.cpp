@@ -1,0 +1,159 @@
+#include "decompositions.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+namespace tessera::inductor {
+namespace {
+namespace g = sdk::graph;
+using Kind = g::Arg::Kind;
+
+g::Arg tensor_arg(int64_t id) {
+  g::Arg a;
+  a.kind = Kind::Tensor;
+  a.tensor = id;
+  return a;
+}
+g::Arg int_arg(int64_t i) {
+  g::Arg a;
+  a.kind = Kind::Int;
+  a.i = i;
+  return a;
+}
+g::Arg double_arg(double d) {
+  g::Arg a;
+  a.kind = Kind::Double;
+  a.d = d;
+  return a;
+}
+g::Arg ints_arg(std::vector<int64_t> v) {
+  g::Arg a;
+  a.kind = Kind::Ints;
+  a.ints = std::move(v);
+  return a;
+}
+
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> strides(shape.size());
+  int64_t step = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    strides[d] = step;
+    step *= std::max<int64_t>(shape[d], 1);
+  }
+  return strides;
+}
+
+// Appends nodes to `out`, making new values in `graph` like `like` (device, dtype) of `shape`.
+class Emitter {
+ public:
+  Emitter(g::Graph& graph, std::vector<g::Node>& out, const g::Node& origin)
+      : graph_(graph), out_(out), grad_enabled_(origin.grad_enabled) {}
+
+  int64_t value(const g::Value& like, std::vector<int64_t> shape, int64_t alias_of = -1) {
+    g::Value v;
+    v.id = int64_t(graph_.values.size());
+    v.kind = g::ValueKind::Node;
+    v.dtype = like.dtype;
+    v.device = like.device;
+    v.strides = contiguous_strides(shape);
+    v.shape = std::move(shape);
+    v.alias_of = alias_of;
+    graph_.values.push_back(v);
+    return v.id;
+  }
+  // A node of `op` writing `result` (a new value id, or an existing one to keep its consumers).
+  int64_t node(const std::string& op, std::vector<g::Arg> args, int64_t result) {
+    g::Node n;
+    n.op = op;
+    n.args = std::move(args);
+    n.outputs = {{result}};
+    n.grad_enabled = grad_enabled_;
+    out_.push_back(std::move(n));
+    return result;
+  }
+
+ private:
+  g::Graph& graph_;
+  std::vector<g::Node>& out_;
+  bool grad_enabled_;
+};
+
+// The value ids some node reads or the graph returns.
+std::set<int64_t> values_read(const g::Graph& graph) {
+  std::set<int64_t> read(graph.outputs.begin(), graph.outputs.end());
+  for (const auto& [position, id] : graph.mutated_inputs) read.insert(id);
+  for (const g::Node& n : graph.nodes)
+    for (const g::Arg& a : n.args) {
+      if (a.kind == Kind::Tensor) read.insert(a.tensor);
+      for (int64_t id : a.tensors) read.insert(id);
+    }
+  return read;
+}
+
+bool is_tensor(const g::Node& n, size_t i) { return i < n.args.size() && n.args[i].kind == Kind::Tensor; }
+
+// native_batch_norm(input, weight?, bias?, running_mean?, running_var?, training, momentum, eps)
+// -> (out, save_mean, save_invstd), when it is an evaluation-mode one this rewrite covers.
+bool is_evaluation_batch_norm(const g::Graph& graph, const g::Node& n, const std::set<int64_t>& read) {
+  if (n.op != "native_batch_norm" || n.args.size() != 8 || n.outputs.size() != 3 || n.in_place()) return false;
+  if (!is_tensor(n, 0) || !is_tensor(n, 3) || !is_tensor(n, 4) || n.args[5].kind != Kind::Bool || n.args[5].i != 0 ||
+      n.args[7].kind != Kind::Double)
+    return false;
+  for (size_t k = 1; k < 3; ++k)  // the saved statistics must be unused (a backward would read them)
+    for (int64_t id : n.outputs[k])
+      if (read.count(id)) return false;
+  const g::Value& x = graph.value(n.args[0].tensor);
+  if ((x.dtype != TS_FLOAT32 && x.dtype != TS_FLOAT64) || x.shape.size() < 2 || !x.is_contiguous() ||
+      n.outputs[0].size() != 1 || !graph.value(n.outputs[0][0]).is_contiguous())
+    return false;  // (the kernels' products are laid out contiguously)
+  for (size_t i : {1, 2, 3, 4}) {
+    if (!is_tensor(n, i)) continue;  // weight and bias may be None
+    const g::Value& v = graph.value(n.args[i].tensor);
+    if (v.dtype != x.dtype || v.shape != std::vector<int64_t>{x.shape[1]} || v.device.type != x.device.type ||
+        v.device.index != x.device.index)
+      return false;
+  }
+  return true;
+}
+
+void decompose_batch_norm(g::Graph& graph, const g::Node& n, std::vector<g::Node>& out) {
+  Emitter e(graph, out, n);
+  const g::Value x = graph.value(n.args[0].tensor);
+  const int64_t channels = x.shape[1];
+  const std::vector<int64_t> per_channel{channels};
+  std::vector<int64_t> broadcast(x.shape.size() - 1, 1);  // [C, 1, ..., 1]: aligns with x's dim 1
+  broadcast[0] = channels;
+  const int64_t mean = n.args[3].tensor, var = n.args[4].tensor;
+  const double eps = n.args[7].d;
+
+  int64_t scale = e.node("rsqrt", {tensor_arg(e.node("add.Scalar", {tensor_arg(var), double_arg(eps), int_arg(1)},
+                                                     e.value(x, per_channel)))},
+                         e.value(x, per_channel));
+  if (is_tensor(n, 1)) scale = e.node("mul.Tensor", {tensor_arg(scale), tensor_arg(n.args[1].tensor)}, e.value(x, per_channel));
+  const int64_t mean_scaled = e.node("mul.Tensor", {tensor_arg(mean), tensor_arg(scale)}, e.value(x, per_channel));
+  const int64_t shift =
+      is_tensor(n, 2)
+          ? e.node("sub.Tensor", {tensor_arg(n.args[2].tensor), tensor_arg(mean_scaled), int_arg(1)}, e.value(x, per_channel))
+          : e.node("neg", {tensor_arg(mean_scaled)}, e.value(x, per_channel));
+  const int64_t scale_view = e.node("view", {tensor_arg(scale), ints_arg(broadcast)}, e.value(x, broadcast, scale));
+  const int64_t shift_view = e.node("view", {tensor_arg(shift), ints_arg(broadcast)}, e.value(x, broadcast, shift));
+  const int64_t scaled = e.node("mul.Tensor", {tensor_arg(x.id), tensor_arg(scale_view)}, e.value(x, x.shape));
+  e.node("add.Tensor", {tensor_arg(scaled), tensor_arg(shift_view), int_arg(1)}, n.outputs[0][0]);
+}
+
+}  // namespace
+
+g::Graph decompose_for_fusion(g::Graph graph) {
+  const std::set<int64_t> read = values_read(graph);
+  std::vector<g::Node> nodes;
+  nodes.reserve(graph.nodes.size());
+  for (g::Node& n : graph.nodes) {
+    if (is_evaluation_batch_norm(graph, n, read)) decompose_batch_norm(graph, n, nodes);
+    else nodes.push_back(std::move(n));
+  }
+  graph.nodes = std::move(nodes);
+  return graph;
+}
+
+}  // namespace tessera::inductor
