@@ -99,15 +99,20 @@ class graph:
     default_capture_stream = None
 
     def __init__(self, cuda_graph, pool=None, stream=None, capture_error_mode="global"):
-        if stream is None:
-            if graph.default_capture_stream is None:
-                from tessera import cuda
-                graph.default_capture_stream = _C.Stream(_C.device("cuda", cuda.current_device()))
-            stream = graph.default_capture_stream
         self.cuda_graph = cuda_graph
         self.pool = pool
-        self.capture_stream = stream
+        self.capture_stream = graph.capture_stream_for(stream)
         self.capture_error_mode = capture_error_mode
+
+    @staticmethod
+    def capture_stream_for(stream):
+        """`stream`, or (None) the side stream every capture without one shares."""
+        if stream is not None:
+            return stream
+        if graph.default_capture_stream is None:
+            from tessera import cuda
+            graph.default_capture_stream = _C.Stream(_C.device("cuda", cuda.current_device()))
+        return graph.default_capture_stream
 
     def __enter__(self):
         from tessera import cuda

@@ -4,7 +4,6 @@ failed capture falling back with one warning), checked here with a stand-in for 
 that replays the captured function on the captured tensors, as a CUDA graph replays its kernels
 on the captured addresses. The real CUDA graphs run in test_cuda.py (the device check).
 Also: ts.cuda.CUDAGraph's errors without a device, and reduce-overhead on CPU inputs."""
-import contextlib
 import warnings
 
 import numpy as np
@@ -50,21 +49,44 @@ class FakeGraph:
             held.copy_(fresh)
 
 
+class FakeStream:
+    """The side stream the warm-up runs on: ordering is all it does on a device."""
+    waits = 0
+
+    def wait_stream(self, other):
+        FakeStream.waits += 1
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
 @pytest.fixture
 def fake_cuda_graphs(monkeypatch):
     FakeGraph.live = []
+    FakeStream.waits = 0
     current = {}
 
-    @contextlib.contextmanager
-    def graph(g):
-        current["run"].capturing = g
-        try:
-            yield
-        finally:
+    class graph:
+        def __init__(self, g):
+            self.g = g
+
+        @staticmethod
+        def capture_stream_for(stream):
+            return FakeStream()
+
+        def __enter__(self):
+            current["run"].capturing = self.g
+
+        def __exit__(self, *exc):
             current["run"].capturing = None
+            return False
 
     monkeypatch.setattr(ts.cuda, "CUDAGraph", FakeGraph)
     monkeypatch.setattr(ts.cuda, "graph", graph)
+    monkeypatch.setattr(ts.cuda, "current_stream", lambda: FakeStream())
 
     def runner(fn, mutated=()):
         run = Recorded(fn)
@@ -85,6 +107,7 @@ def test_warm_up_then_capture_then_replays_with_each_calls_inputs(fake_cuda_grap
     graph, = FakeGraph.live
     assert graph.replays == 4  # call 1 warms up; call 2 captures and replays; 3-5 replay
     assert run.calls == 2  # the warm-up and the capture: a replay does not call the compiled callable
+    assert FakeStream.waits == 2  # the warm-up's side stream waited for the caller's, and the other way round
     # Outputs are the caller's: a later replay did not overwrite an earlier call's results.
     x, y, outs = results[1]
     np.testing.assert_allclose(outs[0].numpy(), x.numpy() * y.numpy() + 1, rtol=1e-6)
@@ -118,13 +141,21 @@ def test_each_input_size_gets_its_own_graph(fake_cuda_graphs):
 
 def test_a_failed_capture_warns_once_and_launches_the_kernels(monkeypatch):
     class Refusing:
+        def __init__(self, g):
+            pass
+
+        @staticmethod
+        def capture_stream_for(stream):
+            return FakeStream()
+
         def __enter__(self):
             raise RuntimeError("cuda::graph_capture_begin: the current stream is already capturing a graph")
 
         def __exit__(self, *exc):
             return False
     monkeypatch.setattr(ts.cuda, "CUDAGraph", lambda: object())
-    monkeypatch.setattr(ts.cuda, "graph", lambda g: Refusing())
+    monkeypatch.setattr(ts.cuda, "graph", Refusing)
+    monkeypatch.setattr(ts.cuda, "current_stream", lambda: FakeStream())
     runner = _cudagraphs.CUDAGraphRunner(Recorded(lambda x: [x + 1]), [])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -75,7 +75,7 @@ class CUDAGraphRunner:
             calls = self._calls.get(sizes, 0)
             if calls < WARM_UP_CALLS:
                 self._calls[sizes] = calls + 1
-                return self._run(*inputs)
+                return self._warm_up(inputs)
             captured = self._capture(inputs)
             if captured is None:
                 return self._run(*inputs)
@@ -87,6 +87,17 @@ class CUDAGraphRunner:
         for k in self._mutated:  # the function writes these inputs: the replay wrote the copies
             inputs[k].copy_(captured.inputs[k])
         return [out.clone() for out in captured.outputs]
+
+    def _warm_up(self, inputs):
+        """Runs the kernels on the stream the capture will use (libraries keep state per
+        stream), ordered after the caller's work and before what the caller queues next."""
+        side = tessera.cuda.graph.capture_stream_for(None)
+        current = tessera.cuda.current_stream()
+        side.wait_stream(current)
+        with side:
+            outputs = self._run(*inputs)
+        current.wait_stream(side)
+        return outputs
 
     def _capture(self, inputs):
         statics = [tessera.empty_strided(x.size(), x.stride(), dtype=x.dtype, device=x.device).copy_(x)
