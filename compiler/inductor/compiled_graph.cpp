@@ -2,6 +2,7 @@
 #include "cpp_codegen.h"
 #include "cuda_codegen.h"
 #include "decompositions.h"
+#include "library_epilogues.h"
 #include "pointwise_ops.h"
 
 #include <tessera/sdk/graph_call.h>
@@ -23,6 +24,11 @@ bool sole_reference(const sdk::TensorRef& t) {
 }
 }
 
+g::Graph CompiledGraph::rewritten(g::Graph graph, std::optional<FusionTarget> target) {
+  const FusionTarget for_target = target ? *target : target_for(graph);
+  return fold_library_epilogues(decompose_for_fusion(std::move(graph)), for_target);
+}
+
 FusionTarget CompiledGraph::target_for(const g::Graph& graph) {
   FusionTarget cpu;
   if (!TS_STRUCT_HAS(&sdk::host(), ts_host_api, device_type_id)) return cpu;
@@ -34,7 +40,7 @@ FusionTarget CompiledGraph::target_for(const g::Graph& graph) {
 }
 
 CompiledGraph::CompiledGraph(g::Graph graph, const std::string& prebuilt, bool runtime_sizes)
-    : graph_(decompose_for_fusion(std::move(graph))), plan_(plan_fusion(graph_, target_for(graph_))) {
+    : graph_(rewritten(std::move(graph))), plan_(plan_fusion(graph_, target_for(graph_))) {
   operators_.assign(graph_.nodes.size(), nullptr);
   for (size_t n = 0; n < graph_.nodes.size(); ++n) {
     operators_[n] = sdk::host().find_operator(graph_.nodes[n].op.c_str());
@@ -74,7 +80,7 @@ CompiledGraph::CompiledGraph(g::Graph graph, const std::string& prebuilt, bool r
 }
 
 CompiledGraph::CompiledGraph(g::Graph graph, const FusionTarget& target)
-    : graph_(decompose_for_fusion(std::move(graph))), plan_(plan_fusion(graph_, target)) {
+    : graph_(rewritten(std::move(graph), target)), plan_(plan_fusion(graph_, target)) {
   plan_releases();
   plan_in_place();
 }
@@ -243,8 +249,10 @@ std::string CompiledGraph::describe() const {
     fused_nodes += k.prologue.size() + k.nodes.size() + (k.head != RowHead::None ? 1 : 0);
     in_place += size_t(std::count_if(k.in_place.begin(), k.in_place.end(), [](int r) { return r >= 0; }));
   }
+  const auto epilogues = std::count_if(graph_.nodes.begin(), graph_.nodes.end(),
+                                       [](const g::Node& n) { return n.op == kLinearEpilogueOp; });
   return sdk::cat("nodes=", graph_.nodes.size(), " kernels=", plan_.kernels.size(), " fused_nodes=", fused_nodes,
-                  " extern_calls=", graph_.nodes.size() - fused_nodes, " in_place=", in_place,
+                  " extern_calls=", graph_.nodes.size() - fused_nodes, " in_place=", in_place, " epilogues=", epilogues,
                   " target=", cuda_ ? "cuda" : "cpu",
                   " library=", library_.path,
                   " from_cache=", library_.from_cache ? 1 : 0);

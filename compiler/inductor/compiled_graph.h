@@ -9,6 +9,7 @@
 #include <tessera/sdk/plugin.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,9 @@ class CompiledGraph {
 
  private:
   using KernelFn = void (*)(void* const*, void* const*, const int64_t*);
+  // The graph as it is scheduled: decompositions, then epilogues folded into library calls
+  // (for `target`, by default the graph's own: target_for).
+  static sdk::graph::Graph rewritten(sdk::graph::Graph graph, std::optional<FusionTarget> target = std::nullopt);
   // The schedule alone (generated_source): the fusion plan for `target`, releases, in-place outputs.
   CompiledGraph(sdk::graph::Graph graph, const FusionTarget& target);
   void run_extern(ts_call call, size_t node, std::vector<sdk::TensorRef>& env);

@@ -1,7 +1,6 @@
 #include "decompositions.h"
 
 #include <algorithm>
-#include <set>
 #include <utility>
 
 namespace tessera::inductor {
@@ -79,30 +78,18 @@ class Emitter {
   bool grad_enabled_;
 };
 
-// The value ids some node reads or the graph returns.
-std::set<int64_t> values_read(const g::Graph& graph) {
-  std::set<int64_t> read(graph.outputs.begin(), graph.outputs.end());
-  for (const auto& [position, id] : graph.mutated_inputs) read.insert(id);
-  for (const g::Node& n : graph.nodes)
-    for (const g::Arg& a : n.args) {
-      if (a.kind == Kind::Tensor) read.insert(a.tensor);
-      for (int64_t id : a.tensors) read.insert(id);
-    }
-  return read;
-}
-
 bool is_tensor(const g::Node& n, size_t i) { return i < n.args.size() && n.args[i].kind == Kind::Tensor; }
 
 // native_batch_norm(input, weight?, bias?, running_mean?, running_var?, training, momentum, eps)
 // -> (out, save_mean, save_invstd), when it is an evaluation-mode one this rewrite covers.
-bool is_evaluation_batch_norm(const g::Graph& graph, const g::Node& n, const std::set<int64_t>& read) {
+bool is_evaluation_batch_norm(const g::Graph& graph, const g::Node& n, const std::vector<int>& uses) {
   if (n.op != "native_batch_norm" || n.args.size() != 8 || n.outputs.size() != 3 || n.in_place()) return false;
   if (!is_tensor(n, 0) || !is_tensor(n, 3) || !is_tensor(n, 4) || n.args[5].kind != Kind::Bool || n.args[5].i != 0 ||
       n.args[7].kind != Kind::Double)
     return false;
   for (size_t k = 1; k < 3; ++k)  // the saved statistics must be unused (a backward would read them)
     for (int64_t id : n.outputs[k])
-      if (read.count(id)) return false;
+      if (uses[size_t(id)] > 0) return false;
   const g::Value& x = graph.value(n.args[0].tensor);
   if ((x.dtype != TS_FLOAT32 && x.dtype != TS_FLOAT64) || x.shape.size() < 2 || !x.is_contiguous() ||
       n.outputs[0].size() != 1 || !graph.value(n.outputs[0][0]).is_contiguous())
@@ -144,12 +131,27 @@ void decompose_batch_norm(g::Graph& graph, const g::Node& n, std::vector<g::Node
 
 }  // namespace
 
+std::vector<int> value_uses(const g::Graph& graph) {
+  std::vector<int> uses(graph.values.size(), 0);
+  auto use = [&](int64_t id) {
+    if (id >= 0 && size_t(id) < uses.size()) ++uses[size_t(id)];
+  };
+  for (int64_t id : graph.outputs) use(id);
+  for (const auto& [position, id] : graph.mutated_inputs) use(id);
+  for (const g::Node& n : graph.nodes)
+    for (const g::Arg& a : n.args) {
+      if (a.kind == Kind::Tensor) use(a.tensor);
+      for (int64_t id : a.tensors) use(id);
+    }
+  return uses;
+}
+
 g::Graph decompose_for_fusion(g::Graph graph) {
-  const std::set<int64_t> read = values_read(graph);
+  const std::vector<int> uses = value_uses(graph);
   std::vector<g::Node> nodes;
   nodes.reserve(graph.nodes.size());
   for (g::Node& n : graph.nodes) {
-    if (is_evaluation_batch_norm(graph, n, read)) decompose_batch_norm(graph, n, nodes);
+    if (is_evaluation_batch_norm(graph, n, uses)) decompose_batch_norm(graph, n, nodes);
     else nodes.push_back(std::move(n));
   }
   graph.nodes = std::move(nodes);

@@ -4,6 +4,8 @@
 // their neighbours instead of costing a pass over memory of their own.
 #include <tessera/sdk/graph_ir.h>
 
+#include <vector>
+
 namespace tessera::inductor {
 
 // native_batch_norm in evaluation mode (running statistics; its saved mean and inverse std unused):
@@ -12,5 +14,9 @@ namespace tessera::inductor {
 // The [C] arithmetic is one small kernel; x * scale + shift fuses with what follows (a ReLU, a
 // residual add): a convolution's output is then read once after it, not twice.
 sdk::graph::Graph decompose_for_fusion(sdk::graph::Graph graph);
+
+// How many times each value is read: as a node's argument, as a graph output, or as the final
+// contents of a mutated input (indexed by value id). What the rewrites check before absorbing a value.
+std::vector<int> value_uses(const sdk::graph::Graph& graph);
 
 }  // namespace tessera::inductor

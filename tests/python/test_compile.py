@@ -969,3 +969,67 @@ def test_training_batch_norm_and_one_whose_statistics_a_backward_reads_stay_libr
     out.sum().backward()
     net(x2).sum().backward()
     close(x.grad, x2.grad, rtol=1e-5)
+
+
+# ---------------------------------------------------------------- epilogues folded into library calls
+ACTIVATIONS = [("gelu", lambda: ts.nn.GELU()), ("gelu_tanh", lambda: ts.nn.GELU(approximate="tanh")),
+               ("relu", lambda: ts.nn.ReLU()), ("tanh", lambda: ts.nn.Tanh()), ("sigmoid", lambda: ts.nn.Sigmoid()),
+               ("silu", lambda: ts.nn.SiLU())]
+
+
+@pytest.mark.parametrize("name,activation", ACTIVATIONS, ids=[a[0] for a in ACTIVATIONS])
+def test_linear_bias_and_activation_fold_into_one_library_call(name, activation):
+    ts.manual_seed(1)
+    net = ts.nn.Sequential(ts.nn.Linear(24, 40), activation(), ts.nn.Linear(40, 8, bias=False), ts.nn.ReLU(),
+                           ts.nn.Linear(8, 5)).eval()
+    c = ts.compile(net)
+    x = ts.randn(3, 7, 24)
+    with ts.no_grad():
+        c(x)
+        close(c(x), net(x), atol=2e-6, rtol=1e-5)
+    text = _inductor.describe(c._compiled_call.entries[0][1].run.handle)
+    # matmul + bias + activation, matmul + ReLU (no bias), matmul + bias: three calls, three transposes
+    assert text.startswith("nodes=6 kernels=0 fused_nodes=0 extern_calls=6 in_place=0 epilogues=3"), text
+
+
+def test_a_product_read_twice_is_not_folded_and_training_matches_eager():
+    ts.manual_seed(2)
+    lin = ts.nn.Linear(16, 16)
+
+    def f(x):
+        pre = lin(x)
+        return ts.relu(pre), pre * 2  # the pre-activation has two readers: only the bias folds
+
+    c = ts.compile(f)
+    x = ts.randn(5, 16)
+    with ts.no_grad():
+        c(x)
+        for got, want in zip(c(x), f(x)):
+            close(got, want)
+    assert "epilogues=1" in _inductor.describe(c.entries[0][1].run.handle)
+    # Training: the forward graph folds what the backward does not read; gradients equal eager's.
+    net = ts.nn.Sequential(ts.nn.Linear(16, 32), ts.nn.GELU(), ts.nn.Linear(32, 4))
+    twin = ts.nn.Sequential(ts.nn.Linear(16, 32), ts.nn.GELU(), ts.nn.Linear(32, 4))
+    twin.load_state_dict(net.state_dict())
+    c = ts.compile(net)
+    for _ in range(3):
+        x = ts.randn(6, 16)
+        c(x).square().sum().backward()
+        twin(x).square().sum().backward()
+    for p, q in zip(net.parameters(), twin.parameters()):
+        close(p.grad, q.grad, atol=1e-5, rtol=1e-4)
+
+
+def test_linear_epilogue_operator_errors():
+    call = ts._C.call_op
+    x, w = ts.randn(4, 8), ts.randn(8, 3)
+    with pytest.raises(ValueError, match="cpu::linear_epilogue: activation must be one of .*got 'swish'"):
+        call("cpu::linear_epilogue", (x, w, None, "swish"))
+    with pytest.raises(TypeError, match="cpu::linear_epilogue: expected a float32 input, got float64"):
+        call("cpu::linear_epilogue", (x.double(), w, None, "none"))
+    with pytest.raises(ValueError, match=r"expected input \[..., K\] and weight \[K, N\], got \[4, 8\] and \[3, 8\]"):
+        call("cpu::linear_epilogue", (x, w.t().contiguous(), None, "none"))
+    with pytest.raises(ValueError, match=r"expected a dense bias of shape \[3\]"):
+        call("cpu::linear_epilogue", (x, w, ts.randn(4), "relu"))
+    np.testing.assert_allclose(to_np(call("cpu::linear_epilogue", (x, w, None, "relu"))),
+                               np.maximum(to_np(x) @ to_np(w), 0), rtol=1e-5, atol=1e-6)

@@ -23,6 +23,7 @@ void register_optim_kernels(sdk::Registrar& reg, ts_dispatch_key key);        //
 void register_normalization_kernels(sdk::Registrar& reg, ts_dispatch_key key);  // nn_norm*.cpp, nn_dropout.cpp, nn_embedding.cpp
 void register_activation_loss_kernels(sdk::Registrar& reg, ts_dispatch_key key);  // nn_activation*.cpp, nn_loss*.cpp
 void register_attention_kernels(sdk::Registrar& reg, ts_dispatch_key key);    // nn_attention.cpp
+void register_linear_epilogue(sdk::Registrar& reg, ts_dispatch_key key);      // linear_epilogue.cpp (cpu::)
 
 // The device type id of "cpu" (always 0).
 inline constexpr ts_device kCpuDevice{0, 0};

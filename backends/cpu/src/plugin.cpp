@@ -48,6 +48,7 @@ void register_cpu(sdk::Registrar& reg) {
   register_normalization_kernels(reg, key);
   register_activation_loss_kernels(reg, key);
   register_attention_kernels(reg, key);
+  register_linear_epilogue(reg, key);
 }
 
 }  // namespace

@@ -116,13 +116,14 @@ def _compile_ir(ir_text, constants, compiler, options=""):
 
 
 def _fuses(compiler, handle):
-    """Whether the compiled graph fuses anything (a kernel of two or more nodes). A graph that
-    does not runs no faster than eager, and eager runs the function with less around it, so the
-    caller runs such a function eagerly. Other compilers are taken to gain."""
+    """Whether the compiled graph fuses anything (a kernel of two or more nodes, or work folded
+    into a library call's epilogue). A graph that does not runs no faster than eager, and eager
+    runs the function with less around it, so the caller runs such a function eagerly. Other
+    compilers are taken to gain."""
     if compiler != "inductor":
         return True
     fields = dict(f.split("=", 1) for f in describe(handle, compiler).split() if "=" in f)
-    return int(fields["fused_nodes"]) > int(fields["kernels"])
+    return int(fields["fused_nodes"]) > int(fields["kernels"]) or int(fields.get("epilogues", 0)) > 0
 
 
 def describe(handle, compiler="inductor"):
