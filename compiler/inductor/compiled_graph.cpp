@@ -35,7 +35,7 @@ FusionTarget CompiledGraph::target_for(const g::Graph& graph) {
   const int32_t cuda = sdk::host().device_type_id("cuda");
   if (cuda < 0) return cpu;
   for (const g::Value& v : graph.values)
-    if (v.device.type == cuda) return FusionTarget{cuda, false};
+    if (v.device.type == cuda) return FusionTarget{cuda, false, false};
   return cpu;
 }
 
@@ -88,7 +88,7 @@ CompiledGraph::CompiledGraph(g::Graph graph, const FusionTarget& target)
 std::string CompiledGraph::generated_source(g::Graph graph, bool cuda) {
   int32_t device_type = 0;  // CUDA C for the graph as its values are: fused on their own device type
   for (const g::Value& v : graph.values) device_type = v.device.type;
-  const CompiledGraph schedule(std::move(graph), cuda ? FusionTarget{device_type, false} : FusionTarget{});
+  const CompiledGraph schedule(std::move(graph), cuda ? FusionTarget{device_type, false, false} : FusionTarget{});
   if (cuda) return generate_cuda(schedule.graph_, schedule.plan_);
   CodegenOptions options;
   options.vector_math = KernelCache::instance().vector_math_available();

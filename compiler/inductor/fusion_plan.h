@@ -56,6 +56,9 @@ struct FusionPlan {
 struct FusionTarget {
   int32_t device_type = 0;
   bool row_heads = true;
+  // Whether the CPU plugin's library calls with epilogues may replace nodes (library_epilogues.h):
+  // for C++ kernels only, not when CUDA C is generated (for a device those calls do not serve).
+  bool cpu_epilogues = true;
 };
 
 FusionPlan plan_fusion(const sdk::graph::Graph& graph, const FusionTarget& target = {});

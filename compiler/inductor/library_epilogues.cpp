@@ -55,15 +55,17 @@ std::optional<std::string> activation_of(const g::Node& node) {
 }  // namespace
 
 g::Graph fold_library_epilogues(g::Graph graph, const FusionTarget& target) {
-  if (target.device_type != 0 || !sdk::host().find_operator(kLinearEpilogueOp)) return graph;
+  if (target.device_type != 0 || !target.cpu_epilogues || !sdk::host().find_operator(kLinearEpilogueOp)) return graph;
   const std::vector<int> uses = value_uses(graph);
   std::vector<bool> removed(graph.nodes.size(), false);
   for (size_t m = 0; m < graph.nodes.size(); ++m) {
     const g::Node& mm = graph.nodes[m];
     if (mm.op != "matmul" || mm.in_place() || !tensor_at(mm, 0) || !tensor_at(mm, 1) || mm.output() < 0) continue;
     const g::Value &x = graph.value(mm.args[0].tensor), &w = graph.value(mm.args[1].tensor);
-    if (!float_on_cpu(x) || !float_on_cpu(w) || x.shape.size() < 2 || w.shape.size() != 2 || !x.is_contiguous() ||
-        w.shape[0] == 0)
+    // The product recorded as float32 too: under autocast the dispatcher runs matmul in a lower
+    // precision at replay (the recorded output says so), which the folded call would not.
+    if (!float_on_cpu(x) || !float_on_cpu(w) || !float_on_cpu(graph.value(mm.output())) || x.shape.size() < 2 ||
+        w.shape.size() != 2 || !x.is_contiguous() || w.shape[0] == 0)
       continue;
     const int64_t n = w.shape[1];
     std::vector<size_t> folded{m};  // node indices, in order
@@ -85,7 +87,7 @@ g::Graph fold_library_epilogues(g::Graph graph, const FusionTarget& target) {
       }
     }
     const size_t last = folded.back();
-    if (last == m || !graph.value(result).is_contiguous()) continue;  // nothing to fold
+    if (last == m || !graph.value(result).is_contiguous() || graph.value(result).dtype != TS_FLOAT32) continue;
     // The product moves to the last node folded, where every input exists and before every
     // reader. Nothing between may write in place: the move would let the product see the write.
     bool writes_between = false;
