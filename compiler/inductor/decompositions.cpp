@@ -1,6 +1,5 @@
 #include "decompositions.h"
 
-#include <algorithm>
 #include <utility>
 
 namespace tessera::inductor {
@@ -33,16 +32,6 @@ g::Arg ints_arg(std::vector<int64_t> v) {
   return a;
 }
 
-std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
-  std::vector<int64_t> strides(shape.size());
-  int64_t step = 1;
-  for (size_t d = shape.size(); d-- > 0;) {
-    strides[d] = step;
-    step *= std::max<int64_t>(shape[d], 1);
-  }
-  return strides;
-}
-
 // Appends nodes to `out`, making new values in `graph` like `like` (device, dtype) of `shape`.
 class Emitter {
  public:
@@ -55,7 +44,7 @@ class Emitter {
     v.kind = g::ValueKind::Node;
     v.dtype = like.dtype;
     v.device = like.device;
-    v.strides = contiguous_strides(shape);
+    v.strides = g::contiguous_strides(shape);
     v.shape = std::move(shape);
     v.alias_of = alias_of;
     graph_.values.push_back(v);

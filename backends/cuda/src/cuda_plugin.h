@@ -127,6 +127,14 @@ TensorRef bad_index_flag(ts_call call, ts_device device);
 bool read_bad_index(const TensorRef& flag, int64_t& value);
 
 // ---- kernel families
+// The plugin's own operators ("cuda::<name>", "hip::<name>" in the ROCm build): they take no
+// tensors, so each is one catch-all kernel that serves any key (memory_ops.cpp).
+struct PluginOp {
+  const char* name;
+  const char* signature;  // after the name: "(int device=0) -> ()"
+  sdk::KernelFn fn;
+};
+void register_plugin_ops(sdk::Registrar& reg, std::span<const PluginOp> ops);
 void register_memory_ops(sdk::Registrar& reg);                         // memory_ops.cpp (cuda::*)
 void register_graph_ops(sdk::Registrar& reg);                          // graph_ops.cpp (cuda::graph_*)
 // graph_ops.cpp: raises (naming `op`) when `device`'s current stream is capturing a CUDA graph.

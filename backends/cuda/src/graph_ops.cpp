@@ -196,12 +196,7 @@ void refuse_random_while_capturing(const char* op, ts_device device) {
 }
 
 void register_graph_ops(sdk::Registrar& reg) {
-  struct Op {
-    const char* name;
-    const char* signature;
-    sdk::KernelFn fn;
-  };
-  const Op ops[] = {
+  const PluginOp ops[] = {
       {"graph_capture_begin", "(int pool=0, str capture_error_mode=\"global\") -> int", capture_begin_k},
       {"graph_capture_end", "(int graph) -> int", capture_end_k},
       {"graph_replay", "(int graph) -> ()", replay_k},
@@ -210,11 +205,7 @@ void register_graph_ops(sdk::Registrar& reg) {
       {"graph_pool", "(int graph) -> int", graph_pool_k},
       {"is_current_stream_capturing", "() -> bool", is_capturing_k},
   };
-  for (const Op& op : ops) {
-    std::string name = sdk::cat(kName, "::", op.name);
-    reg.def((name + op.signature).c_str());
-    reg.kernel(name.c_str(), TS_KEY_CATCH_ALL, op.fn);
-  }
+  register_plugin_ops(reg, ops);
 }
 
 }  // namespace tessera::gpu

@@ -91,12 +91,7 @@ void set_use_vendor_blas_k(sdk::Args& a) {
 }  // namespace
 
 void register_memory_ops(sdk::Registrar& reg) {
-  struct Op {
-    const char* name;
-    const char* signature;
-    sdk::KernelFn fn;
-  };
-  const Op ops[] = {
+  const PluginOp ops[] = {
       {"device_count", "() -> int", device_count_k},
       {"is_available", "() -> bool", is_available_k},
       {"synchronize", "(int device=0) -> ()", synchronize_k},
@@ -111,7 +106,11 @@ void register_memory_ops(sdk::Registrar& reg) {
       // false: matmuls use our tiled kernel instead of cuBLAS (the ROCm build always does).
       {"set_use_vendor_blas", "(bool enabled) -> ()", set_use_vendor_blas_k},
   };
-  for (const Op& op : ops) {
+  register_plugin_ops(reg, ops);
+}
+
+void register_plugin_ops(sdk::Registrar& reg, std::span<const PluginOp> ops) {
+  for (const PluginOp& op : ops) {
     std::string name = sdk::cat(kName, "::", op.name);
     reg.def((name + op.signature).c_str());
     reg.kernel(name.c_str(), TS_KEY_CATCH_ALL, op.fn);

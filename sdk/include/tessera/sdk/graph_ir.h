@@ -40,6 +40,17 @@ inline constexpr int kVersion = 1;
 
 enum class ValueKind { Input, Constant, Node };
 
+// Row-major strides of a dense tensor of `shape` (a size-0 dim counts as 1, as PyTorch's).
+inline std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> strides(shape.size());
+  int64_t step = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    strides[d] = step;
+    step *= shape[d] > 1 ? shape[d] : 1;
+  }
+  return strides;
+}
+
 struct Value {
   int64_t id = 0;
   ValueKind kind = ValueKind::Node;
