@@ -2,7 +2,7 @@
 // Element-wise work folded into the library call before it, where the library applies it to
 // each tile of its result while the tile is in cache (oneDNN's post-ops), so the result is
 // written once and never read back:
-//   matmul(x, w) [-> add(bias [N])] [-> relu | gelu | gelu(tanh) | tanh | sigmoid | silu]
+//   matmul(x, w) [-> add(bias [N])] -> relu | gelu | gelu(tanh) | tanh | sigmoid | silu
 // becomes cpu::linear_epilogue(x, w, bias, activation) (backends/cpu/src/linear_epilogue.cpp),
 // on the CPU when the plugin has it. Every value folded away must have no other reader.
 #include "fusion_plan.h"
