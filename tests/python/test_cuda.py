@@ -862,6 +862,7 @@ def test_cuda_graph_replays_a_model_on_new_inputs():
 @needs_gpu
 def test_cuda_graph_memory_stays_in_its_pool_and_pools_can_be_shared():
     x = ts.randn(1024, device="cuda")
+    (x * 2 + 1) * 3  # warm-up: the kernels are loaded before the captures
     g1, g2 = ts.cuda.CUDAGraph(), ts.cuda.CUDAGraph()
     with ts.cuda.graph(g1):
         scratch = x * 2
@@ -885,7 +886,7 @@ def test_cuda_graph_memory_stays_in_its_pool_and_pools_can_be_shared():
 @needs_gpu
 def test_cuda_graph_capture_failures_are_clear_and_leave_no_capture_behind():
     x = ts.randn(64, device="cuda")
-    x * 2
+    (x * 2).sum(), x + 1  # warm-up: the kernels are loaded before the captures
     g = ts.cuda.CUDAGraph()
     with pytest.raises(RuntimeError):
         with ts.cuda.graph(g):
