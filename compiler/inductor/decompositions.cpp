@@ -1,5 +1,8 @@
 #include "decompositions.h"
 
+#include "pointwise_ops.h"
+
+#include <string>
 #include <utility>
 
 namespace tessera::inductor {
@@ -118,6 +121,56 @@ void decompose_batch_norm(g::Graph& graph, const g::Node& n, std::vector<g::Node
   e.node("add.Tensor", {tensor_arg(scaled), tensor_arg(shift_view), int_arg(1)}, n.outputs[0][0]);
 }
 
+// "relu_" -> "relu", "add_.Tensor" -> "add.Tensor"; "" when `op` is no in-place name.
+std::string out_of_place_name(const std::string& op) {
+  const size_t dot = op.find('.');
+  std::string base = op.substr(0, dot);
+  if (base.size() < 2 || base.back() != '_' || base[base.size() - 2] == '_') return "";
+  base.pop_back();
+  return dot == std::string::npos ? base : base + op.substr(dot);
+}
+
+// Node `i` writes an element-wise result over its first argument, a value the graph made that
+// nothing views and nothing reads afterwards: computing it out of place changes nothing but lets
+// it fuse (a ReLU(inplace=True) after a batch norm otherwise stays a pass of its own).
+bool functionalizable(const g::Graph& graph, size_t i, const std::vector<std::vector<size_t>>& readers,
+                      const std::vector<int>& views) {
+  const g::Node& n = graph.nodes[i];
+  if (n.mutates != std::vector<int>{0} || !is_tensor(n, 0) || n.outputs.size() != 1 || n.outputs[0].size() != 1)
+    return false;
+  const std::string functional = out_of_place_name(n.op);
+  if (functional.empty() || !is_pointwise(functional)) return false;
+  const int64_t target = n.args[0].tensor;
+  const g::Value& t = graph.value(target);
+  // Not a view, viewed by nothing but this node's output, laid out as the kernels write
+  if (t.kind != g::ValueKind::Node || t.alias_of >= 0 || views[size_t(target)] > 1 || !t.is_contiguous()) return false;
+  for (size_t reader : readers[size_t(target)])
+    if (reader > i) return false;  // would read the written contents under the old id
+  for (int64_t id : graph.outputs)
+    if (id == target) return false;
+  return true;
+}
+
+void functionalize_in_place(g::Graph& graph) {
+  std::vector<std::vector<size_t>> readers(graph.values.size());
+  for (size_t i = 0; i < graph.nodes.size(); ++i)
+    for (const g::Arg& a : graph.nodes[i].args) {
+      if (a.kind == Kind::Tensor) readers[size_t(a.tensor)].push_back(i);
+      for (int64_t id : a.tensors)
+        if (id >= 0) readers[size_t(id)].push_back(i);
+    }
+  std::vector<int> views(graph.values.size(), 0);  // values aliasing each value
+  for (const g::Value& v : graph.values)
+    if (v.alias_of >= 0) ++views[size_t(v.alias_of)];
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    if (!functionalizable(graph, i, readers, views)) continue;
+    g::Node& n = graph.nodes[i];
+    n.op = out_of_place_name(n.op);
+    n.mutates.clear();
+    graph.values[size_t(n.outputs[0][0])].alias_of = -1;  // a new tensor, as the functional operator makes
+  }
+}
+
 }  // namespace
 
 std::vector<int> value_uses(const g::Graph& graph) {
@@ -136,6 +189,7 @@ std::vector<int> value_uses(const g::Graph& graph) {
 }
 
 g::Graph decompose_for_fusion(g::Graph graph) {
+  functionalize_in_place(graph);
   const std::vector<int> uses = value_uses(graph);
   std::vector<g::Node> nodes;
   nodes.reserve(graph.nodes.size());

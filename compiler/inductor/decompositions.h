@@ -8,6 +8,8 @@
 
 namespace tessera::inductor {
 
+// In-place element-wise operators on values the graph made, that nothing views and nothing
+// reads afterwards, become their out-of-place forms (relu_ -> relu), which fuse.
 // native_batch_norm in evaluation mode (running statistics; its saved mean and inverse std unused):
 //   y = x * scale + shift, with per-channel scale = weight * rsqrt(running_var + eps) and
 //   shift = bias - running_mean * scale, both viewed as [C, 1, ..., 1] to broadcast over x.
