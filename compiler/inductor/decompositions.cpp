@@ -2,6 +2,7 @@
 
 #include "pointwise_ops.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -171,6 +172,84 @@ void functionalize_in_place(g::Graph& graph) {
   }
 }
 
+// ---- a sum of slice_backwards that tile a dim is a cat
+// The backward of split / chunk / narrow pieces that together cover a dim (q, k, v from one
+// projection): each slice_backward writes a zero tensor of the full size with its piece in
+// place, and the adds sum them: three zero fills and a three-way add where a cat writes the
+// result once.
+
+struct Piece {
+  int64_t grad, start, end;
+};
+
+// The slice_backward pieces under add node `i` (adds of slice_backwards, each value read once),
+// or false when the tree holds anything else.
+bool collect_pieces(const g::Graph& graph, const std::vector<int>& uses, const std::vector<int64_t>& producer,
+                    int64_t value, std::vector<Piece>& pieces, std::vector<size_t>& nodes, const g::Node*& first) {
+  const int64_t at = producer[size_t(value)];
+  if (at < 0) return false;
+  const g::Node& n = graph.nodes[size_t(at)];
+  if (n.in_place()) return false;
+  if (n.op == "slice_backward") {
+    if (n.args.size() != 6 || !is_tensor(n, 0) || n.args[1].kind != Kind::Ints || n.args[5].i != 1) return false;
+    if (first && (first->args[1].ints != n.args[1].ints || first->args[2].i != n.args[2].i)) return false;
+    if (!first) first = &n;
+    pieces.push_back({n.args[0].tensor, n.args[3].i, n.args[4].i});
+    nodes.push_back(size_t(at));
+    return true;
+  }
+  if (n.op != "add.Tensor" || !is_tensor(n, 0) || !is_tensor(n, 1)) return false;
+  if (n.args.size() > 2 && !(n.args[2].kind == Kind::Int && n.args[2].i == 1)) return false;
+  nodes.push_back(size_t(at));
+  for (size_t k = 0; k < 2; ++k) {
+    const int64_t operand = n.args[k].tensor;
+    if (uses[size_t(operand)] != 1 || !collect_pieces(graph, uses, producer, operand, pieces, nodes, first))
+      return false;
+  }
+  return true;
+}
+
+void slices_to_cat(g::Graph& graph) {
+  const std::vector<int> uses = value_uses(graph);
+  std::vector<int64_t> producer(graph.values.size(), -1);
+  for (size_t i = 0; i < graph.nodes.size(); ++i)
+    for (const auto& out : graph.nodes[i].outputs)
+      for (int64_t id : out) producer[size_t(id)] = int64_t(i);
+  std::vector<bool> removed(graph.nodes.size(), false);
+  for (size_t i = graph.nodes.size(); i-- > 0;) {  // roots first: an inner add is taken with its root
+    g::Node& root = graph.nodes[i];
+    if (removed[i] || root.op != "add.Tensor" || root.output() < 0) continue;
+    std::vector<Piece> pieces;
+    std::vector<size_t> nodes;
+    const g::Node* first = nullptr;
+    if (!collect_pieces(graph, uses, producer, root.output(), pieces, nodes, first) || pieces.size() < 2) continue;
+    const std::vector<int64_t>& sizes = first->args[1].ints;
+    const int64_t dim = first->args[2].i < 0 ? first->args[2].i + int64_t(sizes.size()) : first->args[2].i;
+    if (dim < 0 || dim >= int64_t(sizes.size())) continue;
+    std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.start < b.start; });
+    bool tiles = pieces.front().start == 0 && pieces.back().end == sizes[size_t(dim)];
+    for (size_t k = 0; k + 1 < pieces.size() && tiles; ++k) tiles = pieces[k].end == pieces[k + 1].start;
+    for (const Piece& p : pieces) tiles = tiles && graph.value(p.grad).shape.size() == sizes.size() &&
+                                          graph.value(p.grad).shape[size_t(dim)] == p.end - p.start;
+    if (!tiles) continue;
+    g::Node cat;
+    cat.op = "cat";
+    cat.grad_enabled = root.grad_enabled;
+    cat.outputs = root.outputs;
+    g::Arg list;
+    list.kind = Kind::TensorList;
+    for (const Piece& p : pieces) list.tensors.push_back(p.grad);
+    cat.args = {list, int_arg(dim)};
+    for (size_t node : nodes) removed[node] = node != i;
+    root = std::move(cat);
+  }
+  std::vector<g::Node> kept;
+  kept.reserve(graph.nodes.size());
+  for (size_t i = 0; i < graph.nodes.size(); ++i)
+    if (!removed[i]) kept.push_back(std::move(graph.nodes[i]));
+  graph.nodes = std::move(kept);
+}
+
 }  // namespace
 
 std::vector<int> value_uses(const g::Graph& graph) {
@@ -190,6 +269,7 @@ std::vector<int> value_uses(const g::Graph& graph) {
 
 g::Graph decompose_for_fusion(g::Graph graph) {
   functionalize_in_place(graph);
+  slices_to_cat(graph);
   const std::vector<int> uses = value_uses(graph);
   std::vector<g::Node> nodes;
   nodes.reserve(graph.nodes.size());

@@ -10,6 +10,7 @@ namespace tessera::inductor {
 
 // In-place element-wise operators on values the graph made, that nothing views and nothing
 // reads afterwards, become their out-of-place forms (relu_ -> relu), which fuse.
+// A sum of slice_backwards that tiles a dim (the gradient of split pieces) becomes one cat.
 // native_batch_norm in evaluation mode (running statistics; its saved mean and inverse std unused):
 //   y = x * scale + shift, with per-channel scale = weight * rsqrt(running_var + eps) and
 //   shift = bias - running_mean * scale, both viewed as [C, 1, ..., 1] to broadcast over x.

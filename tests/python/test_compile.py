@@ -1078,3 +1078,42 @@ def test_in_place_relu_after_batch_norm_fuses_and_in_place_semantics_hold():
         b = a.clone()
         close(cf(a), writes_its_input(b))
         close(a, b)  # the caller's tensor is written, as eagerly
+
+
+def test_the_gradient_of_split_pieces_is_one_cat():
+    """Three slice_backwards tiling the last dim, summed by two adds (the backward of q, k, v
+    split from one projection, as a GPT's compiled backward has it) run as one cat."""
+    import json
+
+    from tessera.compiler import _plugin_backend
+
+    def value(i, kind, shape):
+        strides = list(np.cumprod([1] + shape[::-1][:-1])[::-1]) if shape else []
+        return {"id": i, "kind": kind, "dtype": 8, "shape": shape, "strides": [int(s) for s in strides],
+                "storage_offset": 0, "device": [0, 0], "alias_of": -1}
+
+    def slice_backward(grad, start, end, out):
+        return {"op": "slice_backward", "args": [{"tensor": grad}, {"ints": [2, 3, 12]}, {"int": -1},
+                                                 {"int": start}, {"int": end}, {"int": 1}], "outputs": [out]}
+
+    nodes = [slice_backward(2, 8, 12, 3), slice_backward(1, 4, 8, 4),
+             {"op": "add.Tensor", "args": [{"tensor": 3}, {"tensor": 4}, {"int": 1}], "outputs": [5]},
+             slice_backward(0, 0, 4, 6),
+             {"op": "add.Tensor", "args": [{"tensor": 5}, {"tensor": 6}, {"int": 1}], "outputs": [7]}]
+    values = [value(i, "input", [2, 3, 4]) for i in range(3)] + [value(i, "node", [2, 3, 12]) for i in range(3, 8)]
+    graph = {"format": "tessera.graph", "version": 1, "values": values, "inputs": [0, 1, 2], "constants": [],
+             "nodes": nodes, "outputs": [7], "mutated_inputs": []}
+    run = _plugin_backend._compile_ir(json.dumps(graph), [], "inductor")
+    assert _inductor.describe(run.handle).startswith("nodes=1 kernels=0 fused_nodes=0 extern_calls=1"), \
+        _inductor.describe(run.handle)
+    q, k, v = (ts.randn(2, 3, 4) for _ in range(3))
+    (out,) = run(q, k, v)
+    close(out, ts.cat([q, k, v], dim=-1))
+    # Pieces that leave a gap are not a cat: the adds and slice_backwards stay, and zeros fill the gap.
+    nodes[0] = slice_backward(2, 9, 12, 3)
+    values[2] = value(2, "input", [2, 3, 3])
+    run = _plugin_backend._compile_ir(json.dumps(graph), [], "inductor")
+    assert "nodes=1 " not in _inductor.describe(run.handle)
+    v3 = ts.randn(2, 3, 3)
+    (out,) = run(q, k, v3)
+    close(out, ts.cat([q, k, ts.zeros(2, 3, 1), v3], dim=-1))
