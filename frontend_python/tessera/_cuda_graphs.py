@@ -96,7 +96,7 @@ class graph:
     caches hold, makes `stream` (by default one side stream shared by all captures) current,
     and captures. An exception inside abandons the capture and propagates."""
 
-    default_capture_stream = None
+    default_capture_streams = {}  # device index -> the side stream captures there share
 
     def __init__(self, cuda_graph, pool=None, stream=None, capture_error_mode="global"):
         self.cuda_graph = cuda_graph
@@ -106,13 +106,14 @@ class graph:
 
     @staticmethod
     def capture_stream_for(stream):
-        """`stream`, or (None) the side stream every capture without one shares."""
+        """`stream`, or (None) the side stream every capture on the current device shares."""
         if stream is not None:
             return stream
-        if graph.default_capture_stream is None:
-            from tessera import cuda
-            graph.default_capture_stream = _C.Stream(_C.device("cuda", cuda.current_device()))
-        return graph.default_capture_stream
+        from tessera import cuda
+        index = cuda.current_device()
+        if index not in graph.default_capture_streams:
+            graph.default_capture_streams[index] = _C.Stream(_C.device("cuda", index))
+        return graph.default_capture_streams[index]
 
     def __enter__(self):
         from tessera import cuda

@@ -4,6 +4,7 @@ failed capture falling back with one warning), checked here with a stand-in for 
 that replays the captured function on the captured tensors, as a CUDA graph replays its kernels
 on the captured addresses. The real CUDA graphs run in test_cuda.py (the device check).
 Also: ts.cuda.CUDAGraph's errors without a device, and reduce-overhead on CPU inputs."""
+import contextlib
 import warnings
 
 import numpy as np
@@ -87,6 +88,7 @@ def fake_cuda_graphs(monkeypatch):
     monkeypatch.setattr(ts.cuda, "CUDAGraph", FakeGraph)
     monkeypatch.setattr(ts.cuda, "graph", graph)
     monkeypatch.setattr(ts.cuda, "current_stream", lambda: FakeStream())
+    monkeypatch.setattr(ts.cuda, "device", lambda index: contextlib.nullcontext())
 
     def runner(fn, mutated=()):
         run = Recorded(fn)
@@ -156,6 +158,7 @@ def test_a_failed_capture_warns_once_and_launches_the_kernels(monkeypatch):
     monkeypatch.setattr(ts.cuda, "CUDAGraph", lambda: object())
     monkeypatch.setattr(ts.cuda, "graph", Refusing)
     monkeypatch.setattr(ts.cuda, "current_stream", lambda: FakeStream())
+    monkeypatch.setattr(ts.cuda, "device", lambda index: contextlib.nullcontext())
     runner = _cudagraphs.CUDAGraphRunner(Recorded(lambda x: [x + 1]), [])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

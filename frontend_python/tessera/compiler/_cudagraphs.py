@@ -36,10 +36,11 @@ def wrap(run, capture, example_inputs):
     tensors = [x for x in example_inputs if isinstance(x, tessera.Tensor)]
     if not tensors or any(x.device.type != "cuda" for x in tensors):
         return run
-    if len(getattr(run, "graphs", ())) != 1:  # a forward/backward pair (training)
+    devices = {x.device.index or 0 for x in tensors}
+    if len(devices) != 1 or len(getattr(run, "graphs", ())) != 1:  # several devices; a forward/backward pair
         return run
     mutated = sorted({position for position, _ in capture.ir.get("mutated_inputs", [])})
-    return CUDAGraphRunner(run, mutated)
+    return CUDAGraphRunner(run, mutated, devices.pop())
 
 
 class _Captured:
@@ -52,8 +53,9 @@ class _Captured:
 class CUDAGraphRunner:
     """The compiled callable (inputs -> list of outputs) with one CUDA graph per input size."""
 
-    def __init__(self, run, mutated_positions):
+    def __init__(self, run, mutated_positions, device_index=0):
         self._run = run
+        self._device = device_index  # the warm-up and the capture run with it current
         self._mutated = mutated_positions
         self._captured = {}   # input sizes -> _Captured
         self._calls = {}      # input sizes -> calls before the capture
@@ -91,12 +93,13 @@ class CUDAGraphRunner:
     def _warm_up(self, inputs):
         """Runs the kernels on the stream the capture will use (libraries keep state per
         stream), ordered after the caller's work and before what the caller queues next."""
-        side = tessera.cuda.graph.capture_stream_for(None)
-        current = tessera.cuda.current_stream()
-        side.wait_stream(current)
-        with side:
-            outputs = self._run(*inputs)
-        current.wait_stream(side)
+        with tessera.cuda.device(self._device):
+            side = tessera.cuda.graph.capture_stream_for(None)
+            current = tessera.cuda.current_stream()
+            side.wait_stream(current)
+            with side:
+                outputs = self._run(*inputs)
+            current.wait_stream(side)
         return outputs
 
     def _capture(self, inputs):
@@ -104,7 +107,7 @@ class CUDAGraphRunner:
                    if isinstance(x, tessera.Tensor) else x for x in inputs]
         graph = tessera.cuda.CUDAGraph()
         try:
-            with tessera.cuda.graph(graph):
+            with tessera.cuda.device(self._device), tessera.cuda.graph(graph):
                 outputs = self._run(*statics)
         except RuntimeError as e:
             self.failure = str(e)
