@@ -119,7 +119,13 @@ std::optional<Reduction> reduction(const g::Graph& graph, const g::Node& node) {
   if (dims.empty() || int64_t(dims.size()) == nd) r.over = Reduction::Over::All;
   else if (dims == std::set<int64_t>{nd - 1}) r.over = Reduction::Over::Rows;
   else if (int64_t(dims.size()) == nd - 1 && !dims.count(nd - 1)) r.over = Reduction::Over::Columns;
-  else return std::nullopt;
+  else if (!dims.count(nd - 1) && *dims.rbegin() - *dims.begin() + 1 == int64_t(dims.size())) {
+    r.over = Reduction::Over::Middle;  // one block of dims, the last dim after it
+    for (int64_t d = 0; d < nd; ++d)
+      (d < *dims.begin() ? r.outer : dims.count(d) ? r.middle : r.inner) *= x.shape[size_t(d)];
+  } else {
+    return std::nullopt;
+  }
   r.input_shape = x.shape;
   return r;
 }
@@ -288,7 +294,8 @@ FusionPlan plan_fusion(const g::Graph& graph, const FusionTarget& target) {
       const bool feeds = current.head == RowHead::None && !current.nodes.empty() && current.shape == r->input_shape &&
                          current.dtype == graph.value(node.args[0].tensor).dtype &&
                          open_values(graph, current).count(node.args[0].tensor) &&
-                         (r->over != Reduction::Over::All || dense_inputs(graph, current));
+                         ((r->over != Reduction::Over::All && r->over != Reduction::Over::Middle) ||
+                          dense_inputs(graph, current));
       if (feeds) {
         current.prologue = std::move(current.nodes);
         current.nodes.clear();

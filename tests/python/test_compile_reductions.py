@@ -1,5 +1,6 @@
 """The inductor's reduction kernels: element-wise work fused into a sum, mean, amax or amin over
-the last dim (rows), every dim but the last (columns: a bias gradient) or every dim, and the
+the last dim (rows), every dim but the last (columns: a bias gradient), a block of dims before
+the last (middle) or every dim, and the
 element-wise work on the reduced values fused after it. The oracle is Tessera eager (sums
 accumulate in double in both); describe() shows that the graph became one kernel."""
 import numpy as np
@@ -43,6 +44,17 @@ CASES = {
     "large all sum (threads)": (lambda a, b: (a * b).sum(), lambda: (ts.randn(1 << 20), ts.randn(1 << 20))),
     "large rows (threads)": (lambda a, b: (a * b).sum(-1), lambda: (ts.randn(4096, 512), ts.randn(512))),
     "large columns mean (threads)": (lambda a, b: (a + b).mean(0), lambda: (ts.randn(2048, 1536), ts.randn(1536))),
+    "middle mean over a sequence, then scaled": (lambda x, y: (x * y).mean(1) * 3,
+                                                 lambda: (ts.randn(4, 37, 24), ts.randn(4, 37, 24))),
+    "middle sum, keepdim, block of two dims": (lambda x, y: (x - y).square().sum((1, 2), keepdim=True),
+                                               lambda: (ts.randn(3, 5, 6, 7), ts.randn(3, 5, 6, 7))),
+    "middle sum over dim 0 of three": (lambda x, y: (x * y).sum(0), lambda: (ts.randn(9, 4, 5), ts.randn(9, 4, 5))),
+    "middle amax with NaN": (lambda x, y: ts.amax(x + y, dim=1),
+                             lambda: (ts.tensor([[[1.0, 2.0], [float("nan"), 0.0]], [[3.0, -1.0], [2.0, 5.0]]]),
+                                      ts.zeros(2, 2, 2))),
+    "large middle mean (threads)": (lambda x, y: (x + y).mean(1), lambda: (ts.randn(64, 256, 128), ts.randn(64, 256, 128))),
+    "float64 middle": (lambda x, y: (x * y).sum(1), lambda: (ts.randn(3, 8, 5, dtype=ts.float64),
+                                                              ts.randn(3, 8, 5, dtype=ts.float64))),
 }
 
 
@@ -64,16 +76,16 @@ def test_reduction_fused_with_its_prologue_matches_eager(case):
     assert d["kernels"] == "1" and d["extern_calls"] == "0", d
 
 
-def test_a_lone_reduction_and_one_over_middle_dims_stay_library_calls():
+def test_a_lone_reduction_and_a_broadcast_middle_input_stay_library_calls():
     with ts.no_grad():
         lone = ts.compile(lambda x: x.sum(-1) * 2)
-        middle = ts.compile(lambda x: (x * 2).sum(1))
-        x = ts.randn(4, 5, 6)
-        lone(x), middle(x)
+        broadcast = ts.compile(lambda x, y: (x * y).sum(1))  # y broadcasts: the middle layout reads dense inputs
+        x, y = ts.randn(4, 5, 6), ts.randn(6)
+        lone(x), broadcast(x, y)
         np.testing.assert_allclose(to_np(lone(x)), to_np(x.sum(-1) * 2), rtol=1e-6)
-        np.testing.assert_allclose(to_np(middle(x)), to_np((x * 2).sum(1)), rtol=1e-6)
-    assert described(lone)["extern_calls"] == "1"    # the sum; the scaling after it is a kernel
-    assert described(middle)["extern_calls"] == "1"  # the sum over dim 1 of 3: no kernel layout for it
+        np.testing.assert_allclose(to_np(broadcast(x, y)), to_np((x * y).sum(1)), rtol=1e-6)
+    assert described(lone)["extern_calls"] == "1"       # the sum; the scaling after it is a kernel
+    assert described(broadcast)["extern_calls"] == "1"  # the sum; the product before it is a kernel
 
 
 def test_reduction_kernels_read_their_sizes_at_run_time():
