@@ -242,8 +242,9 @@ void generate_row_kernel(std::ostringstream& source, const g::Graph& graph, cons
 // in double, as the CPU plugin's; max and min in the compute type, NaN-propagating), then the
 // nodes after it on each reduced value. Rows: one accumulator per row of the last dim. Columns
 // (a bias gradient): per thread, accumulators across the last dim for its share of the rows,
-// combined at the end. Middle: per outer index, accumulators across the inner block. All: one
-// accumulator, the elements split over the threads.
+// combined at the end. Middle: per outer index, accumulators across the inner block. Around:
+// per kept index, one accumulator over the outer slices' inner runs. All: one accumulator, the
+// elements split over the threads.
 void generate_reduce_kernel(std::ostringstream& source, const g::Graph& graph, const FusedKernel& k, size_t index,
                             Geometry& geo) {
   using Op = Reduction::Op;
@@ -272,6 +273,7 @@ void generate_reduce_kernel(std::ostringstream& source, const g::Graph& graph, c
   const std::string count = red.over == Over::Rows      ? D
                             : red.over == Over::Columns ? R
                             : red.over == Over::Middle  ? geo(red.middle)
+                            : red.over == Over::Around  ? geo(red.outer * red.inner)
                                                         : N;
   std::map<int64_t, std::string> name;
   // Per row r (all dims but the last of the input shape) the prologue inputs' offsets; in the
@@ -280,7 +282,7 @@ void generate_reduce_kernel(std::ostringstream& source, const g::Graph& graph, c
   for (size_t i = 0; i < k.inputs.size(); ++i) {
     if (!pro_inputs.count(k.inputs[i])) continue;
     const g::Value& v = graph.value(k.inputs[i]);
-    if (red.over == Over::All || red.over == Over::Middle) {  // dense (the plan checks): read at i
+    if (red.over == Over::All || red.over == Over::Middle || red.over == Over::Around) {  // dense: read at i
       name[k.inputs[i]] = element(i, v.dtype, "i");
       continue;
     }
@@ -374,6 +376,21 @@ void generate_reduce_kernel(std::ostringstream& source, const g::Graph& graph, c
     loop << "    for (int64_t j = 0; j < " << I << "; ++j) {\n"
          << reduced_body("      ", finalize("acc[j]", "nan_of[j]"), "o * " + I + " + j") << "    }\n";
     loop << "    free(acc);\n    free(nan_of);\n  }\n";
+    emit_loop(source, geo, numel, N, false, loop.str());
+    source << "}\n";
+    return;
+  }
+  if (red.over == Over::Around) {
+    // Per kept index (in parallel): one accumulator over its `inner` runs in each outer slice.
+    const std::string O = geo(red.outer), K = geo(red.middle), I = geo(red.inner);
+    std::ostringstream loop;
+    loop << "  for (int64_t c = 0; c < " << K << "; ++c) {\n";
+    loop << "    " << acc_t << " acc = " << init << ";\n    int has_nan = 0;\n";
+    loop << "    for (int64_t o = 0; o < " << O << "; ++o) {\n      #pragma omp simd " << sum_clause << "\n";
+    loop << "      for (int64_t j = 0; j < " << I << "; ++j) {\n";
+    loop << "        const int64_t i = (o * " << K << " + c) * " << I << " + j;\n"
+         << element_body("        ", "acc", "has_nan") << "      }\n    }\n";
+    loop << reduced_body("    ", finalize("acc", "has_nan"), "c") << "  }\n";
     emit_loop(source, geo, numel, N, false, loop.str());
     source << "}\n";
     return;

@@ -93,6 +93,14 @@ RowHead row_head(const g::Graph& graph, const g::Node& node) {
 
 // A sum, mean, amax or amin of a contiguous float tensor over a layout a kernel can generate
 // (Reduction::Over), without a dtype change; nullopt otherwise.
+// The dims of an nd-dim tensor not in `dims`, in order (never empty here: `dims` is not all).
+std::vector<int64_t> kept_dims(const std::set<int64_t>& dims, int64_t nd) {
+  std::vector<int64_t> kept;
+  for (int64_t d = 0; d < nd; ++d)
+    if (!dims.count(d)) kept.push_back(d);
+  return kept;
+}
+
 std::optional<Reduction> reduction(const g::Graph& graph, const g::Node& node) {
   Reduction r;
   if (node.op == "sum.dim_IntList") r.op = Reduction::Op::Sum;
@@ -123,6 +131,11 @@ std::optional<Reduction> reduction(const g::Graph& graph, const g::Node& node) {
     r.over = Reduction::Over::Middle;  // one block of dims, the last dim after it
     for (int64_t d = 0; d < nd; ++d)
       (d < *dims.begin() ? r.outer : dims.count(d) ? r.middle : r.inner) *= x.shape[size_t(d)];
+  } else if (std::vector<int64_t> kept = kept_dims(dims, nd);
+             dims.count(nd - 1) && kept.back() - kept.front() + 1 == int64_t(kept.size())) {
+    r.over = Reduction::Over::Around;  // every dim but one block, the last dim reduced
+    for (int64_t d = 0; d < nd; ++d)
+      (d < kept.front() ? r.outer : d <= kept.back() ? r.middle : r.inner) *= x.shape[size_t(d)];
   } else {
     return std::nullopt;
   }
@@ -294,7 +307,8 @@ FusionPlan plan_fusion(const g::Graph& graph, const FusionTarget& target) {
       const bool feeds = current.head == RowHead::None && !current.nodes.empty() && current.shape == r->input_shape &&
                          current.dtype == graph.value(node.args[0].tensor).dtype &&
                          open_values(graph, current).count(node.args[0].tensor) &&
-                         ((r->over != Reduction::Over::All && r->over != Reduction::Over::Middle) ||
+                         ((r->over != Reduction::Over::All && r->over != Reduction::Over::Middle &&
+                           r->over != Reduction::Over::Around) ||
                           dense_inputs(graph, current));
       if (feeds) {
         current.prologue = std::move(current.nodes);

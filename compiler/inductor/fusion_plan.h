@@ -20,14 +20,14 @@ enum class RowHead { None, LayerNorm, Softmax, LogSoftmax, SoftmaxBackward, LogS
 // RowHead::Reduction: a sum, mean, amax or amin whose input the kernel's prologue computes, and
 // where it reduces: the last dim (rows), every dim but the last (columns: a bias gradient's
 // sum over the batch), a block of dims before the last (middle: the input seen as
-// [outer, middle, inner], middle reduced: a mean over a sequence, a batch norm's statistics over
-// (0, 2, 3) when the channel dim is outer... ), or every dim (all). The nodes after it work on
-// the reduced values.
+// [outer, middle, inner], middle reduced: a mean over a sequence), every dim but a block before
+// the last (around: the same view, outer and inner reduced: a batch norm's statistics over
+// (0, 2, 3)), or every dim (all). The nodes after it work on the reduced values.
 struct Reduction {
   enum class Op { Sum, Mean, Max, Min } op = Op::Sum;
-  enum class Over { Rows, Columns, Middle, All } over = Over::Rows;
+  enum class Over { Rows, Columns, Middle, Around, All } over = Over::Rows;
   std::vector<int64_t> input_shape;  // the prologue's shape
-  int64_t outer = 1, middle = 1, inner = 1;  // Over::Middle's view of it
+  int64_t outer = 1, middle = 1, inner = 1;  // Over::Middle's and Over::Around's view of it
 };
 
 struct FusedKernel {

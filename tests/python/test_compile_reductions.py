@@ -1,6 +1,6 @@
 """The inductor's reduction kernels: element-wise work fused into a sum, mean, amax or amin over
 the last dim (rows), every dim but the last (columns: a bias gradient), a block of dims before
-the last (middle) or every dim, and the
+the last (middle), every dim but such a block (around: per-channel statistics) or every dim, and the
 element-wise work on the reduced values fused after it. The oracle is Tessera eager (sums
 accumulate in double in both); describe() shows that the graph became one kernel."""
 import numpy as np
@@ -55,6 +55,15 @@ CASES = {
     "large middle mean (threads)": (lambda x, y: (x + y).mean(1), lambda: (ts.randn(64, 256, 128), ts.randn(64, 256, 128))),
     "float64 middle": (lambda x, y: (x * y).sum(1), lambda: (ts.randn(3, 8, 5, dtype=ts.float64),
                                                               ts.randn(3, 8, 5, dtype=ts.float64))),
+    "around: statistics per channel, then rsqrt": (lambda x, y: ((x - y) ** 2).mean((0, 2, 3)).add(1e-5).rsqrt(),
+                                                   lambda: (ts.randn(4, 6, 5, 7), ts.randn(4, 6, 5, 7))),
+    "around: the last two dims, keepdim": (lambda x, y: (x * y).sum((1, 2), keepdim=True),
+                                           lambda: (ts.randn(5, 9, 11), ts.randn(5, 9, 11))),
+    "around amax with NaN": (lambda x, y: ts.amax(x * y, dim=(0, 2)),
+                             lambda: (ts.tensor([[[1.0, 2.0], [float("nan"), 0.0]], [[3.0, -1.0], [2.0, 5.0]]]),
+                                      ts.ones(2, 2, 2))),
+    "large around mean (threads)": (lambda x, y: (x + y).mean((0, 2, 3)),
+                                    lambda: (ts.randn(16, 64, 32, 32), ts.randn(16, 64, 32, 32))),
 }
 
 
