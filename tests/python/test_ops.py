@@ -322,6 +322,39 @@ def test_pow_overloads():
         i ** -1
 
 
+# PyTorch computes these scalar exponents as products and square roots, not pow: the special
+# values follow (sqrt(-0.0) is -0.0, (-inf) ** 0.5 is NaN, where C's pow says +0.0 and +inf).
+POWER_FORMS = {2: lambda a: a * a, 3: lambda a: a * a * a, 0.5: np.sqrt, -0.5: lambda a: 1 / np.sqrt(a),
+               -1: lambda a: 1 / a, -2: lambda a: 1 / (a * a)}
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("exponent", [2, 3, 0.5, -0.5, -1, -2, 2.0, 1.5])
+def test_pow_common_scalar_exponents(exponent, dtype):
+    """Against NumPy's evaluation of PyTorch's forms in the compute type (float32 for the half
+    types, rounded once to the dtype), with zeros of both signs, infinities, NaN, negative bases
+    and a strided base; against PyTorch itself when it is importable."""
+    values = np.array([0.0, -0.0, 1.0, -1.0, 2.5, -3.0, 0.25, np.inf, -np.inf, np.nan, 1e-3, 7.0])
+    base = np.concatenate([values, RNG.uniform(-4, 4, 36)]).reshape(6, 8)
+    x = from_np(base, dtype)
+    compute = np.float64 if dtype == ts.float64 else np.float32
+    held = to_np(x).astype(compute)  # the base as the dtype holds it
+    with np.errstate(all="ignore"):
+        form = POWER_FORMS.get(exponent, lambda a: np.power(a, compute(exponent)))
+        expected = to_np(from_np(form(held), dtype)).astype(np.float64)  # rounded once to the dtype
+    got = x ** exponent
+    assert got.dtype == dtype
+    rtol = 0 if exponent in POWER_FORMS else 4e-3 if dtype in (ts.float16, ts.bfloat16) else 2e-7
+    np.testing.assert_allclose(to_np(got).astype(np.float64), expected, rtol=rtol, equal_nan=True)
+    assert np.array_equal(np.signbit(to_np(got)), np.signbit(expected))  # -0.0 and -inf where torch has them
+    xt = from_np(base.T.copy(), dtype).T  # a strided view of the same values
+    np.testing.assert_array_equal(to_np(ts.pow(xt, exponent)), to_np(got))
+    torch = pytest.importorskip("torch") if dtype == ts.float32 else None
+    if torch is not None:
+        want = torch.from_numpy(held).pow(exponent).numpy()  # within an ulp: its 0.5 is not always sqrt's rounding
+        np.testing.assert_allclose(to_np(got), want, rtol=2.5e-7, equal_nan=True)
+
+
 # ---------------------------------------------------------------------------- comparisons and logic
 COMPARE = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
            "ge": np.greater_equal}

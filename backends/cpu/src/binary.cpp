@@ -283,6 +283,21 @@ template <class T> T pow_value(T x, T y) {
   }
 }
 
+// A floating tensor to a scalar power that is a product or a square root, as PyTorch computes it
+// (x ** 2 through std::pow took 27.6 ms on 6.4M floats, torch's x * x 1.3 ms). False for
+// other exponents (the caller uses pow).
+template <class T> bool run_special_power(TensorIterator& it, double e) {
+  using M = opmath_t<T>;
+  if (e == 2) run_binary<T>(it, [](T x, T) { const M m = M(x); return T(m * m); });
+  else if (e == 3) run_binary<T>(it, [](T x, T) { const M m = M(x); return T(m * m * m); });
+  else if (e == 0.5) run_binary<T>(it, [](T x, T) { return T(std::sqrt(M(x))); });
+  else if (e == -0.5) run_binary<T>(it, [](T x, T) { return T(M(1) / std::sqrt(M(x))); });
+  else if (e == -1) run_binary<T>(it, [](T x, T) { return T(M(1) / M(x)); });
+  else if (e == -2) run_binary<T>(it, [](T x, T) { const M m = M(x); return T(M(1) / (m * m)); });
+  else return false;
+  return true;
+}
+
 void pow_kernel(sdk::Args& a, Variant v, bool scalar) {
   const std::string name = variant_name("pow", v);
   TensorRef self = a.tensor(0);
@@ -293,7 +308,11 @@ void pow_kernel(sdk::Args& a, Variant v, bool scalar) {
       exponent.scalar->i < 0)
     fail(TS_ERROR_VALUE, name, ": integers to negative integer powers are not allowed, got exponent ",
          exponent.scalar->i);
-  if (sdk::is_complex(it.common_dtype())) {
+  bool special = false;
+  if (scalar && sdk::is_floating(it.common_dtype()))
+    TS_DISPATCH_FLOAT(it.common_dtype(), , special = run_special_power<scalar_t>(it, exponent.scalar->to_double()));
+  if (special) {
+  } else if (sdk::is_complex(it.common_dtype())) {
     TS_DISPATCH_COMPLEX(it.common_dtype(), ,
                         run_binary<scalar_t>(it, [](scalar_t x, scalar_t y) { return scalar_t(std::pow(x, y)); }));
   } else {
