@@ -6,16 +6,11 @@
 //   input  [..., K] float32, dense rows; weight [K, N] float32, any strides (a Linear's weight
 //   transposed is the [K, N] view with strides (1, K)); bias [N] or None.
 //   activation: "none", "relu", "gelu" (erf), "gelu_tanh", "tanh", "sigmoid", "silu".
-// Primitives are cached by geometry, strides and activation (creating one costs far more than
-// running a small one).
+// Primitives are cached by geometry, strides and activation.
 #include "kernels.h"
 #include "nn_norm.h"  // check_cpu_all
+#include "onednn_support.h"
 
-#include <dnnl.hpp>
-
-#include <map>
-#include <memory>
-#include <mutex>
 #include <optional>
 #include <string_view>
 #include <tuple>
@@ -30,11 +25,6 @@ using sdk::fail;
 using sdk::TensorRef;
 using dnnl::memory;
 using dt = dnnl::memory::data_type;
-
-dnnl::engine& engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
 
 // The eltwise post-op of an activation name (nullopt: none), as PyTorch's functions compute them.
 std::optional<dnnl::algorithm> activation_algorithm(std::string_view name) {
@@ -54,36 +44,26 @@ struct Matmul {
   dnnl::matmul prim;
 };
 
-// (m, k, n, weight strides, has bias, activation)
+// (m, k, n, weight strides, has bias, the activation's dnnl::algorithm or -1)
 using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool, int>;
 
-std::shared_ptr<const Matmul> matmul_for(const Key& key, std::optional<dnnl::algorithm> activation) {
-  static std::mutex mutex;
-  static std::map<Key, std::shared_ptr<const Matmul>> cache;
-  {
-    std::lock_guard lock(mutex);
-    if (auto it = cache.find(key); it != cache.end()) return it->second;
-  }
+Matmul make_matmul(const Key& key) {
   const auto& [m, k, n, ws0, ws1, has_bias, activation_code] = key;
-  (void)activation_code;  // `activation` itself
   const memory::desc src({m, k}, dt::f32, memory::dims{k, 1});
   const memory::desc weights({k, n}, dt::f32, memory::dims{ws0, ws1});
   const memory::desc bias({1, n}, dt::f32, memory::dims{n, 1});
   const memory::desc dst({m, n}, dt::f32, memory::dims{n, 1});
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // each call brings its own (threads)
-  if (activation) {
+  dnnl::primitive_attr attr = user_scratchpad_attributes();
+  if (activation_code >= 0) {
+    const auto activation = dnnl::algorithm(activation_code);
     dnnl::post_ops ops;
-    ops.append_eltwise(1.0f, *activation, *activation == dnnl::algorithm::eltwise_swish ? 1.0f : 0.0f, 0.0f);
+    ops.append_eltwise(1.0f, activation, activation == dnnl::algorithm::eltwise_swish ? 1.0f : 0.0f, 0.0f);
     attr.set_post_ops(ops);
   }
   const dnnl::matmul::desc desc = has_bias ? dnnl::matmul::desc(src, weights, bias, dst)
                                            : dnnl::matmul::desc(src, weights, dst);
-  dnnl::matmul::primitive_desc pd(desc, attr, engine());
-  auto made = std::make_shared<const Matmul>(Matmul{pd, dnnl::matmul(pd)});
-  std::lock_guard lock(mutex);
-  if (cache.size() >= 256) cache.clear();  // bounded: a shape sweep must not grow it forever
-  return cache.emplace(key, made).first->second;
+  dnnl::matmul::primitive_desc pd(desc, attr, onednn_engine());
+  return Matmul{pd, dnnl::matmul(pd)};
 }
 
 void linear_epilogue_kernel(Args& a) {
@@ -113,10 +93,11 @@ void linear_epilogue_kernel(Args& a) {
   if (k == 0) fail(TS_ERROR_VALUE, op, ": an empty inner dimension is not supported");
   const Key key{m, k, n, weight.stride(0), weight.stride(1), bias.has_value(),
                 activation ? int(*activation) : -1};
-  const auto mm = matmul_for(key, activation);
-  auto wrap = [](const memory::desc& d, const void* p) { return memory(d, engine(), const_cast<void*>(p)); };
-  dnnl::stream s(engine());
-  memory scratch(mm->pd.scratchpad_desc(), engine());
+  static PrimitiveCache<Key, Matmul> cache;
+  const auto mm = cache.get(key, [&] { return make_matmul(key); });
+  auto wrap = [](const memory::desc& d, const void* p) { return memory(d, onednn_engine(), const_cast<void*>(p)); };
+  dnnl::stream s(onednn_engine());
+  memory scratch(mm->pd.scratchpad_desc(), onednn_engine());
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(mm->pd.src_desc(), input.data<float>())},
                                        {DNNL_ARG_WEIGHTS, wrap(mm->pd.weights_desc(), weight.data<float>())},
                                        {DNNL_ARG_DST, wrap(mm->pd.dst_desc(), out.data<float>())},

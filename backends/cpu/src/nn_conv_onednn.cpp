@@ -3,6 +3,7 @@
 // primitive costs far more than running a small one, so primitives are cached by geometry: a
 // training loop creates each once.
 #include "nn_conv.h"
+#include "onednn_support.h"
 
 #include "tensor_iterator.h"
 
@@ -24,17 +25,6 @@ using dnnl::memory;
 using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
 
-dnnl::engine& engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
-
-// Primitives run concurrently from several threads, so each call brings its own scratchpad.
-dnnl::primitive_attr attributes() {
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  return attr;
-}
 
 struct Descs {
   memory::desc src, weights, bias, dst;
@@ -84,7 +74,7 @@ dnnl::convolution_forward::primitive_desc forward_pd(const ConvGeometry& g, bool
                                                           d.bias, d.dst, d.strides, d.dilates, d.pad_l, d.pad_r)
                         : dnnl::convolution_forward::desc(kind, dnnl::algorithm::convolution_direct, d.src, d.weights,
                                                           d.dst, d.strides, d.dilates, d.pad_l, d.pad_r);
-  return {desc, attributes(), engine()};
+  return {desc, user_scratchpad_attributes(), onednn_engine()};
 }
 
 // A reorder between one of our plain buffers and the layout a primitive chose.
@@ -93,11 +83,11 @@ struct Reorder {
   dnnl::reorder prim;
   static std::optional<Reorder> between(const memory::desc& from, const memory::desc& to) {
     if (from == to) return std::nullopt;
-    dnnl::reorder::primitive_desc pd(engine(), from, engine(), to, attributes());
+    dnnl::reorder::primitive_desc pd(onednn_engine(), from, onednn_engine(), to, user_scratchpad_attributes());
     return Reorder{pd, dnnl::reorder(pd)};
   }
   void run(dnnl::stream& s, memory& from, memory& to) const {
-    memory scratch(pd.scratchpad_desc(), engine());
+    memory scratch(pd.scratchpad_desc(), onednn_engine());
     prim.execute(s, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}, {DNNL_ARG_SCRATCHPAD, scratch}});
   }
 };
@@ -139,30 +129,10 @@ int64_t layout_key(ConvLayout layout) {
   return (layout.activations == ActivationLayout::Nhwc ? 10 : 0) + (layout.weights == WeightLayout::Ohwi ? 20 : 0);
 }
 
-// A bounded cache: cleared when full (shapes of one model are few; a shape sweep must not grow
-// it without bound).
 template <class Entry>
-class Cache {
- public:
-  template <class Make>
-  std::shared_ptr<const Entry> get(const Key& key, Make&& make) {
-    {
-      std::lock_guard lock(mutex_);
-      if (auto it = entries_.find(key); it != entries_.end()) return it->second;
-    }
-    auto entry = std::make_shared<const Entry>(make());  // outside the lock: creation is slow
-    std::lock_guard lock(mutex_);
-    if (entries_.size() >= kMaxEntries) entries_.clear();
-    return entries_.emplace(key, entry).first->second;
-  }
+using Cache = PrimitiveCache<Key, Entry>;
 
- private:
-  static constexpr size_t kMaxEntries = 256;
-  std::mutex mutex_;
-  std::map<Key, std::shared_ptr<const Entry>> entries_;
-};
-
-memory wrap(const memory::desc& d, const float* p) { return memory(d, engine(), const_cast<float*>(p)); }
+memory wrap(const memory::desc& d, const float* p) { return memory(d, onednn_engine(), const_cast<float*>(p)); }
 
 memory::desc any_layout(const memory::desc& m) { return memory::desc(m.dims(), dt::f32, tag::any); }
 
@@ -172,7 +142,7 @@ DataPass make_data_pass(const ConvGeometry& g, ConvLayout layout = {}) {
   dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, any_layout(d.src),
                                              any_layout(d.weights), any_layout(d.dst), d.strides, d.dilates,
                                              d.pad_l, d.pad_r);
-  dnnl::convolution_backward_data::primitive_desc pd(desc, attributes(), engine(), hint);
+  dnnl::convolution_backward_data::primitive_desc pd(desc, user_scratchpad_attributes(), onednn_engine(), hint);
   return DataPass{pd, dnnl::convolution_backward_data(pd), Reorder::between(d.dst, pd.diff_dst_desc()),
                   Reorder::between(d.weights, pd.weights_desc()), Reorder::between(pd.diff_src_desc(), d.src)};
 }
@@ -249,7 +219,7 @@ WeightsPass make_weights_pass(const ConvGeometry& g, ConvLayout layout) {
   dnnl::convolution_backward_weights::desc desc(dnnl::algorithm::convolution_direct, any_layout(d.src),
                                                 any_layout(d.weights), d.bias, any_layout(d.dst), d.strides,
                                                 d.dilates, d.pad_l, d.pad_r);
-  dnnl::convolution_backward_weights::primitive_desc pd(desc, attributes(), engine(), hint);
+  dnnl::convolution_backward_weights::primitive_desc pd(desc, user_scratchpad_attributes(), onednn_engine(), hint);
   // Not for 3-D: there oneDNN's own GEMM pass is the faster (2x32x8x28x28, 3x3x3 to 64: 18 ms
   // against 40 ms for the batch-wide GEMM, whose unfolded columns are 27x the input).
   const bool one_gemm = g.spatial != 3 && g.groups == 1 && one_gemm_cols(g) <= kMaxOneGemmCols &&
@@ -266,7 +236,7 @@ WeightsPass make_weights_pass(const ConvGeometry& g, ConvLayout layout) {
 // `plain` itself, or a new buffer in `layout` filled from it by `to`.
 memory reordered_in(dnnl::stream& s, const std::optional<Reorder>& to, const memory::desc& layout, memory plain) {
   if (!to) return plain;
-  memory blocked(layout, engine());
+  memory blocked(layout, onednn_engine());
   to->run(s, plain, blocked);
   return blocked;
 }
@@ -274,7 +244,7 @@ memory reordered_in(dnnl::stream& s, const std::optional<Reorder>& to, const mem
 // Where a primitive writes an output: `plain` itself, or a new buffer in `layout` that the caller
 // reorders into `plain` afterwards.
 memory output_buffer(const std::optional<Reorder>& from, const memory::desc& layout, memory plain) {
-  return from ? memory(layout, engine()) : plain;
+  return from ? memory(layout, onednn_engine()) : plain;
 }
 
 // grad_x from grad_y (already in the pass's layout) and the plain weights.
@@ -282,7 +252,7 @@ void run_data_pass(dnnl::stream& s, const DataPass& p, const Descs& d, memory gr
   memory weights = reordered_in(s, p.to_weights, p.pd.weights_desc(), wrap(d.weights, w));
   memory grad_x_plain = wrap(d.src, grad_x);
   memory grad_x_out = output_buffer(p.from_grad_x, p.pd.diff_src_desc(), grad_x_plain);
-  memory scratch(p.pd.scratchpad_desc(), engine());
+  memory scratch(p.pd.scratchpad_desc(), onednn_engine());
   p.prim.execute(s, {{DNNL_ARG_DIFF_DST, grad_y},
                      {DNNL_ARG_WEIGHTS, weights},
                      {DNNL_ARG_DIFF_SRC, grad_x_out},
@@ -316,12 +286,12 @@ bool onednn_conv_forward(const char* op, const ConvGeometry& g, ConvLayout layou
                      Reorder::between(d.weights, pd.weights_desc()), Reorder::between(pd.dst_desc(), d.dst)};
     });
     const Descs d = descs(g, layout);
-    dnnl::stream s(engine());
+    dnnl::stream s(onednn_engine());
     memory src_in = reordered_in(s, f->to_src, f->pd.src_desc(), wrap(d.src, x));
     memory weights_in = reordered_in(s, f->to_weights, f->pd.weights_desc(), wrap(d.weights, w));
     memory dst = wrap(d.dst, y);
     memory dst_out = output_buffer(f->from_dst, f->pd.dst_desc(), dst);
-    memory scratch(f->pd.scratchpad_desc(), engine());
+    memory scratch(f->pd.scratchpad_desc(), onednn_engine());
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src_in},
                                          {DNNL_ARG_WEIGHTS, weights_in},
                                          {DNNL_ARG_DST, dst_out},
@@ -344,7 +314,7 @@ bool onednn_conv_backward(const char* op, const ConvGeometry& g, ConvLayout layo
       return Backward{std::move(data), std::move(weights), shared};
     });
     const Descs d = descs(g, layout);
-    dnnl::stream s(engine());
+    dnnl::stream s(onednn_engine());
     memory grad_y_plain = wrap(d.dst, grad_y);
     memory grad_y_data = reordered_in(s, b->data.to_grad_y, b->data.pd.diff_dst_desc(), grad_y_plain);
     run_data_pass(s, b->data, d, grad_y_data, w, grad_x);
@@ -360,7 +330,7 @@ bool onednn_conv_backward(const char* op, const ConvGeometry& g, ConvLayout layo
     memory src = reordered_in(s, p.to_src, p.pd.src_desc(), wrap(d.src, x));
     memory grad_w_plain = wrap(d.weights, grad_w);
     memory grad_w_out = output_buffer(p.from_grad_w, p.pd.diff_weights_desc(), grad_w_plain);
-    memory scratch(p.pd.scratchpad_desc(), engine());
+    memory scratch(p.pd.scratchpad_desc(), onednn_engine());
     p.prim.execute(s, {{DNNL_ARG_DIFF_DST, grad_y_weights},
                        {DNNL_ARG_SRC, src},
                        {DNNL_ARG_DIFF_WEIGHTS, grad_w_out},
@@ -377,7 +347,7 @@ bool onednn_conv_backward_data(const char* op, const ConvGeometry& g, const floa
   return guarded(op, [&] {
     auto p = cache.get(key_of(g, 3), [&] { return make_data_pass(g); });
     const Descs d = descs(g);
-    dnnl::stream s(engine());
+    dnnl::stream s(onednn_engine());
     memory grad_y_in = reordered_in(s, p->to_grad_y, p->pd.diff_dst_desc(), wrap(d.dst, grad_y));
     run_data_pass(s, *p, d, grad_y_in, w, grad_x);
     s.wait();

@@ -10,6 +10,7 @@
 // "linear before reset" variant, which is PyTorch's formula, with gates in the order z, r, n and a
 // fourth bias for the hidden side of n (b_hn); the gate blocks are permuted on the way in and out.
 #include "nn_conv_pool.h"
+#include "onednn_support.h"
 
 #include "strided.h"
 #include "tensor_iterator.h"
@@ -49,17 +50,6 @@ struct Geometry {
   auto key(int64_t kind) const { return std::array<int64_t, 7>{kind, mode, T, N, I, H, int64_t(reverse)}; }
 };
 
-dnnl::engine& engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
-
-// Primitives run concurrently from several threads, so each call brings its own scratchpad.
-dnnl::primitive_attr attributes() {
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  return attr;
-}
 
 // Our plain buffers' descriptors, and the weights' "any" descriptors that let the primitive choose.
 struct Descs {
@@ -96,11 +86,11 @@ struct Reorder {
   dnnl::reorder prim;
   static std::optional<Reorder> between(const memory::desc& from, const memory::desc& to) {
     if (from == to) return std::nullopt;
-    dnnl::reorder::primitive_desc pd(engine(), from, engine(), to, attributes());
+    dnnl::reorder::primitive_desc pd(onednn_engine(), from, onednn_engine(), to, user_scratchpad_attributes());
     return Reorder{pd, dnnl::reorder(pd)};
   }
   void run(dnnl::stream& s, memory& from, memory& to) const {
-    memory scratch(pd.scratchpad_desc(), engine());
+    memory scratch(pd.scratchpad_desc(), onednn_engine());
     prim.execute(s, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}, {DNNL_ARG_SCRATCHPAD, scratch}});
   }
 };
@@ -113,17 +103,17 @@ auto with_forward_pd(const Geometry& g, dnnl::prop_kind kind, F&& use) {
     case kLstm: {
       dnnl::lstm_forward::desc desc(kind, d.direction, d.src_layer, d.src_iter, d.src_iter_c, d.any_weights_layer,
                                     d.any_weights_iter, d.bias, d.dst_layer, d.dst_iter, d.dst_iter_c);
-      return use(dnnl::lstm_forward::primitive_desc(desc, attributes(), engine()));
+      return use(dnnl::lstm_forward::primitive_desc(desc, user_scratchpad_attributes(), onednn_engine()));
     }
     case kGru: {
       dnnl::lbr_gru_forward::desc desc(kind, d.direction, d.src_layer, d.src_iter, d.any_weights_layer,
                                        d.any_weights_iter, d.bias, d.dst_layer, d.dst_iter);
-      return use(dnnl::lbr_gru_forward::primitive_desc(desc, attributes(), engine()));
+      return use(dnnl::lbr_gru_forward::primitive_desc(desc, user_scratchpad_attributes(), onednn_engine()));
     }
     default: {
       dnnl::vanilla_rnn_forward::desc desc(kind, activation(g), d.direction, d.src_layer, d.src_iter,
                                            d.any_weights_layer, d.any_weights_iter, d.bias, d.dst_layer, d.dst_iter);
-      return use(dnnl::vanilla_rnn_forward::primitive_desc(desc, attributes(), engine()));
+      return use(dnnl::vanilla_rnn_forward::primitive_desc(desc, user_scratchpad_attributes(), onednn_engine()));
     }
   }
 }
@@ -180,7 +170,7 @@ Backward make_backward(const Geometry& g) {
                                        d.src_iter, d.src_iter_c, d.any_weights_layer, d.any_weights_iter, d.bias,
                                        d.dst_layer, d.dst_iter, d.dst_iter_c);
         if constexpr (std::is_same_v<std::decay_t<decltype(hint)>, dnnl::lstm_forward::primitive_desc>)
-          return pack_backward(d, dnnl::lstm_backward::primitive_desc(desc, attributes(), engine(), hint));
+          return pack_backward(d, dnnl::lstm_backward::primitive_desc(desc, user_scratchpad_attributes(), onednn_engine(), hint));
         break;
       }
       case kGru: {
@@ -188,7 +178,7 @@ Backward make_backward(const Geometry& g) {
                                           d.any_weights_iter, d.bias, d.dst_layer, d.dst_iter, d.src_layer, d.src_iter,
                                           d.any_weights_layer, d.any_weights_iter, d.bias, d.dst_layer, d.dst_iter);
         if constexpr (std::is_same_v<std::decay_t<decltype(hint)>, dnnl::lbr_gru_forward::primitive_desc>)
-          return pack_backward(d, dnnl::lbr_gru_backward::primitive_desc(desc, attributes(), engine(), hint));
+          return pack_backward(d, dnnl::lbr_gru_backward::primitive_desc(desc, user_scratchpad_attributes(), onednn_engine(), hint));
         break;
       }
       default: {
@@ -197,7 +187,7 @@ Backward make_backward(const Geometry& g) {
                                               d.dst_iter, d.src_layer, d.src_iter, d.any_weights_layer,
                                               d.any_weights_iter, d.bias, d.dst_layer, d.dst_iter);
         if constexpr (std::is_same_v<std::decay_t<decltype(hint)>, dnnl::vanilla_rnn_forward::primitive_desc>)
-          return pack_backward(d, dnnl::vanilla_rnn_backward::primitive_desc(desc, attributes(), engine(), hint));
+          return pack_backward(d, dnnl::vanilla_rnn_backward::primitive_desc(desc, user_scratchpad_attributes(), onednn_engine(), hint));
         break;
       }
     }
@@ -205,30 +195,11 @@ Backward make_backward(const Geometry& g) {
   });
 }
 
-// A bounded cache of primitives by geometry: a training loop creates each once; a sweep over
-// sequence lengths must not grow it without bound.
+// Sequence lengths vary more than convolution shapes: a smaller bound.
 template <class Entry>
-class Cache {
- public:
-  template <class Make>
-  std::shared_ptr<const Entry> get(const std::array<int64_t, 7>& key, Make&& make) {
-    {
-      std::lock_guard lock(mutex_);
-      if (auto it = entries_.find(key); it != entries_.end()) return it->second;
-    }
-    auto entry = std::make_shared<const Entry>(make());  // outside the lock: creation is slow
-    std::lock_guard lock(mutex_);
-    if (entries_.size() >= kMaxEntries) entries_.clear();
-    return entries_.emplace(key, entry).first->second;
-  }
+using Cache = PrimitiveCache<std::array<int64_t, 7>, Entry, 128>;
 
- private:
-  static constexpr size_t kMaxEntries = 128;
-  std::mutex mutex_;
-  std::map<std::array<int64_t, 7>, std::shared_ptr<const Entry>> entries_;
-};
-
-memory wrap(const memory::desc& d, const void* p) { return memory(d, engine(), const_cast<void*>(p)); }
+memory wrap(const memory::desc& d, const void* p) { return memory(d, onednn_engine(), const_cast<void*>(p)); }
 
 // A buffer for `d` from tessera's caching allocator (the tensor owns it): a workspace copy is
 // tens of MB, and memory fresh from the system costs a page fault per 4 KB at every call.
@@ -398,10 +369,10 @@ void rnn_layer_kernel(Args& a) {
     const std::array<int64_t, 1> ws_shape{int64_t(f->workspace.get_size())};
     workspace = sdk::empty(a.call(), train ? std::span<const int64_t>(ws_shape) : std::span<const int64_t>(none),
                            TS_UINT8, kCpuDevice);
-    dnnl::stream s(engine());
+    dnnl::stream s(onednn_engine());
     memory w_layer = wrap(d.weights_layer, w.w_ih.data<float>()), w_iter = wrap(d.weights_iter, w.w_hh.data<float>());
-    memory w_layer_in = f->to_weights_layer ? memory(f->weights_layer, engine()) : w_layer;
-    memory w_iter_in = f->to_weights_iter ? memory(f->weights_iter, engine()) : w_iter;
+    memory w_layer_in = f->to_weights_layer ? memory(f->weights_layer, onednn_engine()) : w_layer;
+    memory w_iter_in = f->to_weights_iter ? memory(f->weights_iter, onednn_engine()) : w_iter;
     if (f->to_weights_layer) f->to_weights_layer->run(s, w_layer, w_layer_in);
     if (f->to_weights_iter) f->to_weights_iter->run(s, w_iter, w_iter_in);
     Scratchpad scratch = thread_scratchpad(f->scratchpad);
@@ -485,10 +456,10 @@ void rnn_layer_backward_kernel(Args& a) {
     TensorRef ws_owner;
     memory ws = cached_buffer(a.call(), b->workspace, ws_owner);
     std::memcpy(ws.get_data_handle(), workspace.data<uint8_t>(), b->workspace.get_size());
-    dnnl::stream s(engine());
+    dnnl::stream s(onednn_engine());
     memory w_layer = wrap(d.weights_layer, w.w_ih.data<float>()), w_iter = wrap(d.weights_iter, w.w_hh.data<float>());
-    memory w_layer_in = b->to_weights_layer ? memory(b->weights_layer, engine()) : w_layer;
-    memory w_iter_in = b->to_weights_iter ? memory(b->weights_iter, engine()) : w_iter;
+    memory w_layer_in = b->to_weights_layer ? memory(b->weights_layer, onednn_engine()) : w_layer;
+    memory w_iter_in = b->to_weights_iter ? memory(b->weights_iter, onednn_engine()) : w_iter;
     if (b->to_weights_layer) b->to_weights_layer->run(s, w_layer, w_layer_in);
     if (b->to_weights_iter) b->to_weights_iter->run(s, w_iter, w_iter_in);
     // The diff weights in the primitive's layouts, zeroed: the primitive accumulates into them.
@@ -496,8 +467,8 @@ void rnn_layer_backward_kernel(Args& a) {
     TensorRef gw_hh_cell = mode == kGru ? zeros(a.call(), w_hh.sizes()) : g_w_hh;
     memory dw_layer_user = wrap(d.weights_layer, gw_ih_cell.data<float>());
     memory dw_iter_user = wrap(d.weights_iter, gw_hh_cell.data<float>());
-    memory dw_layer = b->from_diff_weights_layer ? memory(b->diff_weights_layer, engine()) : dw_layer_user;
-    memory dw_iter = b->from_diff_weights_iter ? memory(b->diff_weights_iter, engine()) : dw_iter_user;
+    memory dw_layer = b->from_diff_weights_layer ? memory(b->diff_weights_layer, onednn_engine()) : dw_layer_user;
+    memory dw_iter = b->from_diff_weights_iter ? memory(b->diff_weights_iter, onednn_engine()) : dw_iter_user;
     if (b->from_diff_weights_layer) std::memset(dw_layer.get_data_handle(), 0, b->diff_weights_layer.get_size());
     if (b->from_diff_weights_iter) std::memset(dw_iter.get_data_handle(), 0, b->diff_weights_iter.get_size());
     TensorRef diff_bias = zeros(a.call(), std::array<int64_t, 1>{bias_gates_of(mode) * H});
