@@ -277,12 +277,12 @@ void generate_reduce_kernel(std::ostringstream& source, const g::Graph& graph, c
                                                         : N;
   std::map<int64_t, std::string> name;
   // Per row r (all dims but the last of the input shape) the prologue inputs' offsets; in the
-  // all-dims case the inputs are dense and read at i.
+  // flat layouts (middle, around, all) the inputs are dense and read at i.
   std::ostringstream bases;
   for (size_t i = 0; i < k.inputs.size(); ++i) {
     if (!pro_inputs.count(k.inputs[i])) continue;
     const g::Value& v = graph.value(k.inputs[i]);
-    if (red.over == Over::All || red.over == Over::Middle || red.over == Over::Around) {  // dense: read at i
+    if (red.reads_flat()) {  // dense (the plan checks): read at i
       name[k.inputs[i]] = element(i, v.dtype, "i");
       continue;
     }

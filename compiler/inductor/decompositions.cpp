@@ -182,8 +182,8 @@ struct Piece {
   int64_t grad, start, end;
 };
 
-// The slice_backward pieces under add node `i` (adds of slice_backwards, each value read once),
-// or false when the tree holds anything else.
+// Collects the slice_backward pieces summed into `value` (a tree of adds of slice_backwards, each
+// value read once) and the tree's nodes; false when the tree holds anything else.
 bool collect_pieces(const g::Graph& graph, const std::vector<int>& uses, const std::vector<int64_t>& producer,
                     int64_t value, std::vector<Piece>& pieces, std::vector<size_t>& nodes, const g::Node*& first) {
   const int64_t at = producer[size_t(value)];

@@ -91,8 +91,6 @@ RowHead row_head(const g::Graph& graph, const g::Node& node) {
   return dim == nd - 1 && keeps_dtype ? head : RowHead::None;
 }
 
-// A sum, mean, amax or amin of a contiguous float tensor over a layout a kernel can generate
-// (Reduction::Over), without a dtype change; nullopt otherwise.
 // The dims of an nd-dim tensor not in `dims`, in order (never empty here: `dims` is not all).
 std::vector<int64_t> kept_dims(const std::set<int64_t>& dims, int64_t nd) {
   std::vector<int64_t> kept;
@@ -101,6 +99,8 @@ std::vector<int64_t> kept_dims(const std::set<int64_t>& dims, int64_t nd) {
   return kept;
 }
 
+// A sum, mean, amax or amin of a contiguous float tensor over a layout a kernel can generate
+// (Reduction::Over), without a dtype change; nullopt otherwise.
 std::optional<Reduction> reduction(const g::Graph& graph, const g::Node& node) {
   Reduction r;
   if (node.op == "sum.dim_IntList") r.op = Reduction::Op::Sum;
@@ -307,9 +307,7 @@ FusionPlan plan_fusion(const g::Graph& graph, const FusionTarget& target) {
       const bool feeds = current.head == RowHead::None && !current.nodes.empty() && current.shape == r->input_shape &&
                          current.dtype == graph.value(node.args[0].tensor).dtype &&
                          open_values(graph, current).count(node.args[0].tensor) &&
-                         ((r->over != Reduction::Over::All && r->over != Reduction::Over::Middle &&
-                           r->over != Reduction::Over::Around) ||
-                          dense_inputs(graph, current));
+                         (!r->reads_flat() || dense_inputs(graph, current));
       if (feeds) {
         current.prologue = std::move(current.nodes);
         current.nodes.clear();

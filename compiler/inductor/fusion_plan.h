@@ -28,6 +28,8 @@ struct Reduction {
   enum class Over { Rows, Columns, Middle, Around, All } over = Over::Rows;
   std::vector<int64_t> input_shape;  // the prologue's shape
   int64_t outer = 1, middle = 1, inner = 1;  // Over::Middle's and Over::Around's view of it
+  // The kernel reads its prologue's inputs by the flat element index: they must be dense.
+  bool reads_flat() const { return over == Over::All || over == Over::Middle || over == Over::Around; }
 };
 
 struct FusedKernel {

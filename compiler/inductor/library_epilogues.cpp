@@ -41,7 +41,7 @@ std::optional<int64_t> bias_of(const g::Graph& graph, const g::Node& add, int64_
   return other;
 }
 
-// The post-op name of an activation node reading `input`, or nullopt.
+// The post-op name of an activation node (its input is argument 0), or nullopt.
 std::optional<std::string> activation_of(const g::Node& node) {
   if (node.in_place() || !tensor_at(node, 0)) return std::nullopt;
   if (node.op == "relu" || node.op == "tanh" || node.op == "sigmoid" || node.op == "silu") return node.op;
