@@ -40,8 +40,9 @@ def is_current_stream_capturing():
 
 class CUDAGraph:
     """One captured graph (torch.cuda.CUDAGraph). capture_begin/capture_end bracket the work to
-    capture on the current stream, which must not be the device's default stream
-    (`ts.cuda.graph` captures on a side stream for you); replay() launches it on the current stream."""
+    capture on the current stream (`ts.cuda.graph` captures on a side stream for you, as torch
+    does); replay() launches it on the current stream. `keep_graph` is accepted for torch's
+    signature: the graph is always instantiated when the capture ends."""
 
     def __init__(self, keep_graph=False):
         self._id = None

@@ -22,9 +22,6 @@ import warnings
 
 import tessera
 
-WARM_UP_CALLS = 1
-
-
 def wants_cuda_graphs(mode, options):
     if mode in ("reduce-overhead", "max-autotune"):
         return True
@@ -58,9 +55,9 @@ class CUDAGraphRunner:
         self._device = device_index  # the warm-up and the capture run with it current
         self._mutated = mutated_positions
         self._captured = {}   # input sizes -> _Captured
-        self._calls = {}      # input sizes -> calls before the capture
+        self._warmed = set()  # input sizes whose warm-up call ran
         self.failure = None   # why the capture failed (then the kernels launch one by one)
-        for name in ("fuses", "graphs", "layout", "rebuild", "handle", "compiler"):
+        for name in ("fuses", "graphs", "rebuild", "handle", "compiler"):  # what callers read off `run`
             if hasattr(run, name):
                 setattr(self, name, getattr(run, name))
 
@@ -74,16 +71,15 @@ class CUDAGraphRunner:
         sizes = self._sizes(inputs)
         captured = self._captured.get(sizes)
         if captured is None:
-            calls = self._calls.get(sizes, 0)
-            if calls < WARM_UP_CALLS:
-                self._calls[sizes] = calls + 1
+            if sizes not in self._warmed:
+                self._warmed.add(sizes)
                 return self._warm_up(inputs)
             captured = self._capture(inputs)
             if captured is None:
                 return self._run(*inputs)
             self._captured[sizes] = captured
         for static, x in zip(captured.inputs, inputs):
-            if static is not x and isinstance(x, tessera.Tensor):
+            if isinstance(x, tessera.Tensor):
                 static.copy_(x)
         captured.graph.replay()
         for k in self._mutated:  # the function writes these inputs: the replay wrote the copies
