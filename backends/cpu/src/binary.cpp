@@ -308,11 +308,11 @@ void pow_kernel(sdk::Args& a, Variant v, bool scalar) {
       exponent.scalar->i < 0)
     fail(TS_ERROR_VALUE, name, ": integers to negative integer powers are not allowed, got exponent ",
          exponent.scalar->i);
-  bool special = false;
+  bool done = false;  // a product or square root did it
   if (scalar && sdk::is_floating(it.common_dtype()))
-    TS_DISPATCH_FLOAT(it.common_dtype(), , special = run_special_power<scalar_t>(it, exponent.scalar->to_double()));
-  if (special) {
-  } else if (sdk::is_complex(it.common_dtype())) {
+    TS_DISPATCH_FLOAT(it.common_dtype(), , done = run_special_power<scalar_t>(it, exponent.scalar->to_double()));
+  if (done) return a.return_argument(it.result());
+  if (sdk::is_complex(it.common_dtype())) {
     TS_DISPATCH_COMPLEX(it.common_dtype(), ,
                         run_binary<scalar_t>(it, [](scalar_t x, scalar_t y) { return scalar_t(std::pow(x, y)); }));
   } else {
